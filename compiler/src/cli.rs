@@ -1,0 +1,100 @@
+//! Command-line arguments, one struct per subcommand.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "understudy", version, about = "Validate fallback policies and bake them into an edge Worker")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate policies; exit 0 when valid, 1 when any is invalid, 2 on usage or I/O errors.
+    Check(CheckArgs),
+    /// Print the page of a diagnostic code.
+    Explain(ExplainArgs),
+    /// Write the JSON Schema of the policy format.
+    Schema(SchemaArgs),
+    /// Validate a policy and bake it with its catalog into a deployable Worker directory.
+    Build(BuildArgs),
+    /// Run the simulated model origin on loopback.
+    Origin(OriginArgs),
+    /// Build a policy and run it locally in workerd with seeded KV and a simulated origin.
+    Dev(DevArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Policy files to check.
+    #[arg(required = true)]
+    pub policies: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+    /// Check catalog freshness as of this instant (RFC 3339) instead of now.
+    #[arg(long)]
+    pub now: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// A diagnostic code, e.g. ERR_BUDGET_EXCEEDED.
+    pub code: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SchemaArgs {
+    /// Write to this file instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    pub policy: PathBuf,
+    /// Output directory (default: dist/<service name>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Validate as of this instant (RFC 3339) instead of now; also the recorded validation time.
+    #[arg(long)]
+    pub now: Option<String>,
+    /// Prebuilt edge module directory (worker-build output); built when absent.
+    #[arg(long)]
+    pub edge: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OriginArgs {
+    /// Address to listen on (loopback only).
+    #[arg(long, default_value = "127.0.0.1:8788")]
+    pub listen: String,
+    /// Fault script (JSON) to follow.
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DevArgs {
+    pub policy: PathBuf,
+    /// Port for the edge.
+    #[arg(long, default_value_t = 8787)]
+    pub port: u16,
+    /// Port for the simulated origin.
+    #[arg(long, default_value_t = 8788)]
+    pub origin_port: u16,
+    /// JSON file of KV entries to seed.
+    #[arg(long)]
+    pub seed: Option<PathBuf>,
+    /// Run the demo (one healthy and one degraded answer) and exit.
+    #[arg(long)]
+    pub demo: bool,
+}

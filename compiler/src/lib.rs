@@ -1,0 +1,5 @@
+//! The Understudy compiler as a library: the CLI in `main.rs` is a thin shell over it.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod cmd;

@@ -1,0 +1,30 @@
+//! `understudy`: the policy compiler. `main` is thin: it parses arguments and hands off
+//! to one module per subcommand. Exit codes: 0 ok, 1 a policy (or scenario, drill
+//! invariant) is invalid, 2 usage or I/O error.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use understudy::cli::{Cli, Command};
+use understudy::cmd;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => cmd::check::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
+        Command::Schema(args) => cmd::schema::run(args),
+        Command::Build(args) => cmd::build::run(args),
+        Command::Origin(args) => cmd::origin::run(args),
+        Command::Dev(args) => cmd::dev::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

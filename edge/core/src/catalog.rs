@@ -1,0 +1,143 @@
+//! The baked stub catalog: curated items answered from memory, and a keyword index for
+//! search endpoints. Built once by the compiler; read once per isolate by the Worker.
+//!
+//! Items keep their original JSON text so the edge can answer without re-serialising.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub sku: String,
+    pub title: String,
+    pub category: Option<String>,
+    /// The item as the catalog owner wrote it, as compact JSON.
+    pub json: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Catalog {
+    /// Items in catalog order (the curated order).
+    pub items: Vec<Item>,
+    /// When the stubs were validated against the inventory snapshot (ms since epoch).
+    pub validated_at_ms: u64,
+    /// When the inventory snapshot was taken (ms since epoch).
+    pub snapshot_at_ms: u64,
+    /// Sorted, de-duplicated title tokens and, for each, the item indices containing it.
+    pub tokens: Vec<(String, Vec<u32>)>,
+}
+
+/// Splits text into lower-case alphanumeric tokens.
+pub fn tokenize(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(|t| t.to_lowercase())
+}
+
+impl Catalog {
+    /// Builds the catalog and its keyword index. Deterministic: same items, same bytes.
+    pub fn new(items: Vec<Item>, validated_at_ms: u64, snapshot_at_ms: u64) -> Catalog {
+        let mut index: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for (i, item) in items.iter().enumerate() {
+            for tok in tokenize(&item.title) {
+                let postings = index.entry(tok).or_default();
+                if postings.last() != Some(&(i as u32)) {
+                    postings.push(i as u32);
+                }
+            }
+        }
+        Catalog { items, validated_at_ms, snapshot_at_ms, tokens: index.into_iter().collect() }
+    }
+
+    /// The curated list: items of `category` (all items when `None`), in catalog order.
+    /// Falls back to the global list when the category has no items, so the final net
+    /// always holds something.
+    pub fn curated(&self, category: Option<&str>, limit: usize) -> Vec<&Item> {
+        if let Some(cat) = category {
+            let picked: Vec<&Item> =
+                self.items.iter().filter(|i| i.category.as_deref() == Some(cat)).take(limit).collect();
+            if !picked.is_empty() {
+                return picked;
+            }
+        }
+        self.items.iter().take(limit).collect()
+    }
+
+    /// Keyword search: items whose title has a token starting with any query word, in
+    /// catalog order. Words match as prefixes so `water` finds `waterproof`.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<&Item> {
+        let mut hits: Vec<u32> = Vec::new();
+        for word in tokenize(query) {
+            let start = self.tokens.partition_point(|(t, _)| t.as_str() < word.as_str());
+            for (tok, postings) in &self.tokens[start..] {
+                if !tok.starts_with(word.as_str()) {
+                    break;
+                }
+                hits.extend_from_slice(postings);
+            }
+        }
+        hits.sort_unstable();
+        hits.dedup();
+        hits.into_iter().take(limit).filter_map(|i| self.items.get(i as usize)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(sku: &str, title: &str, cat: &str) -> Item {
+        Item { sku: sku.into(), title: title.into(), category: Some(cat.into()), json: format!("{{\"sku\":\"{sku}\"}}") }
+    }
+
+    /// Seed 002's five-item catalog.
+    fn seed_catalog() -> Catalog {
+        Catalog::new(
+            vec![
+                item("1", "wireless noise-cancelling headphones", "audio"),
+                item("2", "programmable drip coffee maker", "kitchen"),
+                item("3", "waterproof laptop backpack", "bags"),
+                item("4", "backlit mechanical keyboard", "computing"),
+                item("5", "water-resistant sports headphones", "audio"),
+            ],
+            0,
+            0,
+        )
+    }
+
+    fn skus(items: Vec<&Item>) -> Vec<&str> {
+        items.into_iter().map(|i| i.sku.as_str()).collect()
+    }
+
+    #[test]
+    fn keyword_search_matches_seed_002_queries() {
+        let c = seed_catalog();
+        assert_eq!(skus(c.search("headphones", 10)), vec!["1", "5"]);
+        assert_eq!(skus(c.search("backpack", 10)), vec!["3"]);
+        assert_eq!(skus(c.search("keyboard", 10)), vec!["4"]);
+        assert_eq!(skus(c.search("headphones water", 10)), vec!["1", "3", "5"]);
+        assert_eq!(skus(c.search("coffee maker", 10)), vec!["2"]);
+    }
+
+    #[test]
+    fn search_is_case_insensitive_and_limited() {
+        let c = seed_catalog();
+        assert_eq!(skus(c.search("HEADPHONES", 1)), vec!["1"]);
+        assert!(c.search("zebra", 10).is_empty());
+        assert!(c.search("", 10).is_empty());
+    }
+
+    #[test]
+    fn curated_by_category_falls_back_to_global() {
+        let c = seed_catalog();
+        assert_eq!(skus(c.curated(Some("audio"), 10)), vec!["1", "5"]);
+        assert_eq!(skus(c.curated(Some("unknown"), 2)), vec!["1", "2"]);
+        assert_eq!(skus(c.curated(None, 3)), vec!["1", "2", "3"]);
+    }
+
+    #[test]
+    fn index_is_deterministic() {
+        assert_eq!(seed_catalog(), seed_catalog());
+    }
+}

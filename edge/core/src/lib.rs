@@ -1,0 +1,16 @@
+//! Understudy's core: the policy model both the compiler and the Worker use, the baked
+//! artifact format, and the sans-IO decision core of the edge.
+//!
+//! Nothing in this crate performs I/O or reads a clock: time is an input ([`Millis`]),
+//! outcomes are inputs, and functions return what to do next. That keeps every decision
+//! testable natively in virtual time, and lets `understudy simulate` replay the very code
+//! the Worker runs.
+#![forbid(unsafe_code)]
+
+pub mod bake;
+pub mod catalog;
+pub mod policy;
+pub mod template;
+pub mod time;
+
+pub use time::Millis;

@@ -1,0 +1,390 @@
+//! The validated policy model: what a fallback policy *means*, independent of TOML.
+//!
+//! The compiler parses TOML into these types (keeping spans on the side for its
+//! diagnostics), validates them, and bakes them into the Worker. The Worker and
+//! `understudy simulate` read them back. Every duration is in milliseconds.
+//!
+//! These types are serialised with `postcard` into the baked module, so they use only
+//! plain serde shapes (no untagged or internally tagged enums, no `skip_serializing_if`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::template::Template;
+
+/// One endpoint's fallback policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    /// The policy's own version label (free text, e.g. `2026-11-30.1`).
+    pub version: String,
+    pub service: Service,
+    pub params: Vec<Param>,
+    pub budget: Budget,
+    pub origin: Origin,
+    pub breaker: Breaker,
+    pub cascade: Cascade,
+    pub disclosure: Disclosure,
+    pub storm: Option<Storm>,
+    pub catalog: Option<CatalogRules>,
+    pub identity: Option<IdentityRules>,
+    pub admin: Option<Admin>,
+}
+
+/// [P-ROUTE] What the endpoint is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Service {
+    pub name: String,
+    /// Route path; `{name}` segments are path parameters.
+    pub route: String,
+    pub methods: Vec<Method>,
+    /// Declared peak traffic in requests per second (used to check the breaker can trigger).
+    pub expected_rps: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl Method {
+    pub const ALL: [(&'static str, Method); 6] = [
+        ("GET", Method::Get),
+        ("HEAD", Method::Head),
+        ("POST", Method::Post),
+        ("PUT", Method::Put),
+        ("PATCH", Method::Patch),
+        ("DELETE", Method::Delete),
+    ];
+
+    pub fn parse(s: &str) -> Option<Method> {
+        Self::ALL.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)).map(|(_, m)| *m)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL.iter().find(|(_, m)| *m == self).map(|(n, _)| *n).unwrap_or("GET")
+    }
+
+    /// RFC 9110 idempotent methods: retrying them cannot repeat a side effect.
+    pub fn is_idempotent(self) -> bool {
+        !matches!(self, Method::Post | Method::Patch)
+    }
+}
+
+/// Where a request parameter comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ParamSource {
+    Query,
+    Header,
+    Path,
+    /// A claim of the verified bearer token (see [`IdentityRules`]).
+    TokenClaim,
+}
+
+impl ParamSource {
+    pub const ALL: [(&'static str, ParamSource); 4] = [
+        ("query", ParamSource::Query),
+        ("header", ParamSource::Header),
+        ("path", ParamSource::Path),
+        ("token_claim", ParamSource::TokenClaim),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL.iter().find(|(_, s)| *s == self).map(|(n, _)| *n).unwrap_or("query")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ParamType {
+    String,
+    Integer,
+}
+
+/// [P-ROUTE] A request parameter and how it is validated before any I/O.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Param {
+    pub name: String,
+    pub source: ParamSource,
+    /// The query key, header name, path segment name or claim name it is read from.
+    pub from: String,
+    pub ty: ParamType,
+    /// A regular expression the whole value must match.
+    pub pattern: Option<String>,
+    pub max_len: u32,
+    pub required: bool,
+    pub default: Option<String>,
+    /// The parameter identifies a user: tiers keyed by it are per-user.
+    pub identity: bool,
+    /// Explicit, warned opt-out: identity taken from an unverified source.
+    pub allow_unverified: bool,
+}
+
+/// [P-BUDGET] Time allowed for the whole answer and for the origin race.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    pub total_ms: u64,
+    pub deadline_ms: u64,
+}
+
+/// Which origin outcomes may be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryOn {
+    pub timeout: bool,
+    pub connect: bool,
+    pub status_408: bool,
+    pub status_429: bool,
+    pub status_5xx: bool,
+}
+
+impl RetryOn {
+    pub const NAMES: [&'static str; 5] = ["timeout", "connect", "408", "429", "5xx"];
+
+    pub fn none() -> RetryOn {
+        RetryOn { timeout: false, connect: false, status_408: false, status_429: false, status_5xx: false }
+    }
+}
+
+/// [P-ORIGIN] The model call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Origin {
+    pub url: String,
+    pub method: Method,
+    pub attempt_timeout_ms: u64,
+    pub connect_timeout_ms: Option<u64>,
+    /// Total attempts including the first (1 = no retry).
+    pub attempts: u32,
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+    pub retry_on: RetryOn,
+    pub honor_retry_after: bool,
+    /// Header carrying the idempotency key; required to retry non-idempotent methods.
+    pub idempotency_key_header: Option<String>,
+    /// Secret binding holding the origin credential.
+    pub credential_secret: Option<String>,
+    /// Header the credential is sent in (`Authorization` gets a `Bearer ` prefix).
+    pub credential_header: String,
+    /// Path of the result list inside the origin's JSON body (`["items"]`).
+    pub result_path: Vec<String>,
+    /// Largest origin body accepted, in bytes.
+    pub max_body_bytes: u64,
+}
+
+/// [P-BREAKER] The circuit breaker guarding the origin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Breaker {
+    /// No breaker: every request pays the race.
+    Off,
+    /// Open after `failures` consecutive failures, stay open for `cooldown_ms`, then allow
+    /// one half-open trial (seed 002).
+    Consecutive { failures: u32, cooldown_ms: u64 },
+    /// Seed 000's PRIMARY_HEALTHY / DEGRADED_FALLBACK / RECOVERING_PROBE machine.
+    Rate(RateBreaker),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RateBreaker {
+    /// Sliding window over which the failure ratio and p95 are measured.
+    pub window_ms: u64,
+    /// Trip when failures / calls ≥ this ratio (seed: 0.15).
+    pub failure_ratio: f64,
+    /// Calls needed in the window before the ratio counts.
+    pub min_calls: u32,
+    /// Trip when the window's p95 latency exceeds this (seed: 45 ms).
+    pub slow_call_p95_ms: u64,
+    /// Stay in DEGRADED_FALLBACK this long before probing (seed: 30 s).
+    pub hold_down_ms: u64,
+    /// Fraction of traffic sent to the model while probing (seed: 0.02).
+    pub probe_fraction: f64,
+    /// Probe calls needed before a verdict.
+    pub probe_min_calls: u32,
+    /// Promote when probe successes / calls ≥ this (seed: 0.995).
+    pub probe_success_ratio: f64,
+    /// ... and the probes' p95 ≤ this (seed: 40 ms).
+    pub probe_p95_ms: u64,
+    /// A failed probe re-arms DEGRADED_FALLBACK for this long (seed: 60 s).
+    pub failed_probe_hold_ms: u64,
+}
+
+/// Whether the cascade promises an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Promise {
+    /// The last tier is local and always answers.
+    AlwaysAnswer,
+    /// When no tier answers, the edge returns 504 / 503 with the error envelope.
+    BestEffort,
+}
+
+/// [P-TIERS] The ordered fallback cascade.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cascade {
+    pub promise: Promise,
+    pub tiers: Vec<Tier>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tier {
+    pub name: String,
+    pub kind: TierKind,
+    /// Overrides the disclosure's `Cache-Control` for answers from this tier.
+    pub cache_control: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TierKind {
+    Kv(KvTier),
+    Embedded(EmbeddedTier),
+    Http(HttpTier),
+}
+
+impl TierKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TierKind::Kv(_) => "kv",
+            TierKind::Embedded(_) => "embedded",
+            TierKind::Http(_) => "http",
+        }
+    }
+
+    /// Time this tier may take at most, in milliseconds (embedded tiers do no I/O).
+    pub fn timeout_ms(&self) -> u64 {
+        match self {
+            TierKind::Kv(kv) => kv.read_timeout_ms,
+            TierKind::Embedded(_) => 0,
+            TierKind::Http(h) => h.timeout_ms,
+        }
+    }
+}
+
+/// A Workers KV tier. Values are JSON `{"items": [...]}`; the write time is in the key's
+/// metadata (`{"written_at": <ms>}`), falling back to a `written_at` field in the value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvTier {
+    pub binding: String,
+    pub key: Template,
+    pub max_staleness_ms: u64,
+    pub read_timeout_ms: u64,
+    /// Live origin answers are written back to this tier.
+    pub write_through: bool,
+    /// A key is rewritten only when its stored copy is older than this.
+    pub refresh_ms: u64,
+}
+
+/// The baked catalog, answered from memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum EmbeddedTier {
+    /// The curated list; per category when `by` names a parameter holding the category.
+    Curated { by: Option<String>, limit: u32 },
+    /// Keyword search over the catalog titles, with the query in parameter `query`.
+    Keyword { query: String, limit: u32 },
+}
+
+/// A secondary HTTP source (e.g. a smaller model) in its own failure domain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpTier {
+    pub url: String,
+    pub timeout_ms: u64,
+    pub credential_secret: Option<String>,
+    pub result_path: Vec<String>,
+}
+
+/// [P-DISCLOSE] How degraded answers say so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Disclosure {
+    /// `Cache-Control` of degraded answers from shared tiers (seed: `public, max-age=30`).
+    pub cache_control: Option<String>,
+    /// `Cache-Control` of degraded answers from per-user tiers (must be `private`).
+    pub private_cache_control: String,
+    /// `Cache-Control` of live answers.
+    pub live_cache_control: String,
+    /// `Retry-After` seconds on degraded answers and retryable errors (seed: 5).
+    pub retry_after_s: Option<u32>,
+    /// Put `degraded` and `is_personalized` fields in the body.
+    pub body_fields: bool,
+}
+
+/// [P-STORM] Client retry-storm limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Storm {
+    /// Rate Limiting binding name.
+    pub binding: String,
+    /// Retries allowed inside the window (seed: 2); the next is answered 429.
+    pub max_retries: u32,
+    /// Window length (seed: 10 s; the Workers binding supports 10 s or 60 s).
+    pub window_ms: u64,
+}
+
+/// What to do when the baked stubs' validation has outlived `max_age_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnExpired {
+    /// Skip the embedded tier, with a logged reason.
+    Refuse,
+    /// Serve, disclosing `X-Catalog-Expired: true`.
+    Disclose,
+}
+
+/// [P-CATALOG] The stub catalog and how it is validated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogRules {
+    /// Catalog file, relative to the policy file.
+    pub stubs: String,
+    /// Inventory snapshot file, relative to the policy file.
+    pub inventory: String,
+    /// Stubs must have been validated within this (seed: 24 h).
+    pub max_age_ms: u64,
+    /// A stub needs stock strictly above this (seed: 50).
+    pub min_stock: u64,
+    pub on_expired: OnExpired,
+}
+
+/// Verified identity: HS256 bearer tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdentityRules {
+    /// Secret binding holding the HMAC key.
+    pub secret: String,
+    pub issuer: String,
+    pub audience: String,
+    /// Clock skew tolerated on `exp`/`nbf`.
+    pub leeway_ms: u64,
+}
+
+/// The admin status endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Admin {
+    pub path: String,
+    /// Secret binding holding the admin bearer token.
+    pub secret: String,
+}
+
+impl Policy {
+    pub fn param(&self, name: &str) -> Option<&Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// Whether a template reads an identity parameter (a per-user tier).
+    pub fn template_is_per_user(&self, t: &Template) -> bool {
+        t.params().any(|p| self.param(p).is_some_and(|p| p.identity))
+    }
+
+    /// Whether a tier's answers are per user.
+    pub fn tier_is_per_user(&self, tier: &Tier) -> bool {
+        match &tier.kind {
+            TierKind::Kv(kv) => self.template_is_per_user(&kv.key),
+            _ => false,
+        }
+    }
+
+    /// The `Cache-Control` a degraded answer from `tier` carries.
+    pub fn tier_cache_control<'a>(&'a self, tier: &'a Tier) -> Option<&'a str> {
+        if let Some(cc) = &tier.cache_control {
+            return Some(cc);
+        }
+        if self.tier_is_per_user(tier) {
+            Some(&self.disclosure.private_cache_control)
+        } else {
+            self.disclosure.cache_control.as_deref()
+        }
+    }
+}
