@@ -3,3 +3,6 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod diag;
+pub mod load;
+pub mod validate;
