@@ -48,7 +48,11 @@ pub struct CheckArgs {
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
     /// A diagnostic code, e.g. ERR_BUDGET_EXCEEDED.
+    #[arg(required_unless_present = "all", default_value = "")]
     pub code: String,
+    /// Print every code's page (the content of docs/diagnostics.md).
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -2,7 +2,10 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod codes;
 pub mod cmd;
 pub mod diag;
 pub mod load;
+pub mod parse;
+pub mod render;
 pub mod validate;

@@ -24,6 +24,8 @@ pub struct Loaded {
     pub policy_hash: String,
     /// SHA-256 (hex) of the catalog and inventory files' bytes (empty when there are none).
     pub catalog_hash: String,
+    /// Every file read (policy, catalog, inventory) with its text, for rendering spans.
+    pub sources: Vec<(PathBuf, String)>,
 }
 
 impl Loaded {

@@ -1,7 +1,43 @@
-//! `understudy explain`.
+//! `understudy explain CODE`: the page of one diagnostic code.
+
 use std::process::ExitCode;
 
-pub fn run(_args: crate::cli::ExplainArgs) -> anyhow::Result<ExitCode> {
-    eprintln!("understudy explain: not implemented yet");
-    Ok(ExitCode::from(2))
+use crate::cli::ExplainArgs;
+use crate::codes;
+
+/// One code's page as Markdown (also the source of docs/diagnostics.md).
+pub fn page(d: &codes::CodeDoc) -> String {
+    format!("## {}\n\n*{}* — rule `{}`\n\n{}\n", d.code, d.title, d.rule, d.page.replace("\n", " ").split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// All pages: the content of docs/diagnostics.md.
+pub fn all_pages() -> String {
+    let mut out = String::from(
+        "# Diagnostics\n\nEvery problem `understudy check` reports has a stable code. `understudy explain CODE` prints the\npage below. This file is generated: `understudy explain --all > docs/diagnostics.md`.\n\n",
+    );
+    for d in codes::ALL {
+        out.push_str(&page(d));
+        out.push('\n');
+    }
+    out
+}
+
+pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    if args.code == "--all" || args.all {
+        print!("{}", all_pages());
+        return Ok(ExitCode::SUCCESS);
+    }
+    match codes::find(&args.code) {
+        Some(d) => {
+            print!("{}", page(d));
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            eprintln!("error: `{}` is not a diagnostic code; known codes:", args.code);
+            for d in codes::ALL {
+                eprintln!("  {:40} {}", d.code, d.title);
+            }
+            Ok(ExitCode::from(2))
+        }
+    }
 }
