@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "understudy", version, about = "Validate fallback policies and bake them into an edge Worker")]
+#[command(
+    name = "understudy",
+    version,
+    about = "Validate fallback policies and bake them into an edge Worker"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -81,9 +85,12 @@ pub struct OriginArgs {
     /// Address to listen on (loopback only).
     #[arg(long, default_value = "127.0.0.1:8788")]
     pub listen: String,
-    /// Fault script (JSON) to follow.
+    /// Fault script (JSON) to follow; see docs/origin.md.
     #[arg(long)]
     pub script: Option<PathBuf>,
+    /// Latency added before every model answer, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
 }
 
 #[derive(Debug, clap::Args)]

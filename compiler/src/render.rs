@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label as CsLabel, Severity as CsSeverity};
+use codespan_reporting::diagnostic::{
+    Diagnostic as CsDiagnostic, Label as CsLabel, Severity as CsSeverity,
+};
 use codespan_reporting::files::SimpleFiles;
 use codespan_reporting::term;
 use serde::Serialize;
@@ -40,7 +42,12 @@ impl Sources {
         let offset = clamp(text, offset);
         let before = &text[..offset];
         let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+        let col = before
+            .rsplit('\n')
+            .next()
+            .map(|l| l.chars().count())
+            .unwrap_or(0)
+            + 1;
         Some((line, col))
     }
 }
@@ -59,7 +66,9 @@ pub fn human(sources: &Sources, d: &Diagnostic) -> String {
         Severity::Error => CsSeverity::Error,
         Severity::Warning => CsSeverity::Warning,
     };
-    let mut cs = CsDiagnostic::new(severity).with_code(d.code).with_message(&d.message);
+    let mut cs = CsDiagnostic::new(severity)
+        .with_code(d.code)
+        .with_message(&d.message);
     let mut notes = d.notes.clone();
     match (sources.id(&d.file), d.span) {
         (Some(id), Some((start, end))) => {
@@ -67,7 +76,10 @@ pub fn human(sources: &Sources, d: &Diagnostic) -> String {
             let (s, e) = (clamp(text, start), clamp(text, end.max(start)));
             let mut labels = vec![CsLabel::primary(id, s..e).with_message(&d.label)];
             for l in &d.secondary {
-                labels.push(CsLabel::secondary(id, clamp(text, l.span.0)..clamp(text, l.span.1)).with_message(&l.message));
+                labels.push(
+                    CsLabel::secondary(id, clamp(text, l.span.0)..clamp(text, l.span.1))
+                        .with_message(&l.message),
+                );
             }
             cs = cs.with_labels(labels);
         }
@@ -78,7 +90,8 @@ pub fn human(sources: &Sources, d: &Diagnostic) -> String {
     }
     cs = cs.with_notes(notes);
     let config = term::Config::default();
-    term::emit_into_string(&config, &sources.files, &cs).unwrap_or_else(|e| format!("{}[{}]: {} ({e})\n", "error", d.code, d.message))
+    term::emit_into_string(&config, &sources.files, &cs)
+        .unwrap_or_else(|e| format!("{}[{}]: {} ({e})\n", "error", d.code, d.message))
 }
 
 #[derive(Serialize)]

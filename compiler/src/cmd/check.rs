@@ -23,26 +23,41 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
         all.push(loaded);
     }
-    let errors: usize = all.iter().flat_map(|l| &l.diagnostics).filter(|d| d.is_error()).count();
-    let warnings: usize = all.iter().flat_map(|l| &l.diagnostics).filter(|d| !d.is_error()).count();
+    let errors: usize = all
+        .iter()
+        .flat_map(|l| &l.diagnostics)
+        .filter(|d| d.is_error())
+        .count();
+    let warnings: usize = all
+        .iter()
+        .flat_map(|l| &l.diagnostics)
+        .filter(|d| !d.is_error())
+        .count();
     match args.format {
         Format::Human => {
             let mut out = String::new();
             for l in &all {
                 for d in &l.diagnostics {
                     out.push_str(&render::human(&sources, d));
-                    out.push('\n');
                 }
             }
             for l in &all {
                 let status = if l.has_errors() { "invalid" } else { "ok" };
                 out.push_str(&format!("{status}: {}\n", l.path.display()));
             }
-            out.push_str(&format!("{} polic{} checked: {invalid} invalid, {errors} error(s), {warnings} warning(s)\n", all.len(), if all.len() == 1 { "y" } else { "ies" }));
+            out.push_str(&format!(
+                "{} polic{} checked: {invalid} invalid, {errors} error(s), {warnings} warning(s)\n",
+                all.len(),
+                if all.len() == 1 { "y" } else { "ies" }
+            ));
             print!("{out}");
         }
         Format::Json => {
-            let diagnostics: Vec<_> = all.iter().flat_map(|l| &l.diagnostics).map(|d| render::json(&sources, d)).collect();
+            let diagnostics: Vec<_> = all
+                .iter()
+                .flat_map(|l| &l.diagnostics)
+                .map(|d| render::json(&sources, d))
+                .collect();
             let policies: Vec<_> = all
                 .iter()
                 .map(|l| json!({"file": l.path.display().to_string(), "valid": !l.has_errors(), "policy_hash": l.policy_hash, "catalog_hash": l.catalog_hash}))
@@ -51,5 +66,9 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
     }
-    Ok(if invalid > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if invalid > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -7,7 +7,17 @@ use crate::codes;
 
 /// One code's page as Markdown (also the source of docs/diagnostics.md).
 pub fn page(d: &codes::CodeDoc) -> String {
-    format!("## {}\n\n*{}* — rule `{}`\n\n{}\n", d.code, d.title, d.rule, d.page.replace("\n", " ").split_whitespace().collect::<Vec<_>>().join(" "))
+    format!(
+        "## {}\n\n*{}* — rule `{}`\n\n{}\n",
+        d.code,
+        d.title,
+        d.rule,
+        d.page
+            .replace("\n", " ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
 }
 
 /// All pages: the content of docs/diagnostics.md.
@@ -33,11 +43,31 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         None => {
-            eprintln!("error: `{}` is not a diagnostic code; known codes:", args.code);
+            eprintln!(
+                "error: `{}` is not a diagnostic code; known codes:",
+                args.code
+            );
             for d in codes::ALL {
                 eprintln!("  {:40} {}", d.code, d.title);
             }
             Ok(ExitCode::from(2))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn docs_diagnostics_md_is_generated_from_the_codes() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/diagnostics.md"
+        ))
+        .expect("docs/diagnostics.md");
+        assert_eq!(
+            doc,
+            super::all_pages(),
+            "regenerate with `understudy explain --all > docs/diagnostics.md`"
+        );
     }
 }

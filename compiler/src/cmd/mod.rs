@@ -15,10 +15,14 @@ pub fn parse_now(now: Option<&str>) -> anyhow::Result<Millis> {
             let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
                 .map_err(|e| anyhow::anyhow!("--now `{s}` is not an RFC 3339 time ({e}); write e.g. 2026-11-30T12:00:00Z"))?;
             let ms = t.unix_timestamp_nanos() / 1_000_000;
-            Ok(Millis(u64::try_from(ms).map_err(|_| anyhow::anyhow!("--now `{s}` is before 1970"))?))
+            Ok(Millis(u64::try_from(ms).map_err(|_| {
+                anyhow::anyhow!("--now `{s}` is before 1970")
+            })?))
         }
         None => {
-            let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
+            let ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_millis();
             Ok(Millis(ms as u64))
         }
     }

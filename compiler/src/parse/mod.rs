@@ -31,13 +31,20 @@ pub fn parse(ctx: &mut Ctx, text: &str) -> Option<Policy> {
     };
     let errors_before = ctx.diags.len();
     let mut top = Table::new(ctx, "", root)?;
-    let version = top.opt_str(ctx, "version").unwrap_or_else(|| "unversioned".to_string());
+    let version = top
+        .opt_str(ctx, "version")
+        .unwrap_or_else(|| "unversioned".to_string());
     let service = top.opt_table(ctx, "service").and_then(|t| service(ctx, t));
     if ctx.span_of("service").is_none() {
         missing_table(ctx, &top, "service");
     }
-    let params = top.opt_table(ctx, "params").map(|t| params(ctx, t)).unwrap_or_default();
-    let identity = top.opt_table(ctx, "identity").and_then(|t| identity(ctx, t));
+    let params = top
+        .opt_table(ctx, "params")
+        .map(|t| params(ctx, t))
+        .unwrap_or_default();
+    let identity = top
+        .opt_table(ctx, "identity")
+        .and_then(|t| identity(ctx, t));
     let budget = top.opt_table(ctx, "budget").and_then(|t| budget(ctx, t));
     if ctx.span_of("budget").is_none() {
         missing_table(ctx, &top, "budget");
@@ -97,7 +104,13 @@ fn service(ctx: &mut Ctx, mut t: Table) -> Option<Service> {
     let route = t.req_str(ctx, "route", "\"/v1/recommendations\"");
     if let (Some(r), Some(span)) = (&route, ctx.span_of("service.route")) {
         if !r.starts_with('/') {
-            ctx.error(codes::INVALID_VALUE, span, format!("route `{r}` does not start with `/`"), "not a path", "write the route as a path, e.g. \"/v1/recommendations\"");
+            ctx.error(
+                codes::INVALID_VALUE,
+                span,
+                format!("route `{r}` does not start with `/`"),
+                "not a path",
+                "write the route as a path, e.g. \"/v1/recommendations\"",
+            );
         }
     }
     let methods = match t.opt_str_array(ctx, "methods") {
@@ -106,12 +119,24 @@ fn service(ctx: &mut Ctx, mut t: Table) -> Option<Service> {
             for (m, span) in list {
                 match Method::parse(&m) {
                     Some(m) => out.push(m),
-                    None => ctx.error(codes::INVALID_VALUE, span, format!("`{m}` is not an HTTP method"), "unknown method", "use GET, HEAD, POST, PUT, PATCH or DELETE"),
+                    None => ctx.error(
+                        codes::INVALID_VALUE,
+                        span,
+                        format!("`{m}` is not an HTTP method"),
+                        "unknown method",
+                        "use GET, HEAD, POST, PUT, PATCH or DELETE",
+                    ),
                 }
             }
             if out.is_empty() {
                 let span = ctx.span_of("service.methods").unwrap_or(t.span);
-                ctx.error(codes::INVALID_VALUE, span, "`service.methods` is empty", "no method", "list at least one method, e.g. [\"GET\"]");
+                ctx.error(
+                    codes::INVALID_VALUE,
+                    span,
+                    "`service.methods` is empty",
+                    "no method",
+                    "list at least one method, e.g. [\"GET\"]",
+                );
             }
             out
         }
@@ -119,7 +144,12 @@ fn service(ctx: &mut Ctx, mut t: Table) -> Option<Service> {
     };
     let expected_rps = t.opt_uint(ctx, "expected_rps", MAX_COUNT).map(|v| v as u32);
     t.finish(ctx);
-    Some(Service { name: name?, route: route?, methods, expected_rps })
+    Some(Service {
+        name: name?,
+        route: route?,
+        methods,
+        expected_rps,
+    })
 }
 
 fn params(ctx: &mut Ctx, mut t: Table) -> Vec<Param> {
@@ -128,7 +158,13 @@ fn params(ctx: &mut Ctx, mut t: Table) -> Vec<Param> {
         let path = format!("params.{name}");
         ctx.spans.insert(path.clone(), node.span);
         if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            ctx.error(codes::INVALID_VALUE, key_span, format!("`{name}` is not a parameter name"), "letters, digits and `_` only", "rename the parameter");
+            ctx.error(
+                codes::INVALID_VALUE,
+                key_span,
+                format!("`{name}` is not a parameter name"),
+                "letters, digits and `_` only",
+                "rename the parameter",
+            );
             continue;
         }
         if let Some(p) = Table::new(ctx, &path, node).and_then(|pt| param(ctx, &name, pt)) {
@@ -145,20 +181,48 @@ fn param(ctx: &mut Ctx, name: &str, mut t: Table) -> Option<Param> {
         None => None,
     };
     let from = t.opt_str(ctx, "from").unwrap_or_else(|| name.to_string());
-    let ty = t.opt_choice(ctx, "type", &[("string", ParamType::String), ("integer", ParamType::Integer)]).unwrap_or(ParamType::String);
+    let ty = t
+        .opt_choice(
+            ctx,
+            "type",
+            &[
+                ("string", ParamType::String),
+                ("integer", ParamType::Integer),
+            ],
+        )
+        .unwrap_or(ParamType::String);
     let pattern = t.opt_str(ctx, "pattern");
     if let (Some(p), Some(span)) = (&pattern, ctx.span_of(&format!("params.{name}.pattern"))) {
         if let Err(e) = regex_lite::Regex::new(p) {
-            ctx.error(codes::INVALID_VALUE, span, format!("`params.{name}.pattern` is not a valid regular expression: {e}"), "does not compile", "fix the regular expression (regex-lite syntax, anchored with ^…$)");
+            ctx.error(
+                codes::INVALID_VALUE,
+                span,
+                format!("`params.{name}.pattern` is not a valid regular expression: {e}"),
+                "does not compile",
+                "fix the regular expression (regex-lite syntax, anchored with ^…$)",
+            );
         }
     }
     let max_len = t.opt_uint(ctx, "max_len", 8192).unwrap_or(256) as u32;
     let required = t.opt_bool(ctx, "required").unwrap_or(false);
     let default = t.opt_str(ctx, "default");
     let identity = t.opt_bool(ctx, "identity").unwrap_or(false);
-    let allow_unverified = t.opt_bool(ctx, "allow_unverified_identity").unwrap_or(false);
+    let allow_unverified = t
+        .opt_bool(ctx, "allow_unverified_identity")
+        .unwrap_or(false);
     t.finish(ctx);
-    Some(Param { name: name.to_string(), source: source?, from, ty, pattern, max_len, required, default, identity, allow_unverified })
+    Some(Param {
+        name: name.to_string(),
+        source: source?,
+        from,
+        ty,
+        pattern,
+        max_len,
+        required,
+        default,
+        identity,
+        allow_unverified,
+    })
 }
 
 fn identity(ctx: &mut Ctx, mut t: Table) -> Option<IdentityRules> {
@@ -167,7 +231,12 @@ fn identity(ctx: &mut Ctx, mut t: Table) -> Option<IdentityRules> {
     let audience = t.req_str(ctx, "audience", "\"recommendations\"");
     let leeway_ms = t.opt_duration(ctx, "leeway").unwrap_or(30_000);
     t.finish(ctx);
-    Some(IdentityRules { secret: secret?, issuer: issuer?, audience: audience?, leeway_ms })
+    Some(IdentityRules {
+        secret: secret?,
+        issuer: issuer?,
+        audience: audience?,
+        leeway_ms,
+    })
 }
 
 fn budget(ctx: &mut Ctx, mut t: Table) -> Option<Budget> {
@@ -177,22 +246,40 @@ fn budget(ctx: &mut Ctx, mut t: Table) -> Option<Budget> {
     for (key, v) in [("total", total), ("deadline", deadline)] {
         if v == Some(0) {
             if let Some(span) = ctx.span_of(&format!("budget.{key}")) {
-                ctx.error(codes::INVALID_VALUE, span, format!("`budget.{key}` is zero"), "must be positive", "give the step some time, e.g. \"45ms\"");
+                ctx.error(
+                    codes::INVALID_VALUE,
+                    span,
+                    format!("`budget.{key}` is zero"),
+                    "must be positive",
+                    "give the step some time, e.g. \"45ms\"",
+                );
             }
         }
     }
-    Some(Budget { total_ms: total?, deadline_ms: deadline? })
+    Some(Budget {
+        total_ms: total?,
+        deadline_ms: deadline?,
+    })
 }
 
 fn result_path(s: &str) -> Vec<String> {
-    s.split('.').filter(|p| !p.is_empty()).map(str::to_string).collect()
+    s.split('.')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
     let url = t.req_str(ctx, "url", "\"https://model.example/v1/score\"");
     if let (Some(u), Some(span)) = (&url, ctx.span_of("origin.url")) {
         if host_of(u).is_none() {
-            ctx.error(codes::INVALID_VALUE, span, format!("`{u}` is not an http(s) URL with a host"), "not a URL", "write the origin as \"https://host/path\"");
+            ctx.error(
+                codes::INVALID_VALUE,
+                span,
+                format!("`{u}` is not an http(s) URL with a host"),
+                "not a URL",
+                "write the origin as \"https://host/path\"",
+            );
         }
     }
     let method = match t.take(ctx, "method") {
@@ -200,7 +287,13 @@ fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
             let span = n.span;
             match node::as_str(ctx, "origin.method", n) {
                 Some(m) => Method::parse(&m).or_else(|| {
-                    ctx.error(codes::INVALID_VALUE, span, format!("`{m}` is not an HTTP method"), "unknown method", "use GET or POST");
+                    ctx.error(
+                        codes::INVALID_VALUE,
+                        span,
+                        format!("`{m}` is not an HTTP method"),
+                        "unknown method",
+                        "use GET or POST",
+                    );
                     None
                 }),
                 None => None,
@@ -213,7 +306,13 @@ fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
     let attempts = t.opt_uint(ctx, "attempts", 10).unwrap_or(1) as u32;
     if attempts == 0 {
         if let Some(span) = ctx.span_of("origin.attempts") {
-            ctx.error(codes::INVALID_VALUE, span, "`origin.attempts` is 0: the origin would never be called", "at least 1", "set `attempts = 1` for no retry, more to retry");
+            ctx.error(
+                codes::INVALID_VALUE,
+                span,
+                "`origin.attempts` is 0: the origin would never be called",
+                "at least 1",
+                "set `attempts = 1` for no retry, more to retry",
+            );
         }
     }
     let (backoff_base_ms, backoff_max_ms) = match t.opt_table(ctx, "backoff") {
@@ -240,20 +339,40 @@ fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
                         span,
                         format!("`{other}` is not a retryable outcome"),
                         "unknown outcome",
-                        format!("use any of {}", RetryOn::NAMES.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")),
+                        format!(
+                            "use any of {}",
+                            RetryOn::NAMES
+                                .iter()
+                                .map(|n| format!("`{n}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
                     ),
                 }
             }
             r
         }
-        None => RetryOn { timeout: true, connect: true, status_408: true, status_429: true, status_5xx: true },
+        None => RetryOn {
+            timeout: true,
+            connect: true,
+            status_408: true,
+            status_429: true,
+            status_5xx: true,
+        },
     };
     let honor_retry_after = t.opt_bool(ctx, "honor_retry_after").unwrap_or(true);
     let idempotency_key_header = t.opt_str(ctx, "idempotency_key_header");
     let credential_secret = t.opt_str(ctx, "credential_secret");
-    let credential_header = t.opt_str(ctx, "credential_header").unwrap_or_else(|| "Authorization".into());
-    let result_path = t.opt_str(ctx, "result_path").map(|s| result_path(&s)).unwrap_or_else(|| vec!["items".into()]);
-    let max_body_bytes = t.opt_uint(ctx, "max_body_bytes", 64 << 20).unwrap_or(1 << 20);
+    let credential_header = t
+        .opt_str(ctx, "credential_header")
+        .unwrap_or_else(|| "Authorization".into());
+    let result_path = t
+        .opt_str(ctx, "result_path")
+        .map(|s| result_path(&s))
+        .unwrap_or_else(|| vec!["items".into()]);
+    let max_body_bytes = t
+        .opt_uint(ctx, "max_body_bytes", 64 << 20)
+        .unwrap_or(1 << 20);
     t.finish(ctx);
     Some(Origin {
         url: url?,
@@ -275,10 +394,16 @@ fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
 
 /// The host of an http(s) URL, lower-cased.
 pub fn host_of(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
     let authority = rest.split(['/', '?', '#']).next()?;
     let host = authority.rsplit('@').next()?;
-    let host = if host.starts_with('[') { host.split(']').next().map(|h| format!("{h}]"))? } else { host.split(':').next()?.to_string() };
+    let host = if host.starts_with('[') {
+        host.split(']').next().map(|h| format!("{h}]"))?
+    } else {
+        host.split(':').next()?.to_string()
+    };
     if host.is_empty() {
         None
     } else {
@@ -294,7 +419,16 @@ fn breaker(ctx: &mut Ctx, mut t: Table) -> Option<Breaker> {
         Rate,
     }
     let mode = match t.req(ctx, "mode", "\"rate\"") {
-        Some(n) => as_choice(ctx, "breaker.mode", n, &[("off", Mode::Off), ("consecutive", Mode::Consecutive), ("rate", Mode::Rate)]),
+        Some(n) => as_choice(
+            ctx,
+            "breaker.mode",
+            n,
+            &[
+                ("off", Mode::Off),
+                ("consecutive", Mode::Consecutive),
+                ("rate", Mode::Rate),
+            ],
+        ),
         None => None,
     };
     let out = match mode? {
@@ -304,9 +438,21 @@ fn breaker(ctx: &mut Ctx, mut t: Table) -> Option<Breaker> {
             let cooldown = t.req_duration(ctx, "cooldown", "\"30s\"");
             if failures == Some(0) {
                 let span = ctx.span_of("breaker.failures").unwrap_or(t.span);
-                ctx.error(codes::INVALID_VALUE, span, "`breaker.failures` is 0: the breaker would open on no failure", "at least 1", "set the number of consecutive failures that opens it, e.g. 3");
+                ctx.error(
+                    codes::INVALID_VALUE,
+                    span,
+                    "`breaker.failures` is 0: the breaker would open on no failure",
+                    "at least 1",
+                    "set the number of consecutive failures that opens it, e.g. 3",
+                );
             }
-            Some(Breaker::Consecutive { failures: failures? as u32, cooldown_ms: cooldown? })
+            match (failures, cooldown) {
+                (Some(f), Some(c)) => Some(Breaker::Consecutive {
+                    failures: f as u32,
+                    cooldown_ms: c,
+                }),
+                _ => None,
+            }
         }
         Mode::Rate => {
             let window_ms = t.req_duration(ctx, "window", "\"30s\"");
@@ -315,30 +461,43 @@ fn breaker(ctx: &mut Ctx, mut t: Table) -> Option<Breaker> {
             let slow_call_p95_ms = t.req_duration(ctx, "slow_call_p95", "\"45ms\"");
             let hold_down_ms = t.req_duration(ctx, "hold_down", "\"30s\"");
             let probe_fraction = t.opt_ratio(ctx, "probe_fraction").unwrap_or(0.02);
-            let probe_min_calls = t.opt_uint(ctx, "probe_min_calls", MAX_COUNT).unwrap_or(20) as u32;
+            let probe_min_calls =
+                t.opt_uint(ctx, "probe_min_calls", MAX_COUNT).unwrap_or(20) as u32;
             let probe_success_ratio = t.opt_ratio(ctx, "probe_success_ratio").unwrap_or(0.995);
             let probe_p95_ms = t.req_duration(ctx, "probe_p95", "\"40ms\"");
             let failed_probe_hold_ms = t.opt_duration(ctx, "failed_probe_hold").unwrap_or(60_000);
             for key in ["failure_ratio", "probe_fraction"] {
                 if let Some(span) = ctx.span_of(&format!("breaker.{key}")) {
-                    let v = if key == "failure_ratio" { failure_ratio } else { probe_fraction };
+                    let v = if key == "failure_ratio" {
+                        failure_ratio
+                    } else {
+                        probe_fraction
+                    };
                     if v == 0.0 {
-                        ctx.error(codes::INVALID_VALUE, span, format!("`breaker.{key}` is 0"), "must be above 0", "use a positive ratio, e.g. 0.15 or 0.02");
+                        ctx.error(
+                            codes::INVALID_VALUE,
+                            span,
+                            format!("`breaker.{key}` is 0"),
+                            "must be above 0",
+                            "use a positive ratio, e.g. 0.15 or 0.02",
+                        );
                     }
                 }
             }
-            Some(Breaker::Rate(RateBreaker {
-                window_ms: window_ms?,
-                failure_ratio,
-                min_calls,
-                slow_call_p95_ms: slow_call_p95_ms?,
-                hold_down_ms: hold_down_ms?,
-                probe_fraction,
-                probe_min_calls,
-                probe_success_ratio,
-                probe_p95_ms: probe_p95_ms?,
-                failed_probe_hold_ms,
-            }))
+            (|| {
+                Some(Breaker::Rate(RateBreaker {
+                    window_ms: window_ms?,
+                    failure_ratio,
+                    min_calls,
+                    slow_call_p95_ms: slow_call_p95_ms?,
+                    hold_down_ms: hold_down_ms?,
+                    probe_fraction,
+                    probe_min_calls,
+                    probe_success_ratio,
+                    probe_p95_ms: probe_p95_ms?,
+                    failed_probe_hold_ms,
+                }))
+            })()
         }
     };
     t.finish(ctx);
@@ -347,12 +506,22 @@ fn breaker(ctx: &mut Ctx, mut t: Table) -> Option<Breaker> {
 
 fn cascade(ctx: &mut Ctx, mut t: Table) -> Option<Cascade> {
     let promise = t
-        .opt_choice(ctx, "promise", &[("always_answer", Promise::AlwaysAnswer), ("best_effort", Promise::BestEffort)])
+        .opt_choice(
+            ctx,
+            "promise",
+            &[
+                ("always_answer", Promise::AlwaysAnswer),
+                ("best_effort", Promise::BestEffort),
+            ],
+        )
         .unwrap_or(Promise::AlwaysAnswer);
     let mut tiers = Vec::new();
     let mut ok = true;
     match t.take(ctx, "tiers") {
-        Some(Node { kind: NodeKind::Array(items), .. }) => {
+        Some(Node {
+            kind: NodeKind::Array(items),
+            ..
+        }) => {
             for (i, item) in items.into_iter().enumerate() {
                 let path = format!("cascade.tiers[{i}]");
                 ctx.spans.insert(path.clone(), item.span);
@@ -363,7 +532,13 @@ fn cascade(ctx: &mut Ctx, mut t: Table) -> Option<Cascade> {
             }
         }
         Some(other) => {
-            node::wrong_type(ctx, "cascade.tiers", other.span, "an array of tables (`[[cascade.tiers]]`)", &other.kind);
+            node::wrong_type(
+                ctx,
+                "cascade.tiers",
+                other.span,
+                "an array of tables (`[[cascade.tiers]]`)",
+                &other.kind,
+            );
             ok = false;
         }
         None => {}
@@ -391,8 +566,17 @@ fn template(ctx: &mut Ctx, path: &str, value: Option<String>) -> Option<Template
     match Template::parse(&v) {
         Ok(t) => Some(t),
         Err(e) => {
-            let span = ctx.span_of(path).map(|s| (s.0 + 1 + e.offset, s.0 + 2 + e.offset)).unwrap_or((0, 0));
-            ctx.error(codes::BAD_TEMPLATE, span, format!("`{path}`: {}", e.message), "here", "write the key as text with `{param}` placeholders, e.g. \"user_rec:{user_id}\"");
+            let span = ctx
+                .span_of(path)
+                .map(|s| (s.0 + 1 + e.offset, s.0 + 2 + e.offset))
+                .unwrap_or((0, 0));
+            ctx.error(
+                codes::BAD_TEMPLATE,
+                span,
+                format!("`{path}`: {}", e.message),
+                "here",
+                "write the key as text with `{param}` placeholders, e.g. \"user_rec:{user_id}\"",
+            );
             None
         }
     }
@@ -406,12 +590,22 @@ fn tier(ctx: &mut Ctx, path: &str, mut t: Table) -> Option<Tier> {
         Http,
     }
     let name = t.req_str(ctx, "name", "\"user\"");
-    let kind = match t.req(ctx, "kind", "\"kv\"") {
-        Some(n) => as_choice(ctx, &format!("{path}.kind"), n, &[("kv", Kind::Kv), ("embedded", Kind::Embedded), ("http", Kind::Http)]),
+    let kind_word = match t.req(ctx, "kind", "\"kv\"") {
+        Some(n) => as_choice(
+            ctx,
+            &format!("{path}.kind"),
+            n,
+            &[
+                ("kv", Kind::Kv),
+                ("embedded", Kind::Embedded),
+                ("http", Kind::Http),
+            ],
+        ),
         None => None,
     };
+    let known_kind = kind_word.is_some();
     let cache_control = t.opt_str(ctx, "cache_control");
-    let kind = match kind {
+    let kind = match kind_word {
         Some(Kind::Kv) => {
             let binding = t.req_str(ctx, "binding", "\"USER_RECS\"");
             let key_src = t.req_str(ctx, "key", "\"user_rec:{user_id}\"");
@@ -422,17 +616,25 @@ fn tier(ctx: &mut Ctx, path: &str, mut t: Table) -> Option<Tier> {
             let refresh_ms = t.opt_duration(ctx, "refresh").unwrap_or(60_000);
             if refresh_ms < 1_000 {
                 if let Some(span) = ctx.span_of(&format!("{path}.refresh")) {
-                    ctx.error(codes::INVALID_VALUE, span, "Workers KV takes at most one write per key per second", "below 1s", "set `refresh` to 1s or more");
+                    ctx.error(
+                        codes::INVALID_VALUE,
+                        span,
+                        "Workers KV takes at most one write per key per second",
+                        "below 1s",
+                        "set `refresh` to 1s or more",
+                    );
                 }
             }
-            Some(TierKind::Kv(KvTier {
-                binding: binding?,
-                key: key?,
-                max_staleness_ms: max_staleness?,
-                read_timeout_ms: read_timeout?,
-                write_through,
-                refresh_ms,
-            }))
+            (|| {
+                Some(TierKind::Kv(KvTier {
+                    binding: binding?,
+                    key: key?,
+                    max_staleness_ms: max_staleness?,
+                    read_timeout_ms: read_timeout?,
+                    write_through,
+                    refresh_ms,
+                }))
+            })()
         }
         Some(Kind::Embedded) => {
             #[derive(Clone, Copy)]
@@ -440,7 +642,13 @@ fn tier(ctx: &mut Ctx, path: &str, mut t: Table) -> Option<Tier> {
                 Curated,
                 Keyword,
             }
-            let mode = t.opt_choice(ctx, "mode", &[("curated", Mode::Curated), ("keyword", Mode::Keyword)]).unwrap_or(Mode::Curated);
+            let mode = t
+                .opt_choice(
+                    ctx,
+                    "mode",
+                    &[("curated", Mode::Curated), ("keyword", Mode::Keyword)],
+                )
+                .unwrap_or(Mode::Curated);
             let limit = t.opt_uint(ctx, "limit", 1000).unwrap_or(10) as u32;
             match mode {
                 Mode::Curated => {
@@ -449,7 +657,7 @@ fn tier(ctx: &mut Ctx, path: &str, mut t: Table) -> Option<Tier> {
                 }
                 Mode::Keyword => {
                     let query = t.req_str(ctx, "query", "\"q\"");
-                    Some(TierKind::Embedded(EmbeddedTier::Keyword { query: query?, limit }))
+                    query.map(|query| TierKind::Embedded(EmbeddedTier::Keyword { query, limit }))
                 }
             }
         }
@@ -457,13 +665,31 @@ fn tier(ctx: &mut Ctx, path: &str, mut t: Table) -> Option<Tier> {
             let url = t.req_str(ctx, "url", "\"https://fallback-model.example/v1/score\"");
             let timeout = t.req_duration(ctx, "timeout", "\"100ms\"");
             let credential_secret = t.opt_str(ctx, "credential_secret");
-            let rp = t.opt_str(ctx, "result_path").map(|s| result_path(&s)).unwrap_or_else(|| vec!["items".into()]);
-            Some(TierKind::Http(HttpTier { url: url?, timeout_ms: timeout?, credential_secret, result_path: rp }))
+            let rp = t
+                .opt_str(ctx, "result_path")
+                .map(|s| result_path(&s))
+                .unwrap_or_else(|| vec!["items".into()]);
+            match (url, timeout) {
+                (Some(url), Some(timeout_ms)) => Some(TierKind::Http(HttpTier {
+                    url,
+                    timeout_ms,
+                    credential_secret,
+                    result_path: rp,
+                })),
+                _ => None,
+            }
         }
         None => None,
     };
-    t.finish(ctx);
-    Some(Tier { name: name?, kind: kind?, cache_control })
+    // When the kind is unknown its keys cannot be judged: report the kind alone.
+    if known_kind {
+        t.finish(ctx);
+    }
+    Some(Tier {
+        name: name?,
+        kind: kind?,
+        cache_control,
+    })
 }
 
 fn default_disclosure() -> Disclosure {
@@ -479,12 +705,22 @@ fn default_disclosure() -> Disclosure {
 fn disclosure(ctx: &mut Ctx, mut t: Table) -> Option<Disclosure> {
     let d = default_disclosure();
     let cache_control = t.opt_str(ctx, "cache_control");
-    let private_cache_control = t.opt_str(ctx, "private_cache_control").unwrap_or(d.private_cache_control);
-    let live_cache_control = t.opt_str(ctx, "live_cache_control").unwrap_or(d.live_cache_control);
-    let retry_after_s = t.opt_duration(ctx, "retry_after").map(|ms| ms.div_ceil(1000) as u32);
+    let private_cache_control = t
+        .opt_str(ctx, "private_cache_control")
+        .unwrap_or(d.private_cache_control);
+    let live_cache_control = t
+        .opt_str(ctx, "live_cache_control")
+        .unwrap_or(d.live_cache_control);
+    let retry_after_s = t
+        .opt_duration(ctx, "retry_after")
+        .map(|ms| ms.div_ceil(1000) as u32);
     let body_fields = t.opt_bool(ctx, "body_fields").unwrap_or(true);
     t.finish(ctx);
-    for key in ["cache_control", "private_cache_control", "live_cache_control"] {
+    for key in [
+        "cache_control",
+        "private_cache_control",
+        "live_cache_control",
+    ] {
         let path = format!("disclosure.{key}");
         if let Some(span) = ctx.span_of(&path) {
             let v = match key {
@@ -495,12 +731,24 @@ fn disclosure(ctx: &mut Ctx, mut t: Table) -> Option<Disclosure> {
             check_header_value(ctx, &path, span, &v);
         }
     }
-    Some(Disclosure { cache_control, private_cache_control, live_cache_control, retry_after_s, body_fields })
+    Some(Disclosure {
+        cache_control,
+        private_cache_control,
+        live_cache_control,
+        retry_after_s,
+        body_fields,
+    })
 }
 
 fn check_header_value(ctx: &mut Ctx, path: &str, span: Span, v: &str) {
     if v.chars().any(|c| c.is_control() || !c.is_ascii()) {
-        ctx.error(codes::INVALID_VALUE, span, format!("`{path}` contains characters a header value cannot hold"), "control or non-ASCII characters", "use printable ASCII only");
+        ctx.error(
+            codes::INVALID_VALUE,
+            span,
+            format!("`{path}` contains characters a header value cannot hold"),
+            "control or non-ASCII characters",
+            "use printable ASCII only",
+        );
     }
 }
 
@@ -510,10 +758,20 @@ fn storm(ctx: &mut Ctx, mut t: Table) -> Option<Storm> {
     let window_ms = t.opt_duration(ctx, "window").unwrap_or(10_000);
     if window_ms != 10_000 && window_ms != 60_000 {
         let span = ctx.span_of("storm.window").unwrap_or(t.span);
-        ctx.error(codes::INVALID_VALUE, span, "the Workers Rate Limiting binding counts over 10 s or 60 s windows only", "not 10s or 60s", "set `window = \"10s\"` (seed 000) or \"60s\"");
+        ctx.error(
+            codes::INVALID_VALUE,
+            span,
+            "the Workers Rate Limiting binding counts over 10 s or 60 s windows only",
+            "not 10s or 60s",
+            "set `window = \"10s\"` (seed 000) or \"60s\"",
+        );
     }
     t.finish(ctx);
-    Some(Storm { binding: binding?, max_retries, window_ms })
+    Some(Storm {
+        binding: binding?,
+        max_retries,
+        window_ms,
+    })
 }
 
 fn catalog(ctx: &mut Ctx, mut t: Table) -> Option<CatalogRules> {
@@ -521,16 +779,36 @@ fn catalog(ctx: &mut Ctx, mut t: Table) -> Option<CatalogRules> {
     let inventory = t.req_str(ctx, "inventory", "\"recommendations.inventory.json\"");
     let max_age_ms = t.opt_duration(ctx, "max_age").unwrap_or(86_400_000);
     let min_stock = t.opt_uint(ctx, "min_stock", u32::MAX as u64).unwrap_or(50);
-    let on_expired = t.opt_choice(ctx, "on_expired", &[("refuse", OnExpired::Refuse), ("disclose", OnExpired::Disclose)]).unwrap_or(OnExpired::Refuse);
+    let on_expired = t
+        .opt_choice(
+            ctx,
+            "on_expired",
+            &[
+                ("refuse", OnExpired::Refuse),
+                ("disclose", OnExpired::Disclose),
+            ],
+        )
+        .unwrap_or(OnExpired::Refuse);
     t.finish(ctx);
-    Some(CatalogRules { stubs: stubs?, inventory: inventory?, max_age_ms, min_stock, on_expired })
+    Some(CatalogRules {
+        stubs: stubs?,
+        inventory: inventory?,
+        max_age_ms,
+        min_stock,
+        on_expired,
+    })
 }
 
 fn admin(ctx: &mut Ctx, mut t: Table) -> Option<Admin> {
-    let path = t.opt_str(ctx, "path").unwrap_or_else(|| "/__understudy/status".into());
+    let path = t
+        .opt_str(ctx, "path")
+        .unwrap_or_else(|| "/__understudy/status".into());
     let secret = t.req_str(ctx, "secret", "\"ADMIN_TOKEN\"");
     t.finish(ctx);
-    Some(Admin { path, secret: secret? })
+    Some(Admin {
+        path,
+        secret: secret?,
+    })
 }
 
 #[cfg(test)]
@@ -539,8 +817,14 @@ mod tests {
 
     #[test]
     fn hosts_are_extracted_for_domain_checks() {
-        assert_eq!(host_of("https://ML.example:8443/x").as_deref(), Some("ml.example"));
-        assert_eq!(host_of("http://user@127.0.0.1:8788").as_deref(), Some("127.0.0.1"));
+        assert_eq!(
+            host_of("https://ML.example:8443/x").as_deref(),
+            Some("ml.example")
+        );
+        assert_eq!(
+            host_of("http://user@127.0.0.1:8788").as_deref(),
+            Some("127.0.0.1")
+        );
         assert_eq!(host_of("ftp://x"), None);
         assert_eq!(host_of("https:///x"), None);
     }

@@ -56,7 +56,13 @@ impl Node {
             ValueInner::Table(t) => {
                 let mut entries: Vec<(String, Span, Node)> = t
                     .into_iter()
-                    .map(|(k, v)| (k.name.into_owned(), (k.span.start, k.span.end), Node::from_toml(v)))
+                    .map(|(k, v)| {
+                        (
+                            k.name.into_owned(),
+                            (k.span.start, k.span.end),
+                            Node::from_toml(v),
+                        )
+                    })
                     .collect();
                 entries.sort_by_key(|(_, s, _)| s.0);
                 NodeKind::Table(entries)
@@ -78,10 +84,22 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(file: std::path::PathBuf) -> Ctx {
-        Ctx { file, text: String::new(), diags: Vec::new(), spans: BTreeMap::new() }
+        Ctx {
+            file,
+            text: String::new(),
+            diags: Vec::new(),
+            spans: BTreeMap::new(),
+        }
     }
 
-    pub fn error(&mut self, code: &'static str, span: Span, message: impl Into<String>, label: impl Into<String>, help: impl Into<String>) {
+    pub fn error(
+        &mut self,
+        code: &'static str,
+        span: Span,
+        message: impl Into<String>,
+        label: impl Into<String>,
+        help: impl Into<String>,
+    ) {
         self.diags.push(Diagnostic {
             code,
             severity: Severity::Error,
@@ -131,7 +149,10 @@ impl Table {
             NodeKind::Table(entries) => Some(Table {
                 path: path.to_string(),
                 span: node.span,
-                entries: entries.into_iter().map(|(k, s, n)| (k, s, Some(n))).collect(),
+                entries: entries
+                    .into_iter()
+                    .map(|(k, s, n)| (k, s, Some(n)))
+                    .collect(),
                 expected: Vec::new(),
             }),
             other => {
@@ -162,7 +183,11 @@ impl Table {
     }
 
     fn missing(&self, ctx: &mut Ctx, key: &str, what: &str) {
-        let shown = if self.path.is_empty() { "the top level".to_string() } else { format!("`[{}]`", self.path) };
+        let shown = if self.path.is_empty() {
+            "the top level".to_string()
+        } else {
+            format!("`[{}]`", self.path)
+        };
         ctx.error(
             codes::MISSING_KEY,
             self.span,
@@ -195,7 +220,13 @@ impl Table {
         match node.kind {
             NodeKind::Bool(b) => Some(b),
             other => {
-                wrong_type(ctx, &join(&self.path, key), node.span, "a boolean (`true` or `false`)", &other);
+                wrong_type(
+                    ctx,
+                    &join(&self.path, key),
+                    node.span,
+                    "a boolean (`true` or `false`)",
+                    &other,
+                );
                 None
             }
         }
@@ -208,7 +239,13 @@ impl Table {
         as_uint(ctx, &path, node, max)
     }
 
-    pub fn req_uint(&mut self, ctx: &mut Ctx, key: &'static str, max: u64, example: &str) -> Option<u64> {
+    pub fn req_uint(
+        &mut self,
+        ctx: &mut Ctx,
+        key: &'static str,
+        max: u64,
+        example: &str,
+    ) -> Option<u64> {
         let node = self.req(ctx, key, example)?;
         let path = join(&self.path, key);
         as_uint(ctx, &path, node, max)
@@ -222,7 +259,13 @@ impl Table {
             NodeKind::Float(f) => f,
             NodeKind::Int(i) => i as f64,
             ref other => {
-                wrong_type(ctx, &path, node.span, "a number between 0 and 1 (e.g. `0.15`)", other);
+                wrong_type(
+                    ctx,
+                    &path,
+                    node.span,
+                    "a number between 0 and 1 (e.g. `0.15`)",
+                    other,
+                );
                 return None;
             }
         };
@@ -251,12 +294,21 @@ impl Table {
     }
 
     /// One of `choices` (string).
-    pub fn opt_choice<T: Copy>(&mut self, ctx: &mut Ctx, key: &'static str, choices: &[(&str, T)]) -> Option<T> {
+    pub fn opt_choice<T: Copy>(
+        &mut self,
+        ctx: &mut Ctx,
+        key: &'static str,
+        choices: &[(&str, T)],
+    ) -> Option<T> {
         let node = self.take(ctx, key)?;
         as_choice(ctx, &join(&self.path, key), node, choices)
     }
 
-    pub fn opt_str_array(&mut self, ctx: &mut Ctx, key: &'static str) -> Option<Vec<(String, Span)>> {
+    pub fn opt_str_array(
+        &mut self,
+        ctx: &mut Ctx,
+        key: &'static str,
+    ) -> Option<Vec<(String, Span)>> {
         let node = self.take(ctx, key)?;
         let path = join(&self.path, key);
         match node.kind {
@@ -287,21 +339,38 @@ impl Table {
         let mut expected: Vec<&str> = self.expected.clone();
         expected.sort_unstable();
         expected.dedup();
-        let list = expected.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        let list = expected
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
         for (key, span, node) in self.entries {
             if node.is_some() {
-                let where_ = if self.path.is_empty() { "at the top level".to_string() } else { format!("in `[{}]`", self.path) };
+                let where_ = if self.path.is_empty() {
+                    "at the top level".to_string()
+                } else {
+                    format!("in `[{}]`", self.path)
+                };
                 let suggestion = closest(&key, &expected)
                     .map(|s| format!("did you mean `{s}`? Expected keys: {list}"))
                     .unwrap_or_else(|| format!("remove it; expected keys: {list}"));
-                ctx.error(codes::UNKNOWN_KEY, span, format!("unknown key `{key}` {where_}"), "not a key of this table", suggestion);
+                ctx.error(
+                    codes::UNKNOWN_KEY,
+                    span,
+                    format!("unknown key `{key}` {where_}"),
+                    "not a key of this table",
+                    suggestion,
+                );
             }
         }
     }
 
     /// The remaining entries as `(key, key_span, node)` (for map-like tables).
     pub fn drain_entries(&mut self) -> Vec<(String, Span, Node)> {
-        self.entries.drain(..).filter_map(|(k, s, n)| n.map(|n| (k, s, n))).collect()
+        self.entries
+            .drain(..)
+            .filter_map(|(k, s, n)| n.map(|n| (k, s, n)))
+            .collect()
     }
 }
 
@@ -395,19 +464,34 @@ pub fn as_duration(ctx: &mut Ctx, path: &str, node: Node) -> Option<u64> {
             None
         }
         other => {
-            wrong_type(ctx, path, node.span, "a duration string such as \"45ms\"", &other);
+            wrong_type(
+                ctx,
+                path,
+                node.span,
+                "a duration string such as \"45ms\"",
+                &other,
+            );
             None
         }
     }
 }
 
-pub fn as_choice<T: Copy>(ctx: &mut Ctx, path: &str, node: Node, choices: &[(&str, T)]) -> Option<T> {
+pub fn as_choice<T: Copy>(
+    ctx: &mut Ctx,
+    path: &str,
+    node: Node,
+    choices: &[(&str, T)],
+) -> Option<T> {
     let span = node.span;
     let s = as_str(ctx, path, node)?;
     if let Some((_, v)) = choices.iter().find(|(n, _)| *n == s) {
         return Some(*v);
     }
-    let list = choices.iter().map(|(n, _)| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    let list = choices
+        .iter()
+        .map(|(n, _)| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
     ctx.error(
         codes::INVALID_VALUE,
         span,

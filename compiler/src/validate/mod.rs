@@ -30,10 +30,35 @@ pub fn load(path: &Path, now: Millis) -> Loaded {
     let text = match read_text(path, MAX_POLICY_BYTES) {
         Ok(t) => t,
         Err(msg) => {
-            loaded.diagnostics.push(file_error(codes::POLICY_UNREADABLE, path, msg, "check the path and that the file is a UTF-8 TOML policy"));
+            loaded.diagnostics.push(file_error(
+                codes::POLICY_UNREADABLE,
+                path,
+                msg,
+                "check the path and that the file is a UTF-8 TOML policy",
+            ));
             return loaded;
         }
     };
+    load_source(loaded, text, now)
+}
+
+/// Validates policy `text` as if read from `path` (catalog paths resolve next to it).
+pub fn load_text(path: &Path, text: String, now: Millis) -> Loaded {
+    let loaded = Loaded {
+        path: path.to_path_buf(),
+        diagnostics: Vec::new(),
+        policy: None,
+        catalog: None,
+        policy_hash: String::new(),
+        catalog_hash: String::new(),
+        sources: Vec::new(),
+    };
+    load_source(loaded, text, now)
+}
+
+fn load_source(mut loaded: Loaded, text: String, now: Millis) -> Loaded {
+    let path = loaded.path.clone();
+    let path = path.as_path();
     loaded.policy_hash = hex::encode(Sha256::digest(text.as_bytes()));
     let mut ctx = Ctx::new(path.to_path_buf());
     ctx.text = text.clone();
@@ -52,7 +77,9 @@ pub fn load(path: &Path, now: Millis) -> Loaded {
             loaded.policy = Some(policy);
         }
     }
-    ctx.diags.sort_by(|a, b| (a.file.clone(), a.span.map(|s| s.0)).cmp(&(b.file.clone(), b.span.map(|s| s.0))));
+    ctx.diags.sort_by(|a, b| {
+        (a.file.clone(), a.span.map(|s| s.0)).cmp(&(b.file.clone(), b.span.map(|s| s.0)))
+    });
     loaded.diagnostics = ctx.diags;
     if loaded.policy.is_none() {
         loaded.catalog = None;
@@ -62,15 +89,28 @@ pub fn load(path: &Path, now: Millis) -> Loaded {
 
 /// Reads a UTF-8 file of at most `max` bytes, with a message naming what went wrong.
 pub fn read_text(path: &Path, max: u64) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     if !meta.is_file() {
         return Err(format!("`{}` is not a file", path.display()));
     }
     if meta.len() > max {
-        return Err(format!("`{}` is {} bytes, over the {} byte limit", path.display(), meta.len(), max));
+        return Err(format!(
+            "`{}` is {} bytes, over the {} byte limit",
+            path.display(),
+            meta.len(),
+            max
+        ));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    String::from_utf8(bytes).map_err(|e| format!("`{}` is not UTF-8 (invalid byte at offset {})", path.display(), e.utf8_error().valid_up_to()))
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "`{}` is not UTF-8 (invalid byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 pub fn file_error(code: &'static str, path: &Path, message: String, help: &str) -> Diagnostic {

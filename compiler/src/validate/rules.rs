@@ -24,7 +24,18 @@ fn span(ctx: &Ctx, path: &str) -> Span {
     ctx.span_of(path).unwrap_or((0, 0))
 }
 
-fn push(ctx: &mut Ctx, code: &'static str, severity: Severity, span: Span, message: String, label: &str, notes: Vec<String>, help: String) {
+// One call per finding reads best with every field named at the call site.
+#[allow(clippy::too_many_arguments)]
+fn push(
+    ctx: &mut Ctx,
+    code: &'static str,
+    severity: Severity,
+    span: Span,
+    message: String,
+    label: &str,
+    notes: Vec<String>,
+    help: String,
+) {
     ctx.diags.push(Diagnostic {
         code,
         severity,
@@ -40,7 +51,12 @@ fn push(ctx: &mut Ctx, code: &'static str, severity: Severity, span: Span, messa
 
 /// Every parameter a tier refers to exists.
 fn templates(ctx: &mut Ctx, p: &Policy) {
-    let declared = p.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
+    let declared = p
+        .params
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
     let help = |name: &str| {
         if declared.is_empty() {
             format!("declare it: add a `[params.{name}]` table with its `source`")
@@ -51,8 +67,12 @@ fn templates(ctx: &mut Ctx, p: &Policy) {
     for (i, tier) in p.cascade.tiers.iter().enumerate() {
         let (path, names): (String, Vec<&str>) = match &tier.kind {
             TierKind::Kv(kv) => (format!("cascade.tiers[{i}].key"), kv.key.params().collect()),
-            TierKind::Embedded(EmbeddedTier::Curated { by: Some(b), .. }) => (format!("cascade.tiers[{i}].by"), vec![b.as_str()]),
-            TierKind::Embedded(EmbeddedTier::Keyword { query, .. }) => (format!("cascade.tiers[{i}].query"), vec![query.as_str()]),
+            TierKind::Embedded(EmbeddedTier::Curated { by: Some(b), .. }) => {
+                (format!("cascade.tiers[{i}].by"), vec![b.as_str()])
+            }
+            TierKind::Embedded(EmbeddedTier::Keyword { query, .. }) => {
+                (format!("cascade.tiers[{i}].query"), vec![query.as_str()])
+            }
             _ => continue,
         };
         let whole = span(ctx, &path);
@@ -62,7 +82,19 @@ fn templates(ctx: &mut Ctx, p: &Policy) {
                 let sp = ctx
                     .file_text_offset(whole, &format!("{{{name}}}"))
                     .unwrap_or(whole);
-                push(ctx, codes::UNKNOWN_TEMPLATE_PARAM, Severity::Error, sp, format!("tier `{}` refers to the parameter `{name}`, which is not declared", tier.name), "unknown parameter", vec![], help(name));
+                push(
+                    ctx,
+                    codes::UNKNOWN_TEMPLATE_PARAM,
+                    Severity::Error,
+                    sp,
+                    format!(
+                        "tier `{}` refers to the parameter `{name}`, which is not declared",
+                        tier.name
+                    ),
+                    "unknown parameter",
+                    vec![],
+                    help(name),
+                );
             }
         }
     }
@@ -70,7 +102,10 @@ fn templates(ctx: &mut Ctx, p: &Policy) {
 
 fn duplicate_tiers(ctx: &mut Ctx, p: &Policy) {
     for (i, tier) in p.cascade.tiers.iter().enumerate() {
-        if let Some(first) = p.cascade.tiers[..i].iter().position(|t| t.name == tier.name) {
+        if let Some(first) = p.cascade.tiers[..i]
+            .iter()
+            .position(|t| t.name == tier.name)
+        {
             let sp = span(ctx, &format!("cascade.tiers[{i}].name"));
             let first_sp = span(ctx, &format!("cascade.tiers[{first}].name"));
             ctx.diags.push(Diagnostic {
@@ -80,9 +115,14 @@ fn duplicate_tiers(ctx: &mut Ctx, p: &Policy) {
                 file: ctx.file.clone(),
                 span: Some(sp),
                 label: "second use of the name".into(),
-                secondary: vec![Label { span: first_sp, message: "first used here".into() }],
+                secondary: vec![Label {
+                    span: first_sp,
+                    message: "first used here".into(),
+                }],
                 notes: vec![],
-                help: "give each tier its own name: it appears in X-Fallback-Tier, logs and metrics".into(),
+                help:
+                    "give each tier its own name: it appears in X-Fallback-Tier, logs and metrics"
+                        .into(),
             });
         }
     }
@@ -96,7 +136,12 @@ pub fn origin_worst_case(p: &Policy) -> (u64, String) {
     let all_attempts = attempts * o.attempt_timeout_ms + (attempts - 1) * o.backoff_max_ms;
     let worst = all_attempts.min(p.budget.deadline_ms);
     let how = if attempts == 1 {
-        format!("min(deadline {}, 1 attempt × {}) = {}", fmt(p.budget.deadline_ms), fmt(o.attempt_timeout_ms), fmt(worst))
+        format!(
+            "min(deadline {}, 1 attempt × {}) = {}",
+            fmt(p.budget.deadline_ms),
+            fmt(o.attempt_timeout_ms),
+            fmt(worst)
+        )
     } else {
         format!(
             "min(deadline {}, {attempts} attempts × {} + {} backoffs × {}) = {}",
@@ -124,7 +169,11 @@ fn budget(ctx: &mut Ctx, p: &Policy) {
         notes.push(format!("+ tier `{}` ({what}): {}", t.name, fmt(ms)));
         total += ms;
     }
-    notes.push(format!("= worst case {} against budget.total {}", fmt(total), fmt(p.budget.total_ms)));
+    notes.push(format!(
+        "worst case: {} against budget.total {}",
+        fmt(total),
+        fmt(p.budget.total_ms)
+    ));
     if total > p.budget.total_ms {
         let sp = span(ctx, "budget.total");
         push(
@@ -140,7 +189,21 @@ fn budget(ctx: &mut Ctx, p: &Policy) {
     }
     if p.budget.deadline_ms > p.budget.total_ms {
         let sp = span(ctx, "budget.deadline");
-        push(ctx, codes::BUDGET_EXCEEDED, Severity::Error, sp, format!("the origin deadline {} is longer than the total budget {}", fmt(p.budget.deadline_ms), fmt(p.budget.total_ms)), "deadline over budget", vec![], "the deadline must leave time for the fallback tiers: lower it below `budget.total`".into());
+        push(
+            ctx,
+            codes::BUDGET_EXCEEDED,
+            Severity::Error,
+            sp,
+            format!(
+                "the origin deadline {} is longer than the total budget {}",
+                fmt(p.budget.deadline_ms),
+                fmt(p.budget.total_ms)
+            ),
+            "deadline over budget",
+            vec![],
+            "the deadline must leave time for the fallback tiers: lower it below `budget.total`"
+                .into(),
+        );
     }
 }
 
@@ -148,7 +211,9 @@ fn local_last(ctx: &mut Ctx, p: &Policy) {
     if p.cascade.promise != Promise::AlwaysAnswer {
         return;
     }
-    let Some(last) = p.cascade.tiers.last() else { return };
+    let Some(last) = p.cascade.tiers.last() else {
+        return;
+    };
     if !matches!(last.kind, TierKind::Embedded(_)) {
         let i = p.cascade.tiers.len() - 1;
         let sp = span(ctx, &format!("cascade.tiers[{i}].kind"));
@@ -163,10 +228,29 @@ fn local_last(ctx: &mut Ctx, p: &Policy) {
             "add an `embedded` tier last (answered from the baked catalog), or set `cascade.promise = \"best_effort\"`".into(),
         );
     }
-    if p.cascade.tiers.iter().any(|t| matches!(t.kind, TierKind::Embedded(_))) && p.catalog.is_none() {
-        let i = p.cascade.tiers.iter().position(|t| matches!(t.kind, TierKind::Embedded(_))).unwrap_or(0);
+    if p.cascade
+        .tiers
+        .iter()
+        .any(|t| matches!(t.kind, TierKind::Embedded(_)))
+        && p.catalog.is_none()
+    {
+        let i = p
+            .cascade
+            .tiers
+            .iter()
+            .position(|t| matches!(t.kind, TierKind::Embedded(_)))
+            .unwrap_or(0);
         let sp = span(ctx, &format!("cascade.tiers[{i}].kind"));
-        push(ctx, codes::MISSING_KEY, Severity::Error, sp, "an embedded tier needs a `[catalog]` to bake".into(), "nothing to answer from", vec![], "add a `[catalog]` table with `stubs` and `inventory`".into());
+        push(
+            ctx,
+            codes::MISSING_KEY,
+            Severity::Error,
+            sp,
+            "an embedded tier needs a `[catalog]` to bake".into(),
+            "nothing to answer from",
+            vec![],
+            "add a `[catalog]` table with `stubs` and `inventory`".into(),
+        );
     }
 }
 
@@ -178,15 +262,31 @@ fn failure_domain(ctx: &mut Ctx, p: &Policy) {
         match &t.kind {
             TierKind::Http(h) => {
                 if host_of(&h.url).is_some() && host_of(&h.url) == origin_host {
-                    found.push((format!("cascade.tiers[{i}].url"), format!("same host as the origin (`{}`)", origin_host.clone().unwrap_or_default())));
+                    found.push((
+                        format!("cascade.tiers[{i}].url"),
+                        format!(
+                            "same host as the origin (`{}`)",
+                            origin_host.clone().unwrap_or_default()
+                        ),
+                    ));
                 }
-                if h.credential_secret.is_some() && h.credential_secret.as_deref() == origin_secret {
-                    found.push((format!("cascade.tiers[{i}].credential_secret"), format!("same credential secret as the origin (`{}`)", origin_secret.unwrap_or_default())));
+                if h.credential_secret.is_some() && h.credential_secret.as_deref() == origin_secret
+                {
+                    found.push((
+                        format!("cascade.tiers[{i}].credential_secret"),
+                        format!(
+                            "same credential secret as the origin (`{}`)",
+                            origin_secret.unwrap_or_default()
+                        ),
+                    ));
                 }
             }
             TierKind::Kv(kv) => {
                 if Some(kv.binding.as_str()) == origin_secret {
-                    found.push((format!("cascade.tiers[{i}].binding"), format!("binding `{}` is the origin's credential secret", kv.binding)));
+                    found.push((
+                        format!("cascade.tiers[{i}].binding"),
+                        format!("binding `{}` is the origin's credential secret", kv.binding),
+                    ));
                 }
             }
             TierKind::Embedded(_) => {}
@@ -211,11 +311,16 @@ fn failure_domain(ctx: &mut Ctx, p: &Policy) {
 
 fn is_shared_cacheable(cc: &str) -> bool {
     let lower = cc.to_ascii_lowercase();
-    let directives: Vec<&str> = lower.split(',').map(|d| d.trim().split('=').next().unwrap_or("").trim()).collect();
+    let directives: Vec<&str> = lower
+        .split(',')
+        .map(|d| d.trim().split('=').next().unwrap_or("").trim())
+        .collect();
     if directives.contains(&"no-store") {
         return false;
     }
-    directives.contains(&"public") || directives.contains(&"s-maxage") || !directives.contains(&"private")
+    directives.contains(&"public")
+        || directives.contains(&"s-maxage")
+        || !directives.contains(&"private")
 }
 
 fn privacy(ctx: &mut Ctx, p: &Policy) {
@@ -225,8 +330,14 @@ fn privacy(ctx: &mut Ctx, p: &Policy) {
         }
         if let Some(cc) = p.tier_cache_control(t) {
             if is_shared_cacheable(cc) {
-                let path = if t.cache_control.is_some() { format!("cascade.tiers[{i}].cache_control") } else { "disclosure.private_cache_control".to_string() };
-                let sp = ctx.span_of(&path).unwrap_or_else(|| span(ctx, &format!("cascade.tiers[{i}].key")));
+                let path = if t.cache_control.is_some() {
+                    format!("cascade.tiers[{i}].cache_control")
+                } else {
+                    "disclosure.private_cache_control".to_string()
+                };
+                let sp = ctx
+                    .span_of(&path)
+                    .unwrap_or_else(|| span(ctx, &format!("cascade.tiers[{i}].key")));
                 push(
                     ctx,
                     codes::SHARED_CACHE_PER_USER,
@@ -280,7 +391,9 @@ fn privacy(ctx: &mut Ctx, p: &Policy) {
 
 fn throttling(ctx: &mut Ctx, p: &Policy) {
     if p.disclosure.retry_after_s.is_none() {
-        let sp = ctx.span_of("disclosure").unwrap_or_else(|| span(ctx, "cascade"));
+        let sp = ctx
+            .span_of("disclosure")
+            .unwrap_or_else(|| span(ctx, "cascade"));
         push(
             ctx,
             codes::UNTHROTTLED_DEGRADATION,
@@ -315,20 +428,29 @@ fn throttling(ctx: &mut Ctx, p: &Policy) {
             codes::UNSAFE_RETRY,
             Severity::Error,
             sp,
-            format!("the origin is called with {} and retried ({} attempts) without an idempotency key", o.method.as_str(), o.attempts),
+            format!(
+                "the origin is called with {} and retried ({} attempts) without an idempotency key",
+                o.method.as_str(),
+                o.attempts
+            ),
             "retries a non-idempotent call",
             vec![],
-            "set `origin.attempts = 1`, or `origin.idempotency_key_header = \"Idempotency-Key\"`".into(),
+            "set `origin.attempts = 1`, or `origin.idempotency_key_header = \"Idempotency-Key\"`"
+                .into(),
         );
     }
 }
 
 fn breaker_can_trigger(ctx: &mut Ctx, p: &Policy) {
     let Breaker::Rate(r) = &p.breaker else { return };
-    let Some(rps) = p.service.expected_rps else { return };
+    let Some(rps) = p.service.expected_rps else {
+        return;
+    };
     let window_calls = rps as f64 * r.window_ms as f64 / 1000.0;
     if (r.min_calls as f64) > window_calls {
-        let sp = ctx.span_of("breaker.min_calls").unwrap_or_else(|| span(ctx, "breaker.window"));
+        let sp = ctx
+            .span_of("breaker.min_calls")
+            .unwrap_or_else(|| span(ctx, "breaker.window"));
         push(
             ctx,
             codes::BREAKER_NEVER_TRIGGERS,
@@ -342,7 +464,9 @@ fn breaker_can_trigger(ctx: &mut Ctx, p: &Policy) {
     }
     let probe_calls = window_calls * r.probe_fraction;
     if (r.probe_min_calls as f64) > probe_calls {
-        let sp = ctx.span_of("breaker.probe_min_calls").unwrap_or_else(|| span(ctx, "breaker.probe_fraction"));
+        let sp = ctx
+            .span_of("breaker.probe_min_calls")
+            .unwrap_or_else(|| span(ctx, "breaker.probe_fraction"));
         push(
             ctx,
             codes::BREAKER_NEVER_TRIGGERS,

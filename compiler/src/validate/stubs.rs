@@ -61,7 +61,14 @@ struct InventoryRow {
 }
 
 /// A problem located in a JSON file by line and column (1-based).
-fn json_error(path: &Path, text: &str, line: usize, column: usize, message: String, help: &str) -> Diagnostic {
+fn json_error(
+    path: &Path,
+    text: &str,
+    line: usize,
+    column: usize,
+    message: String,
+    help: &str,
+) -> Diagnostic {
     let offset = offset_of(text, line, column);
     Diagnostic {
         code: codes::CATALOG_MALFORMED,
@@ -147,28 +154,55 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
                 let fields: ItemFields = match serde_json::from_str(raw.get()) {
                     Ok(f) => f,
                     Err(e) => {
-                        ctx.diags.push(mk(format!("catalog item {} is not valid: {e}", seen.len() + 1), "each item needs a string `sku` and `title`, and may have a `category`"));
+                        ctx.diags.push(mk(
+                            format!("catalog item {} is not valid: {e}", seen.len() + 1),
+                            "each item needs a string `sku` and `title`, and may have a `category`",
+                        ));
                         ok = false;
                         continue;
                     }
                 };
                 if fields.sku.trim().is_empty() {
-                    ctx.diags.push(mk("a catalog item has an empty `sku`".into(), "give every item its SKU"));
+                    ctx.diags.push(mk(
+                        "a catalog item has an empty `sku`".into(),
+                        "give every item its SKU",
+                    ));
                     ok = false;
                     continue;
                 }
                 if let Some(first) = seen.insert(fields.sku.clone(), items.len()) {
-                    ctx.diags.push(mk(format!("SKU `{}` appears twice in the catalog (items {} and {})", fields.sku, first + 1, items.len() + 1), "keep one entry per SKU"));
+                    ctx.diags.push(mk(
+                        format!(
+                            "SKU `{}` appears twice in the catalog (items {} and {})",
+                            fields.sku,
+                            first + 1,
+                            items.len() + 1
+                        ),
+                        "keep one entry per SKU",
+                    ));
                     ok = false;
                     continue;
                 }
                 // Compact, key-sorted JSON: deterministic bytes for the bake.
-                let json = serde_json::from_str::<serde_json::Value>(raw.get()).map(|v| v.to_string()).unwrap_or_default();
-                items.push(Item { sku: fields.sku, title: fields.title, category: fields.category, json });
+                let json = serde_json::from_str::<serde_json::Value>(raw.get())
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                items.push(Item {
+                    sku: fields.sku,
+                    title: fields.title,
+                    category: fields.category,
+                    json,
+                });
             }
             if items.is_empty() && ok {
                 let sp = ctx.span_of("catalog.stubs").unwrap_or((0, 0));
-                ctx.error(codes::CATALOG_MALFORMED, sp, format!("the catalog `{}` has no items", stubs_path.display()), "empty catalog", "the final net must hold something: add validated items");
+                ctx.error(
+                    codes::CATALOG_MALFORMED,
+                    sp,
+                    format!("the catalog `{}` has no items", stubs_path.display()),
+                    "empty catalog",
+                    "the final net must hold something: add validated items",
+                );
                 ok = false;
             }
         }
@@ -188,7 +222,10 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
         ctx.diags.push(Diagnostic {
             code: codes::CATALOG_MALFORMED,
             severity: Severity::Error,
-            message: format!("the snapshot time `{}` is not an RFC 3339 timestamp", inventory.taken_at),
+            message: format!(
+                "the snapshot time `{}` is not an RFC 3339 timestamp",
+                inventory.taken_at
+            ),
             file: inv_path.clone(),
             span: Some((at, at + inventory.taken_at.len())),
             label: "not RFC 3339".into(),
@@ -209,7 +246,10 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
         ctx.diags.push(Diagnostic {
             code: codes::CATALOG_MALFORMED,
             severity: Severity::Error,
-            message: format!("the inventory snapshot lists {} SKU(s) more than once", dup.len()),
+            message: format!(
+                "the inventory snapshot lists {} SKU(s) more than once",
+                dup.len()
+            ),
             file: inv_path.clone(),
             span: None,
             label: String::new(),
@@ -223,7 +263,17 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
     let age = now.since(Millis(taken_at));
     if taken_at > now.0.saturating_add(300_000) {
         let sp = ctx.span_of("catalog.inventory").unwrap_or((0, 0));
-        ctx.error(codes::UNTESTED_COMPENSATION, sp, format!("the inventory snapshot is dated {} in the future ({})", format_duration(taken_at - now.0), inventory.taken_at), "snapshot from the future", "check the exporter's clock, or pass `--now` to check as of another time");
+        ctx.error(
+            codes::UNTESTED_COMPENSATION,
+            sp,
+            format!(
+                "the inventory snapshot is dated {} in the future ({})",
+                format_duration(taken_at - now.0),
+                inventory.taken_at
+            ),
+            "snapshot from the future",
+            "check the exporter's clock, or pass `--now` to check as of another time",
+        );
         ok = false;
     } else if age > rules.max_age_ms {
         let sp = ctx.span_of("catalog.inventory").unwrap_or((0, 0));
@@ -241,8 +291,14 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
     for item in &items {
         match rows.get(item.sku.as_str()) {
             None => offending.push(format!("{}: missing from the inventory snapshot", item.sku)),
-            Some(r) if !r.status.eq_ignore_ascii_case("active") => offending.push(format!("{}: not active (status \"{}\")", item.sku, r.status)),
-            Some(r) if r.stock <= rules.min_stock as i64 => offending.push(format!("{}: stock {} ≤ {}", item.sku, r.stock, rules.min_stock)),
+            Some(r) if !r.status.eq_ignore_ascii_case("active") => offending.push(format!(
+                "{}: not active (status \"{}\")",
+                item.sku, r.status
+            )),
+            Some(r) if r.stock <= rules.min_stock as i64 => offending.push(format!(
+                "{}: stock {} ≤ {}",
+                item.sku, r.stock, rules.min_stock
+            )),
             Some(_) => {}
         }
     }
@@ -263,5 +319,9 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
     }
 
     let catalog = ok.then(|| Catalog::new(items, now.0, taken_at));
-    Some(CatalogCheck { catalog, hash, sources })
+    Some(CatalogCheck {
+        catalog,
+        hash,
+        sources,
+    })
 }

@@ -27,7 +27,7 @@ impl Millis {
 pub fn format_duration(ms: u64) -> String {
     const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")];
     for (unit, suffix) in UNITS {
-        if ms >= unit && ms % unit == 0 {
+        if ms >= unit && ms.is_multiple_of(unit) {
             return format!("{}{}", ms / unit, suffix);
         }
     }
