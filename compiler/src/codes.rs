@@ -243,10 +243,17 @@ mod tests {
 
     #[test]
     fn every_code_is_documented_in_docs() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/diagnostics.md"))
-            .expect("docs/diagnostics.md exists");
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/diagnostics.md"
+        ))
+        .expect("docs/diagnostics.md exists");
         for d in ALL {
-            assert!(doc.contains(&format!("## {}", d.code)), "docs/diagnostics.md lacks a section for {}", d.code);
+            assert!(
+                doc.contains(&format!("## {}", d.code)),
+                "docs/diagnostics.md lacks a section for {}",
+                d.code
+            );
         }
     }
 }
