@@ -25,10 +25,14 @@ pub enum Command {
     Schema(SchemaArgs),
     /// Validate a policy and bake it with its catalog into a deployable Worker directory.
     Build(BuildArgs),
+    /// Replay the edge's decision core over a scenario in virtual time.
+    Simulate(SimulateArgs),
     /// Run the simulated model origin on loopback.
     Origin(OriginArgs),
     /// Build a policy and run it locally in workerd with seeded KV and a simulated origin.
     Dev(DevArgs),
+    /// Mint an HS256 bearer token for a policy's [identity] (development and tests).
+    Token(TokenArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -108,4 +112,46 @@ pub struct DevArgs {
     /// Run the demo (one healthy and one degraded answer) and exit.
     #[arg(long)]
     pub demo: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// Policy whose [identity] issuer and audience the token is for.
+    #[arg(long, required_unless_present_all = ["issuer", "audience"])]
+    pub policy: Option<PathBuf>,
+    /// The subject (`sub` claim), e.g. the user ID.
+    #[arg(long)]
+    pub sub: String,
+    /// An extra string claim, NAME=VALUE (repeatable).
+    #[arg(long = "claim", value_name = "NAME=VALUE")]
+    pub claims: Vec<String>,
+    /// Lifetime: `exp` is `--now` plus this (e.g. 30m, 1h, 1d).
+    #[arg(long, default_value = "1h")]
+    pub ttl: String,
+    /// HMAC key (visible to other local users in the process list; prefer the others).
+    #[arg(long, conflicts_with = "key_file")]
+    pub key: Option<String>,
+    /// File holding the HMAC key (one trailing newline is ignored).
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
+    /// Issuer (`iss`); overrides the policy's.
+    #[arg(long)]
+    pub issuer: Option<String>,
+    /// Audience (`aud`); overrides the policy's.
+    #[arg(long)]
+    pub audience: Option<String>,
+    /// Issue the token as of this instant (RFC 3339) instead of now; also the policy's
+    /// validation time.
+    #[arg(long)]
+    pub now: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    pub policy: PathBuf,
+    /// Scenario file (TOML, see docs/scenarios.md).
+    #[arg(long)]
+    pub scenario: PathBuf,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
 }

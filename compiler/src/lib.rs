@@ -2,10 +2,13 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
-pub mod codes;
 pub mod cmd;
+pub mod codes;
 pub mod diag;
+pub mod dist;
 pub mod load;
+pub mod origin;
 pub mod parse;
 pub mod render;
+pub mod simulate;
 pub mod validate;

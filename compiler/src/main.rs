@@ -17,8 +17,10 @@ fn main() -> ExitCode {
         Command::Explain(args) => cmd::explain::run(args),
         Command::Schema(args) => cmd::schema::run(args),
         Command::Build(args) => cmd::build::run(args),
+        Command::Simulate(args) => cmd::simulate::run(args),
         Command::Origin(args) => cmd::origin::run(args),
         Command::Dev(args) => cmd::dev::run(args),
+        Command::Token(args) => cmd::token::run(args),
     };
     match result {
         Ok(code) => code,

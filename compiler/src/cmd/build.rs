@@ -1,7 +1,108 @@
-//! `understudy build`.
+//! `understudy build POLICY [--out DIR] [--now RFC3339] [--edge DIR]`: validate as `check`
+//! does, bake the policy and catalog into a copy of the prebuilt edge module, and write a
+//! directory `wrangler deploy` accepts as it is (see [`crate::dist`]).
+//!
+//! Exit codes: 0 built, 1 the policy is invalid (diagnostics on stderr), 2 usage or I/O
+//! (missing policy, unwritable output, missing prebuilt edge).
+
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-pub fn run(_args: crate::cli::BuildArgs) -> anyhow::Result<ExitCode> {
-    eprintln!("understudy build: not implemented yet");
-    Ok(ExitCode::from(2))
+use anyhow::{bail, Result};
+use understudy_core::catalog::Catalog;
+use understudy_core::policy::Policy;
+
+use crate::cli::BuildArgs;
+use crate::dist::{self, edge, Built, Inputs};
+use crate::load::load_policy;
+use crate::render::{self, Sources};
+
+/// What a successful build produced, for `dev` and for the summary line.
+pub struct Output {
+    pub dir: PathBuf,
+    pub built: Built,
+    /// The validated policy and catalog that were baked.
+    pub policy: Policy,
+    pub catalog: Option<Catalog>,
+}
+
+pub fn run(args: BuildArgs) -> Result<ExitCode> {
+    match build(&args)? {
+        Ok(out) => {
+            let m = &out.built.manifest;
+            println!(
+                "built {} ({}, release {}) into {}: module {} bytes, {} gzipped, bake {} bytes",
+                m.policy.file,
+                m.policy.service,
+                out.built.release_id,
+                out.dir.display(),
+                m.module.bytes,
+                m.module.gzip_bytes,
+                m.module.bake_bytes
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(code) => Ok(code),
+    }
+}
+
+/// Builds `args.policy`. The outer error is a usage or I/O problem (exit 2); the inner
+/// `Err` is "the policy is invalid", already reported on stderr (exit 1).
+pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
+    let now = super::parse_now(args.now.as_deref())?;
+    if !args.policy.is_file() {
+        bail!(
+            "policy file {} does not exist or is not a file",
+            args.policy.display()
+        );
+    }
+    let loaded = load_policy(&args.policy, now);
+    let mut sources = Sources::default();
+    for (p, text) in &loaded.sources {
+        sources.add(p, text);
+    }
+    for d in &loaded.diagnostics {
+        eprintln!("{}", render::human(&sources, d));
+    }
+    let (Some(policy), false) = (loaded.policy.as_ref(), loaded.has_errors()) else {
+        let errors = loaded.diagnostics.iter().filter(|d| d.is_error()).count();
+        eprintln!(
+            "error: {} is invalid ({errors} error(s)); nothing was built",
+            args.policy.display()
+        );
+        return Ok(Err(ExitCode::from(1)));
+    };
+
+    let edge = edge::locate(args.edge.as_deref())?;
+    let policy_file = file_name(&args.policy);
+    let inputs = Inputs {
+        policy,
+        catalog: loaded.catalog.as_ref(),
+        policy_hash: &loaded.policy_hash,
+        catalog_hash: &loaded.catalog_hash,
+        policy_file: &policy_file,
+        validated_at_ms: now.0,
+    };
+    let built = dist::assemble(&inputs, &edge)?;
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(&policy.service.name));
+    dist::write_dir(&dir, &built)?;
+    Ok(Ok(Output {
+        dir,
+        built,
+        policy: policy.clone(),
+    }))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// `dist/<worker name>` in the current directory.
+pub fn default_out(service: &str) -> PathBuf {
+    Path::new("dist").join(dist::wrangler::worker_name(service))
 }

@@ -1,7 +1,310 @@
-//! `understudy dev`.
-use std::process::ExitCode;
+//! `understudy dev POLICY` [B-DEV]: build the policy, start the simulated model origin
+//! (in this process) and the built Worker in workerd (through Miniflare, by
+//! `scripts/edge-server.mjs`), both on 127.0.0.1, seed local KV, and print how to use and
+//! break it. `--demo` makes one healthy and one degraded request, prints both with their
+//! headers, and exits: 0 when the first answer is live and the second a disclosed fallback.
+//!
+//! Runs inside an Understudy checkout, after `scripts/setup.sh` (it needs `node` and the
+//! npm lockfile's Miniflare).
 
-pub fn run(_args: crate::cli::DevArgs) -> anyhow::Result<ExitCode> {
-    eprintln!("understudy dev: not implemented yet");
-    Ok(ExitCode::from(2))
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use understudy_core::catalog::{tokenize, Catalog};
+use understudy_core::policy::{EmbeddedTier, ParamSource, ParamType, Policy, TierKind};
+
+use crate::cli::{BuildArgs, DevArgs};
+use crate::dist::edge::workspace_root;
+use crate::origin::OriginServer;
+
+/// How long the edge may take to start (workerd's first start compiles the module).
+const EDGE_START: Duration = Duration::from_secs(60);
+const READY: &str = "edge listening on ";
+
+pub fn run(args: DevArgs) -> Result<ExitCode> {
+    let root = workspace_root().context(
+        "`understudy dev` runs inside an Understudy checkout (it needs scripts/edge-server.mjs and the npm packages)",
+    )?;
+    let server_js = root.join("scripts/edge-server.mjs");
+    if !root.join("node_modules/miniflare").is_dir() {
+        bail!(
+            "{} has no node_modules/miniflare; run `scripts/setup.sh` there first (it runs `npm ci`)",
+            root.display()
+        );
+    }
+    let seed = match &args.seed {
+        Some(p) if !p.is_file() => bail!("--seed {}: no such file", p.display()),
+        Some(p) => {
+            Some(std::fs::canonicalize(p).with_context(|| format!("--seed {}", p.display()))?)
+        }
+        None => None,
+    };
+
+    let stem = args
+        .policy
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "policy".into());
+    let out = root.join(".understudy/dev").join(stem);
+    let build_args = BuildArgs {
+        policy: args.policy.clone(),
+        out: Some(out),
+        now: None,
+        edge: None,
+    };
+    let built = match super::build::build(&build_args)? {
+        Ok(b) => b,
+        Err(code) => return Ok(code),
+    };
+    let manifest = &built.built.manifest;
+    let policy = &built.policy;
+
+    // --demo picks free ports: it exits right away, and must not fail on a busy 8787.
+    let (edge_port, origin_port) = if args.demo {
+        (0, 0)
+    } else {
+        (args.port, args.origin_port)
+    };
+    let origin = OriginServer::spawn(SocketAddr::from(([127, 0, 0, 1], origin_port)), None)
+        .with_context(|| format!("cannot start the simulated origin on 127.0.0.1:{origin_port}; choose another --origin-port"))?;
+    let origin_url = origin.url();
+
+    let recipe = sample_request(policy, built.catalog.as_ref());
+    let mut cmd = Command::new("node");
+    cmd.arg(&server_js)
+        .arg("--dist")
+        .arg(&built.dir)
+        .args([
+            "--port",
+            &edge_port.to_string(),
+            "--origin",
+            &origin_url,
+            "--recipe",
+            &recipe.to_string(),
+        ])
+        .current_dir(&root)
+        .env("WRANGLER_SEND_METRICS", "false")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if let Some(seed) = &seed {
+        cmd.arg("--seed").arg(seed);
+    }
+    if args.demo {
+        cmd.arg("--demo");
+    }
+    println!(
+        "understudy dev: {} (policy {}, release {}) built into {}",
+        manifest.policy.service,
+        manifest.policy.version,
+        manifest.release_id,
+        built.dir.display()
+    );
+    println!("starting the edge in workerd…");
+    let mut child = cmd
+        .spawn()
+        .context("cannot run `node`; install Node.js 20 or newer (see scripts/setup.sh)")?;
+    // Held until we exit: the edge server stops when its stdin closes.
+    let _stdin = child.stdin.take();
+    let Some(stdout) = child.stdout.take() else {
+        bail!("no stdout from the edge server")
+    };
+    let (ready_tx, ready_rx) = mpsc::channel::<String>();
+    let forward = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            match line.strip_prefix(READY) {
+                Some(url) => {
+                    let _ = ready_tx.send(url.to_string());
+                }
+                None => println!("{line}"),
+            }
+        }
+    });
+    let edge_url = match ready_rx.recv_timeout(EDGE_START) {
+        Ok(url) => url,
+        Err(e) => {
+            let _ = child.kill();
+            let status = child.wait().ok();
+            let _ = forward.join();
+            match e {
+                mpsc::RecvTimeoutError::Timeout => {
+                    bail!("the edge did not start within {} s", EDGE_START.as_secs())
+                }
+                mpsc::RecvTimeoutError::Disconnected => bail!(
+                    "the edge server ({}) stopped before it was ready ({}); its errors are above",
+                    server_js.display(),
+                    status.map(|s| s.to_string()).unwrap_or_default()
+                ),
+            }
+        }
+    };
+    println!(
+        "  edge    {edge_url}   workerd via Miniflare; local KV: {}",
+        list(&manifest.bindings.kv)
+    );
+    println!("  origin  {origin_url}   simulated model (UNDERSTUDY_ORIGIN_URL points here)");
+    if !manifest.bindings.secrets.is_empty() {
+        println!(
+            "  secrets development values (`dev-` + the name in kebab case): {}",
+            manifest.bindings.secrets.join(", ")
+        );
+    }
+    if !args.demo {
+        print!("{}", break_help(&origin_url));
+    }
+    let status = child.wait().context("lost the edge server")?;
+    let _ = forward.join();
+    origin.shutdown();
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn break_help(origin: &str) -> String {
+    format!(
+        "\nBreak the origin — the edge then answers from its fallback tiers, and says so:\n\
+         \x20 curl -X PUT {origin}/__origin/fault -d '{{\"kind\":\"hang\"}}'\n\
+         \x20 curl -X PUT {origin}/__origin/fault -d '{{\"kind\":\"status\",\"code\":503}}'\n\
+         \x20 curl -X PUT {origin}/__origin/fault -d '{{\"kind\":\"rate_limited\",\"retry_after_s\":5}}'\n\
+         \x20 curl -X PUT {origin}/__origin/fault -d '{{\"kind\":\"latency\",\"ms\":2000}}'\n\
+         \x20 curl -X DELETE {origin}/__origin/fault     # healthy again\n\
+         \x20 curl {origin}/__origin/stats               # what the origin has seen\n\
+         Other faults: reset slow_body malformed empty wrong_shape huge (docs/origin.md).\n\
+         Ctrl-C stops the edge and the origin.\n"
+    )
+}
+
+/// Values tried, in order, for a parameter without a usable default: the first that fits
+/// its pattern and length is used in the sample request.
+const SAMPLES: [&str; 8] = [
+    "audio",
+    "headphones",
+    "demo-user-1",
+    "ORD-100042",
+    "acme",
+    "demo",
+    "42",
+    "a",
+];
+
+/// A request the policy accepts: its route with path parameters filled in, query and
+/// header parameters, and the claims of a bearer token when parameters come from one.
+pub fn sample_request(policy: &Policy, catalog: Option<&Catalog>) -> Value {
+    // Values the baked catalog can answer for: a category it has, a word of a title.
+    let mut hints: BTreeMap<&str, String> = BTreeMap::new();
+    let first = catalog.and_then(|c| c.items.first());
+    for tier in &policy.cascade.tiers {
+        match (&tier.kind, first) {
+            (TierKind::Embedded(EmbeddedTier::Curated { by: Some(by), .. }), Some(item)) => {
+                if let Some(cat) = &item.category {
+                    hints.insert(by, cat.clone());
+                }
+            }
+            (TierKind::Embedded(EmbeddedTier::Keyword { query, .. }), Some(item)) => {
+                if let Some(word) = tokenize(&item.title).next() {
+                    hints.insert(query, word);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut path = policy.service.route.clone();
+    let mut query = Vec::new();
+    let mut headers = BTreeMap::new();
+    let mut claims = serde_json::Map::new();
+    for p in &policy.params {
+        let pattern = p
+            .pattern
+            .as_deref()
+            .and_then(|re| regex_lite::Regex::new(re).ok());
+        let fits = |v: &str| {
+            v.len() <= p.max_len as usize
+                && pattern.as_ref().is_none_or(|re| re.is_match(v))
+                && (p.ty != ParamType::Integer || v.parse::<i64>().is_ok())
+        };
+        // A user is `demo-user-1`, not `audio`.
+        let preferred = hints.get(p.name.as_str()).map(String::as_str);
+        let preferred = preferred
+            .into_iter()
+            .chain(p.identity.then_some("demo-user-1"));
+        let value = match preferred.chain(SAMPLES).find(|v| fits(v)) {
+            Some(v) => v.to_string(),
+            None if !p.required => continue,
+            None => p.default.clone().unwrap_or_else(|| "demo".into()),
+        };
+        match p.source {
+            ParamSource::Path => path = path.replace(&format!("{{{}}}", p.from), &value),
+            ParamSource::Query => query.push(format!("{}={}", encode(&p.from), encode(&value))),
+            ParamSource::Header => {
+                headers.insert(p.from.clone(), value);
+            }
+            ParamSource::TokenClaim => {
+                claims.insert(p.from.clone(), Value::String(value));
+            }
+        }
+    }
+    if !query.is_empty() {
+        path = format!("{path}?{}", query.join("&"));
+    }
+    let token = policy.identity.as_ref().map(|id| {
+        claims.insert("iss".into(), Value::String(id.issuer.clone()));
+        claims.insert("aud".into(), Value::String(id.audience.clone()));
+        json!({ "secret": id.secret, "claims": claims })
+    });
+    let method = policy
+        .service
+        .methods
+        .first()
+        .map(|m| m.as_str())
+        .unwrap_or("GET");
+    json!({ "method": method, "path": path, "headers": headers, "token": token, "fault": { "kind": "hang" } })
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::tests::sample_policy;
+
+    #[test]
+    fn sample_requests_fit_the_policy() {
+        let p = sample_policy();
+        let r = sample_request(&p, None);
+        assert_eq!(r["method"], "GET");
+        assert_eq!(r["path"], "/v1/recommendations?category=audio");
+        assert_eq!(r["token"], Value::Null);
+    }
+
+    #[test]
+    fn encoding_keeps_unreserved_characters_only() {
+        assert_eq!(encode("a b&c=d-e_f.g~"), "a%20b%26c%3Dd-e_f.g~");
+    }
 }

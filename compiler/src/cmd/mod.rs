@@ -5,6 +5,8 @@ pub mod dev;
 pub mod explain;
 pub mod origin;
 pub mod schema;
+pub mod simulate;
+pub mod token;
 
 use understudy_core::Millis;
 

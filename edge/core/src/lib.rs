@@ -8,9 +8,25 @@
 #![forbid(unsafe_code)]
 
 pub mod bake;
+pub mod breaker;
+pub mod cascade;
 pub mod catalog;
+pub mod classify;
+pub mod correlation;
+pub mod deadline;
+pub mod disclosure;
+pub mod entry;
+pub mod exchange;
 pub mod policy;
+pub mod request;
+pub mod retry;
+pub mod staleness;
 pub mod template;
 pub mod time;
+pub mod token;
+pub mod writethrough;
+
+#[cfg(test)]
+mod testing;
 
 pub use time::Millis;

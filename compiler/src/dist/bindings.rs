@@ -1,0 +1,68 @@
+//! The Worker bindings a policy needs: KV namespaces for its `kv` tiers, the Rate Limiting
+//! binding for its storm limit, the secrets it names, and the plain vars. Both
+//! `wrangler.toml` and `manifest.json` are rendered from this one list, so the local runner
+//! (Miniflare, which reads the manifest) and a real deploy see the same bindings.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use understudy_core::policy::{Policy, TierKind};
+
+/// The var the adapter reads the origin URL from (tests and `dev` point it at the
+/// simulated origin; a deploy gets the policy's URL).
+pub const ORIGIN_URL_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RateLimit {
+    pub limit: u32,
+    pub name: String,
+    /// Seconds: the binding supports 10 or 60.
+    pub period: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Bindings {
+    /// KV namespace binding names, sorted.
+    pub kv: Vec<String>,
+    pub rate_limits: Vec<RateLimit>,
+    /// Secret binding names (set with `wrangler secret put`, never written to disk).
+    pub secrets: Vec<String>,
+    pub vars: BTreeMap<String, String>,
+}
+
+impl Bindings {
+    pub fn of(policy: &Policy) -> Bindings {
+        let mut kv = BTreeSet::new();
+        let mut secrets = BTreeSet::new();
+        for tier in &policy.cascade.tiers {
+            match &tier.kind {
+                TierKind::Kv(t) => {
+                    kv.insert(t.binding.clone());
+                }
+                TierKind::Http(t) => secrets.extend(t.credential_secret.clone()),
+                TierKind::Embedded(_) => {}
+            }
+        }
+        secrets.extend(policy.origin.credential_secret.clone());
+        secrets.extend(policy.identity.as_ref().map(|i| i.secret.clone()));
+        secrets.extend(policy.admin.as_ref().map(|a| a.secret.clone()));
+        let rate_limits = policy
+            .storm
+            .iter()
+            .map(|s| RateLimit {
+                // The binding counts every request of a client in the window: the first
+                // attempt plus `max_retries` retries pass, the next is a storm.
+                limit: s.max_retries.saturating_add(1),
+                name: s.binding.clone(),
+                period: if s.window_ms <= 10_000 { 10 } else { 60 },
+            })
+            .collect();
+        let vars = BTreeMap::from([(ORIGIN_URL_VAR.to_string(), policy.origin.url.clone())]);
+        Bindings {
+            kv: kv.into_iter().collect(),
+            rate_limits,
+            secrets: secrets.into_iter().collect(),
+            vars,
+        }
+    }
+}

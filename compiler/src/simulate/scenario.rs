@@ -1,0 +1,300 @@
+//! The scenario format (docs/scenarios.md): what arrives, when, what the model does, and
+//! what the KV tiers hold. Parsed strictly: unknown keys, unknown tiers or parameters,
+//! overlapping phases and unbounded runs are errors that name the place.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use understudy_core::policy::{Policy, TierKind};
+use understudy_core::time::parse_duration;
+
+/// Most requests a scenario may describe: simulations and drills stay bounded.
+pub const MAX_REQUESTS: u64 = 2_000_000;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Virtual start time (RFC 3339); also the catalog validation time.
+    pub start: String,
+    pub requests: u64,
+    /// Time between arrivals (`1s`), or use `rate`.
+    pub interval: Option<String>,
+    /// Arrivals per second.
+    pub rate: Option<f64>,
+    /// Values cycled through, per parameter, one step per request.
+    #[serde(default)]
+    pub params: BTreeMap<String, Vec<String>>,
+    pub model: RawModel,
+    #[serde(default)]
+    pub kv: Vec<RawKv>,
+    /// Time a KV read takes in the simulation (default 2ms).
+    pub kv_latency: Option<String>,
+    #[serde(default)]
+    pub expect: Option<RawExpect>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// The model's normal latency.
+    pub latency: String,
+    #[serde(default)]
+    pub phase: Vec<RawPhase>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPhase {
+    /// Inclusive 0-based request indices `[first, last]`.
+    pub requests: Option<[u64; 2]>,
+    /// Time since start, `from` inclusive, `to` exclusive.
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// `ok`, `down` (503), `hang`, `5xx`, `429`, `reset`, `malformed`, `empty`, `slow`.
+    pub fault: String,
+    /// Latency in this phase (for `ok` and `slow`; default: the model's).
+    pub latency: Option<String>,
+    /// `Retry-After` seconds for `429`.
+    pub retry_after: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKv {
+    pub tier: String,
+    pub params: BTreeMap<String, String>,
+    pub items: Vec<String>,
+    /// Age of the entry at the scenario's start (`1h`); negative ages are written `-5m`.
+    pub age: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawExpect {
+    pub without_shell: Option<u64>,
+    pub with_shell: Option<u64>,
+    pub tiers: Option<BTreeMap<String, u64>>,
+    pub breaker_opened_at: Option<u64>,
+}
+
+/// What the model does for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelFault {
+    Ok { latency_ms: u64 },
+    Status { code: u16, latency_ms: u64 },
+    RateLimited { retry_after_s: Option<u64>, latency_ms: u64 },
+    Hang,
+    Reset,
+    Malformed { latency_ms: u64 },
+    Empty { latency_ms: u64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct Phase {
+    pub requests: Option<(u64, u64)>,
+    pub time: Option<(u64, u64)>,
+    pub fault: ModelFault,
+}
+
+#[derive(Debug, Clone)]
+pub struct KvSeed {
+    pub tier: String,
+    pub binding: String,
+    pub key: String,
+    pub items: Vec<String>,
+    /// Signed age at start, ms (negative: written in the future).
+    pub age_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub start_ms: u64,
+    pub requests: u64,
+    /// Arrival spacing in microseconds (so 2,400 req/s stays exact enough).
+    pub interval_us: u64,
+    pub params: BTreeMap<String, Vec<String>>,
+    pub model_latency_ms: u64,
+    pub phases: Vec<Phase>,
+    pub kv: Vec<KvSeed>,
+    pub kv_latency_ms: u64,
+    pub expect: Option<RawExpect>,
+}
+
+impl Scenario {
+    /// What the model does for request `i` arriving `t_ms` after the start. Earlier phases win.
+    pub fn fault(&self, i: u64, t_ms: u64) -> ModelFault {
+        for p in &self.phases {
+            let by_req = p.requests.map(|(a, b)| (a..=b).contains(&i));
+            let by_time = p.time.map(|(a, b)| t_ms >= a && t_ms < b);
+            let hit = match (by_req, by_time) {
+                (Some(r), Some(t)) => r && t,
+                (Some(r), None) => r,
+                (None, Some(t)) => t,
+                (None, None) => false,
+            };
+            if hit {
+                return p.fault;
+            }
+        }
+        ModelFault::Ok { latency_ms: self.model_latency_ms }
+    }
+
+    /// The value of parameter `name` for request `i` (values cycle).
+    pub fn param(&self, name: &str, i: u64) -> Option<&str> {
+        let values = self.params.get(name)?;
+        values.get((i % values.len() as u64) as usize).map(String::as_str)
+    }
+}
+
+fn dur(what: &str, s: &str) -> Result<u64, String> {
+    parse_duration(s).map_err(|e| format!("{what}: {e}"))
+}
+
+fn parse_time(s: &str) -> Option<u64> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
+/// Reads and checks a scenario against the policy it will run with.
+pub fn load(path: &Path, policy: &Policy) -> Result<Scenario, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let raw: RawScenario = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    build(raw, policy).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
+    let start_ms = parse_time(&raw.start).ok_or_else(|| format!("`start` = {:?} is not an RFC 3339 time", raw.start))?;
+    if raw.requests == 0 || raw.requests > MAX_REQUESTS {
+        return Err(format!("`requests` = {} must be between 1 and {MAX_REQUESTS}", raw.requests));
+    }
+    let interval_us = match (&raw.interval, raw.rate) {
+        (Some(i), None) => dur("`interval`", i)? * 1000,
+        (None, Some(r)) if r.is_finite() && r > 0.0 && r <= 1_000_000.0 => (1_000_000.0 / r).round() as u64,
+        (None, Some(r)) => return Err(format!("`rate` = {r} must be between 0 and 1000000 requests per second")),
+        (Some(_), Some(_)) => return Err("give either `interval` or `rate`, not both".into()),
+        (None, None) => return Err("missing `interval` (e.g. \"1s\") or `rate` (requests per second)".into()),
+    };
+    for name in raw.params.keys() {
+        if policy.param(name).is_none() {
+            let known = policy.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
+            return Err(format!("[params] `{name}` is not a parameter of the policy (it has: {known})"));
+        }
+    }
+    for (name, values) in &raw.params {
+        if values.is_empty() {
+            return Err(format!("[params] `{name}` has no values"));
+        }
+    }
+    for p in policy.params.iter().filter(|p| p.required && p.default.is_none()) {
+        if !raw.params.contains_key(&p.name) {
+            return Err(format!("[params] lacks `{}`, which the policy requires", p.name));
+        }
+    }
+    let model_latency_ms = dur("`model.latency`", &raw.model.latency)?;
+    let mut phases = Vec::new();
+    for (n, p) in raw.model.phase.iter().enumerate() {
+        let at = format!("model.phase[{n}]");
+        let latency_ms = match &p.latency {
+            Some(l) => dur(&format!("{at}.latency"), l)?,
+            None => model_latency_ms,
+        };
+        let fault = match p.fault.as_str() {
+            "ok" | "slow" => ModelFault::Ok { latency_ms },
+            "down" => ModelFault::Status { code: 503, latency_ms: 0 },
+            "5xx" => ModelFault::Status { code: 500, latency_ms },
+            "429" => ModelFault::RateLimited { retry_after_s: p.retry_after, latency_ms: latency_ms.min(5) },
+            "hang" => ModelFault::Hang,
+            "reset" => ModelFault::Reset,
+            "malformed" => ModelFault::Malformed { latency_ms },
+            "empty" => ModelFault::Empty { latency_ms },
+            other => {
+                return Err(format!(
+                    "{at}.fault = {other:?} is not a fault; use ok, slow, down, 5xx, 429, hang, reset, malformed or empty"
+                ))
+            }
+        };
+        let requests = match p.requests {
+            Some([a, b]) if a > b => return Err(format!("{at}.requests = [{a}, {b}] is inverted")),
+            Some([a, b]) if b >= raw.requests => {
+                return Err(format!("{at}.requests = [{a}, {b}] reaches past the last request ({})", raw.requests - 1))
+            }
+            Some([a, b]) => Some((a, b)),
+            None => None,
+        };
+        let time = match (&p.from, &p.to) {
+            (Some(f), Some(t)) => {
+                let (f, t) = (dur(&format!("{at}.from"), f)?, dur(&format!("{at}.to"), t)?);
+                if f >= t {
+                    return Err(format!("{at}: `from` must be before `to`"));
+                }
+                Some((f, t))
+            }
+            (None, None) => None,
+            _ => return Err(format!("{at}: give both `from` and `to`")),
+        };
+        if requests.is_none() && time.is_none() {
+            return Err(format!("{at}: give `requests = [first, last]` or `from`/`to`"));
+        }
+        phases.push(Phase { requests, time, fault });
+    }
+    let mut kv = Vec::new();
+    for (n, k) in raw.kv.iter().enumerate() {
+        let at = format!("kv[{n}]");
+        let tier = policy
+            .cascade
+            .tiers
+            .iter()
+            .find(|t| t.name == k.tier)
+            .ok_or_else(|| format!("{at}.tier = {:?} is not a tier of the policy", k.tier))?;
+        let TierKind::Kv(kvt) = &tier.kind else {
+            return Err(format!("{at}.tier = {:?} is not a KV tier", k.tier));
+        };
+        for name in k.params.keys() {
+            if policy.param(name).is_none() {
+                return Err(format!("{at}.params: `{name}` is not a parameter of the policy"));
+            }
+        }
+        let key = kvt
+            .key
+            .render(|name| {
+                let identity = policy.param(name).is_some_and(|p| p.identity);
+                k.params.get(name).map(|v| (v.as_str(), identity))
+            })
+            .ok_or_else(|| format!("{at}.params do not fill the key template `{}`", kvt.key.source))?;
+        let age_ms = match k.age.strip_prefix('-') {
+            Some(rest) => -(dur(&format!("{at}.age"), rest)? as i64),
+            None => dur(&format!("{at}.age"), &k.age)? as i64,
+        };
+        kv.push(KvSeed { tier: k.tier.clone(), binding: kvt.binding.clone(), key, items: k.items.clone(), age_ms });
+    }
+    let kv_latency_ms = match &raw.kv_latency {
+        Some(l) => dur("`kv_latency`", l)?,
+        None => 2,
+    };
+    if let Some(tiers) = raw.expect.as_ref().and_then(|e| e.tiers.as_ref()) {
+        for name in tiers.keys() {
+            if name != "origin" && !policy.cascade.tiers.iter().any(|t| &t.name == name) {
+                return Err(format!("expect.tiers: `{name}` is not a tier of the policy (nor `origin`)"));
+            }
+        }
+    }
+    Ok(Scenario {
+        name: raw.name,
+        description: raw.description,
+        start_ms,
+        requests: raw.requests,
+        interval_us,
+        params: raw.params,
+        model_latency_ms,
+        phases,
+        kv,
+        kv_latency_ms,
+        expect: raw.expect,
+    })
+}

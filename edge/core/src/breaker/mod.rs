@@ -1,0 +1,165 @@
+//! [E-BREAKER] The circuit breaker: stop paying the deadline on every request of a long
+//! outage, and stop making a rate limit worse.
+//!
+//! Why evaluate lazily from timestamps? A Worker has no background timers: nothing runs
+//! between requests. So every transition that "happens after 30 s" is noticed by the first
+//! request that arrives after 30 s, which is also the first moment it can matter. State lives
+//! in the isolate (see docs/adr/002-per-isolate-breaker.md): each isolate learns on its own.
+//!
+//! Two modes, from the policy's [`crate::policy::Breaker`]:
+//! - [`consecutive`]: seed 002 — open after N consecutive failures, one half-open trial
+//!   after the cool-down;
+//! - [`rate`]: seed 000 — PRIMARY_HEALTHY → DEGRADED_FALLBACK on a failure ratio or slow
+//!   p95 over a sliding window → RECOVERING_PROBE with a fraction of traffic → back.
+//!
+//! Memory is bounded and each request costs O(1): windows are fixed rings of buckets with
+//! fixed latency histograms.
+
+pub mod consecutive;
+pub mod rate;
+pub mod window;
+
+use crate::policy;
+use crate::time::Millis;
+
+/// What the breaker lets this request do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Call the model normally.
+    Call,
+    /// Call the model as a trial/probe: its outcome decides recovery.
+    Probe,
+    /// Do not call the model: answer from the cascade with `BREAKER_OPEN`.
+    Reject,
+}
+
+impl Admission {
+    pub fn calls_origin(self) -> bool {
+        !matches!(self, Admission::Reject)
+    }
+}
+
+/// The mode names operators see (`X-Breaker-Mode`, logs, status endpoint, drills).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Consecutive mode: closed. Rate mode: PRIMARY_HEALTHY.
+    Healthy,
+    /// Consecutive mode: open. Rate mode: DEGRADED_FALLBACK.
+    Open,
+    /// Consecutive mode: half-open. Rate mode: RECOVERING_PROBE.
+    Probing,
+}
+
+/// One origin call's outcome as the breaker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub ok: bool,
+    /// Measured latency; for a timeout, the time waited (its real latency is unknown).
+    pub latency_ms: u64,
+    /// The call was cut off by its timeout: slower than any measured latency.
+    pub timed_out: bool,
+}
+
+impl Outcome {
+    pub fn success(latency_ms: u64) -> Outcome {
+        Outcome { ok: true, latency_ms, timed_out: false }
+    }
+
+    pub fn failure(latency_ms: u64) -> Outcome {
+        Outcome { ok: false, latency_ms, timed_out: false }
+    }
+
+    pub fn timeout(latency_ms: u64) -> Outcome {
+        Outcome { ok: false, latency_ms, timed_out: true }
+    }
+}
+
+/// A mode change, kept for the status endpoint, logs and drill reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transition {
+    pub at: Millis,
+    pub from: Mode,
+    pub to: Mode,
+}
+
+/// How many transitions are remembered.
+pub const TRANSITIONS_KEPT: usize = 32;
+
+/// The breaker of one origin, in one isolate.
+#[derive(Debug, Clone)]
+pub enum Breaker {
+    Off,
+    Consecutive(consecutive::Consecutive),
+    Rate(Box<rate::Rate>),
+}
+
+impl Breaker {
+    pub fn new(cfg: &policy::Breaker) -> Breaker {
+        match cfg {
+            policy::Breaker::Off => Breaker::Off,
+            policy::Breaker::Consecutive { failures, cooldown_ms } => {
+                Breaker::Consecutive(consecutive::Consecutive::new(*failures, *cooldown_ms))
+            }
+            policy::Breaker::Rate(r) => Breaker::Rate(Box::new(rate::Rate::new(r.clone()))),
+        }
+    }
+
+    /// Decides whether this request may call the model.
+    pub fn admit(&mut self, now: Millis) -> Admission {
+        match self {
+            Breaker::Off => Admission::Call,
+            Breaker::Consecutive(c) => c.admit(now),
+            Breaker::Rate(r) => r.admit(now),
+        }
+    }
+
+    /// Records the outcome of a call that [`Breaker::admit`] allowed.
+    pub fn record(&mut self, now: Millis, admission: Admission, outcome: Outcome) {
+        match self {
+            Breaker::Off => {}
+            Breaker::Consecutive(c) => c.record(now, admission, outcome),
+            Breaker::Rate(r) => r.record(now, admission, outcome),
+        }
+    }
+
+    /// The mode as of `now` (transitions due by time are applied first).
+    pub fn mode(&mut self, now: Millis) -> Mode {
+        match self {
+            Breaker::Off => Mode::Healthy,
+            Breaker::Consecutive(c) => c.mode(now),
+            Breaker::Rate(r) => r.mode(now),
+        }
+    }
+
+    /// The mode's name in the seed's vocabulary.
+    pub fn mode_name(&mut self, now: Millis) -> &'static str {
+        let rate = matches!(self, Breaker::Rate(_));
+        match (self.mode(now), rate) {
+            (Mode::Healthy, true) => "PRIMARY_HEALTHY",
+            (Mode::Open, true) => "DEGRADED_FALLBACK",
+            (Mode::Probing, true) => "RECOVERING_PROBE",
+            (Mode::Healthy, false) => "CLOSED",
+            (Mode::Open, false) => "OPEN",
+            (Mode::Probing, false) => "HALF_OPEN",
+        }
+    }
+
+    pub fn transitions(&self) -> &[Transition] {
+        match self {
+            Breaker::Off => &[],
+            Breaker::Consecutive(c) => c.transitions(),
+            Breaker::Rate(r) => r.transitions(),
+        }
+    }
+}
+
+/// Appends a transition, keeping the last [`TRANSITIONS_KEPT`].
+fn log_transition(log: &mut Vec<Transition>, at: Millis, from: Mode, to: Mode) {
+    if from == to {
+        return;
+    }
+    if log.len() == TRANSITIONS_KEPT {
+        log.remove(0);
+    }
+    log.push(Transition { at, from, to });
+}

@@ -1,0 +1,312 @@
+//! Seed 000's state machine (MC-ST-01):
+//! - PRIMARY_HEALTHY: every request calls the model; outcomes fill a sliding window. When
+//!   the window holds at least `min_calls` and the failure ratio reaches `failure_ratio`,
+//!   or its p95 latency exceeds `slow_call_p95`, the breaker degrades.
+//! - DEGRADED_FALLBACK: no request calls the model (reason `BREAKER_OPEN`) until
+//!   `hold_down` has passed.
+//! - RECOVERING_PROBE: `probe_fraction` of requests call the model as probes, the rest stay
+//!   on the fallback. Any probe that fails or is slower than `slow_call_p95` aborts the probe
+//!   and holds DEGRADED_FALLBACK for `failed_probe_hold` more. Once `probe_min_calls` probes
+//!   have answered with a success ratio of at least `probe_success_ratio` and a p95 of at
+//!   most `probe_p95`, the breaker is PRIMARY_HEALTHY again with a fresh window.
+//!
+//! Probe selection is deterministic (a credit that grows by `probe_fraction` per request), so
+//! the number of probe calls is exact and testable: with 2% the first request after the
+//! hold-down probes, then every 50th.
+
+use super::window::{Summary, Tally, Window};
+use super::{log_transition, Admission, Mode, Outcome, Transition};
+use crate::policy::RateBreaker;
+use crate::time::Millis;
+
+#[derive(Debug, Clone)]
+pub struct Rate {
+    cfg: RateBreaker,
+    state: State,
+    window: Window,
+    probes: Tally,
+    credit: f64,
+    log: Vec<Transition>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Healthy,
+    Degraded { until: Millis },
+    Probing,
+}
+
+impl Rate {
+    pub fn new(cfg: RateBreaker) -> Rate {
+        let window = Window::new(cfg.window_ms);
+        Rate { cfg, state: State::Healthy, window, probes: Tally::default(), credit: 0.0, log: Vec::new() }
+    }
+
+    fn set(&mut self, now: Millis, state: State) {
+        let from = mode_of(self.state);
+        self.state = state;
+        log_transition(&mut self.log, now, from, mode_of(state));
+    }
+
+    /// Applies the transitions that time alone causes.
+    fn tick(&mut self, now: Millis) {
+        if let State::Degraded { until } = self.state {
+            if now >= until {
+                self.probes = Tally::default();
+                // The first request after the hold-down probes at once.
+                self.credit = 1.0;
+                self.set(now, State::Probing);
+            }
+        }
+    }
+
+    pub fn admit(&mut self, now: Millis) -> Admission {
+        self.tick(now);
+        match self.state {
+            State::Healthy => Admission::Call,
+            State::Degraded { .. } => Admission::Reject,
+            State::Probing => {
+                if self.credit >= 1.0 {
+                    self.credit -= 1.0;
+                    Admission::Probe
+                } else {
+                    self.credit += self.cfg.probe_fraction;
+                    Admission::Reject
+                }
+            }
+        }
+    }
+
+    pub fn record(&mut self, now: Millis, admission: Admission, outcome: Outcome) {
+        self.tick(now);
+        match (self.state, admission) {
+            (State::Healthy, Admission::Call) => {
+                self.window.record(now, outcome.ok, outcome.latency_ms, outcome.timed_out);
+                let s = self.window.summary(now);
+                if self.trips(&s) {
+                    self.set(now, State::Degraded { until: now.plus(self.cfg.hold_down_ms) });
+                }
+            }
+            (State::Probing, Admission::Probe) => {
+                let ok = outcome.ok && !outcome.timed_out && outcome.latency_ms <= self.cfg.slow_call_p95_ms;
+                self.probes.record(ok, outcome.latency_ms, outcome.timed_out);
+                if !ok {
+                    self.set(now, State::Degraded { until: now.plus(self.cfg.failed_probe_hold_ms) });
+                } else if self.probes.calls >= self.cfg.probe_min_calls.max(1) {
+                    if self.probes.success_ratio() >= self.cfg.probe_success_ratio && self.probes.p95_ms() <= self.cfg.probe_p95_ms {
+                        self.window.clear();
+                        self.set(now, State::Healthy);
+                    } else {
+                        self.set(now, State::Degraded { until: now.plus(self.cfg.failed_probe_hold_ms) });
+                    }
+                }
+            }
+            // Outcomes of calls admitted before a transition carry no news about this state.
+            _ => {}
+        }
+    }
+
+    fn trips(&self, s: &Summary) -> bool {
+        s.calls >= self.cfg.min_calls.max(1)
+            && (s.failure_ratio() >= self.cfg.failure_ratio || s.p95_ms > self.cfg.slow_call_p95_ms)
+    }
+
+    pub fn mode(&mut self, now: Millis) -> Mode {
+        self.tick(now);
+        mode_of(self.state)
+    }
+
+    pub fn transitions(&self) -> &[Transition] {
+        &self.log
+    }
+
+    /// The window's totals, for the status endpoint.
+    pub fn summary(&self, now: Millis) -> Summary {
+        self.window.summary(now)
+    }
+
+    /// Probe calls and successes since probing began.
+    pub fn probe_counts(&self) -> (u32, u32) {
+        (self.probes.calls, self.probes.successes)
+    }
+}
+
+fn mode_of(s: State) -> Mode {
+    match s {
+        State::Healthy => Mode::Healthy,
+        State::Degraded { .. } => Mode::Open,
+        State::Probing => Mode::Probing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seed 000's numbers.
+    fn seed() -> RateBreaker {
+        RateBreaker {
+            window_ms: 30_000,
+            failure_ratio: 0.15,
+            min_calls: 20,
+            slow_call_p95_ms: 45,
+            hold_down_ms: 30_000,
+            probe_fraction: 0.02,
+            probe_min_calls: 20,
+            probe_success_ratio: 0.995,
+            probe_p95_ms: 40,
+            failed_probe_hold_ms: 60_000,
+        }
+    }
+
+    /// One request: a failure at 45 ms is the race's timeout.
+    fn call(r: &mut Rate, now: u64, ok: bool, latency_ms: u64) -> Admission {
+        let a = r.admit(Millis(now));
+        if a.calls_origin() {
+            r.record(Millis(now), a, Outcome { ok, latency_ms, timed_out: !ok && latency_ms >= 45 });
+        }
+        a
+    }
+
+    #[test]
+    fn does_not_trip_below_min_calls() {
+        let mut r = Rate::new(seed());
+        for i in 0..19 {
+            call(&mut r, i, false, 45);
+        }
+        assert_eq!(r.mode(Millis(19)), Mode::Healthy);
+        call(&mut r, 19, false, 45);
+        assert_eq!(r.mode(Millis(19)), Mode::Open, "trips on the 20th call");
+    }
+
+    #[test]
+    fn trips_exactly_at_fifteen_percent() {
+        let mut r = Rate::new(seed());
+        // 100 calls: 85 fast successes, then failures; the 15th failure makes 15/100.
+        for i in 0..85 {
+            call(&mut r, i, true, 20);
+        }
+        for i in 0..14 {
+            call(&mut r, 85 + i, false, 45);
+            // p95 counts failures as slow: 14 failures of 99 calls put p95 among them.
+        }
+        // The p95 trigger fired first (more than 5% slow); check the ratio path alone too.
+        assert_eq!(r.mode(Millis(100)), Mode::Open);
+
+        let mut cfg = seed();
+        cfg.slow_call_p95_ms = u64::MAX; // ratio only
+        let mut r = Rate::new(cfg);
+        for i in 0..85 {
+            call(&mut r, i, true, 20);
+        }
+        for i in 0..14 {
+            call(&mut r, 85 + i, false, 45);
+        }
+        assert_eq!(r.mode(Millis(99)), Mode::Healthy, "14/99 = 14.1% < 15%");
+        call(&mut r, 99, false, 45);
+        assert_eq!(r.mode(Millis(99)), Mode::Open, "15/100 = 15%");
+    }
+
+    #[test]
+    fn trips_on_slow_p95_without_failures() {
+        let mut r = Rate::new(seed());
+        for i in 0..95 {
+            call(&mut r, i, true, 25);
+        }
+        for i in 0..5 {
+            call(&mut r, 95 + i, true, 46);
+        }
+        assert_eq!(r.mode(Millis(99)), Mode::Healthy, "5 of 100 slow: the 95th value is 25 ms");
+        call(&mut r, 100, true, 46);
+        assert_eq!(r.mode(Millis(100)), Mode::Open, "6 of 101 slow: the 96th value is 46 ms > 45 ms");
+    }
+
+    #[test]
+    fn holds_down_then_probes_two_percent_exactly() {
+        let mut r = Rate::new(seed());
+        for i in 0..20 {
+            call(&mut r, i, false, 45);
+        }
+        let tripped = 19;
+        // Rejected for the whole hold-down.
+        for t in (tripped..tripped + 30_000).step_by(1000) {
+            assert_eq!(r.admit(Millis(t)), Admission::Reject);
+        }
+        // From the hold-down's end: the first request probes, then one in 50.
+        let start = tripped + 30_000;
+        let mut probes = 0;
+        for i in 0..2000u64 {
+            let a = r.admit(Millis(start + i));
+            if a == Admission::Probe {
+                probes += 1;
+                r.record(Millis(start + i), a, Outcome::success(20));
+                if r.mode(Millis(start + i)) == Mode::Healthy {
+                    break;
+                }
+            }
+        }
+        assert_eq!(probes, 20, "promotion after probe_min_calls probes");
+        assert_eq!(r.mode(Millis(start + 1000)), Mode::Healthy);
+        let modes: Vec<(Mode, Mode)> = r.transitions().iter().map(|t| (t.from, t.to)).collect();
+        assert_eq!(modes, vec![(Mode::Healthy, Mode::Open), (Mode::Open, Mode::Probing), (Mode::Probing, Mode::Healthy)]);
+    }
+
+    #[test]
+    fn exact_probe_count_over_a_thousand_requests() {
+        let mut cfg = seed();
+        cfg.probe_min_calls = 1_000_000; // never promote: count probes only
+        let mut r = Rate::new(cfg);
+        for i in 0..20 {
+            call(&mut r, i, false, 45);
+        }
+        let start = 19 + 30_000;
+        let probes = (0..1000).filter(|i| r.admit(Millis(start + i)) == Admission::Probe).count();
+        assert_eq!(probes, 20, "2% of 1000 requests, the first one included");
+    }
+
+    #[test]
+    fn a_failed_probe_holds_sixty_seconds_more() {
+        let mut r = Rate::new(seed());
+        for i in 0..20 {
+            call(&mut r, i, false, 45);
+        }
+        let start = 19 + 30_000;
+        assert_eq!(r.admit(Millis(start)), Admission::Probe);
+        r.record(Millis(start), Admission::Probe, Outcome::success(46));
+        assert_eq!(r.mode(Millis(start)), Mode::Open, "a probe slower than 45 ms aborts recovery");
+        assert_eq!(r.admit(Millis(start + 59_999)), Admission::Reject);
+        assert_eq!(r.admit(Millis(start + 60_000)), Admission::Probe);
+    }
+
+    #[test]
+    fn probes_too_slow_at_p95_do_not_promote() {
+        let mut r = Rate::new(seed());
+        for i in 0..20 {
+            call(&mut r, i, false, 45);
+        }
+        let start = 19 + 30_000;
+        let mut t = start;
+        let mut n = 0;
+        while n < 20 {
+            let a = r.admit(Millis(t));
+            if a == Admission::Probe {
+                // 42 ms: under the 45 ms abort limit but over the 40 ms promotion p95.
+                r.record(Millis(t), a, Outcome::success(42));
+                n += 1;
+            }
+            t += 1;
+        }
+        assert_eq!(r.mode(Millis(t)), Mode::Open, "hysteresis: p95 42 ms > 40 ms keeps it degraded");
+    }
+
+    #[test]
+    fn stale_outcomes_do_not_move_the_machine() {
+        let mut r = Rate::new(seed());
+        for i in 0..20 {
+            call(&mut r, i, false, 45);
+        }
+        // A call admitted before the trip reports late: ignored.
+        r.record(Millis(25), Admission::Call, Outcome::success(5));
+        assert_eq!(r.mode(Millis(25)), Mode::Open);
+    }
+}

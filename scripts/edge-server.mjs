@@ -1,0 +1,300 @@
+// Runs a directory written by `understudy build` in workerd, through Miniflare, on
+// 127.0.0.1 — the same files `wrangler deploy` would upload (entry.mjs, bake.mjs, index.js,
+// index_bg.wasm), the bindings of its manifest.json, local in-memory KV and rate limiting,
+// and development values for its secrets.
+//
+// Used three ways:
+//   - by `understudy dev` (as a program, below), which also starts the simulated origin;
+//   - by the end-to-end tests (tests/harness.mjs imports startEdge);
+//   - by hand: node scripts/edge-server.mjs --dist DIR [--port N] [--origin URL] [--seed FILE]
+//
+// Seed files (JSON) map a KV binding to its entries:
+//   { "USER_RECS": [ { "key": "user_rec:…", "value": {"items": [...]},
+//                      "age_ms": 60000 } ] }
+// `value` is stored as JSON text (a string is stored as it is). The write time goes in the
+// entry's metadata as {"written_at": ms} — `written_at` (ms since the epoch) when given,
+// else now minus `age_ms` (default 0); an explicit `metadata` object is stored unchanged.
+
+import { readFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { createHmac } from "node:crypto";
+import { parseArgs } from "node:util";
+import { createInterface } from "node:readline";
+import { Miniflare, Log, LogLevel } from "miniflare";
+
+/** The development value of secret binding `name` (never a real credential). */
+export function devSecret(name) {
+  return `dev-${name.toLowerCase().replace(/_/g, "-")}`;
+}
+
+const b64url = (data) => Buffer.from(data).toString("base64url");
+
+/** An HS256 bearer token, signed with `secret`, carrying `claims` (plus iat/exp). */
+export function mintToken(secret, claims, { ttlS = 3600, now = Date.now() } = {}) {
+  const iat = Math.floor(now / 1000);
+  const header = b64url(JSON.stringify({ alg: "HS256", typ: "JWT" }));
+  const payload = b64url(JSON.stringify({ iat, exp: iat + ttlS, ...claims }));
+  const sig = createHmac("sha256", secret).update(`${header}.${payload}`).digest("base64url");
+  return `${header}.${payload}.${sig}`;
+}
+
+export async function readManifest(dist) {
+  const text = await readFile(join(dist, "manifest.json"), "utf8");
+  return JSON.parse(text);
+}
+
+/** Stores the entries of a seed object (see the top of this file) into Miniflare's KV. */
+export async function seedKv(mf, seed, { now = Date.now() } = {}) {
+  let count = 0;
+  for (const [binding, entries] of Object.entries(seed ?? {})) {
+    if (!Array.isArray(entries)) {
+      throw new Error(`seed: "${binding}" must map to a list of {key, value} entries`);
+    }
+    const kv = await mf.getKVNamespace(binding);
+    for (const [i, e] of entries.entries()) {
+      if (typeof e?.key !== "string" || e.key.length === 0 || !("value" in e)) {
+        throw new Error(`seed: ${binding}[${i}] needs a non-empty "key" and a "value"`);
+      }
+      const value = typeof e.value === "string" ? e.value : JSON.stringify(e.value);
+      const metadata = e.metadata ?? { written_at: e.written_at ?? now - (e.age_ms ?? 0) };
+      await kv.put(e.key, value, { metadata });
+      count++;
+    }
+  }
+  return count;
+}
+
+/**
+ * Starts the built Worker in `dist`. Returns { url, mf, manifest, kv(binding), dispose() }.
+ * `originUrl` overrides the policy's origin (UNDERSTUDY_ORIGIN_URL); `vars` and `secrets`
+ * override further bindings; `port` 0 picks a free one.
+ */
+export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, secrets = {}, verbose = false }) {
+  dist = resolve(dist);
+  const manifest = await readManifest(dist);
+  const b = manifest.bindings;
+  const bindings = { ...b.vars };
+  for (const s of b.secrets) bindings[s] = devSecret(s);
+  Object.assign(bindings, secrets, vars);
+  if (originUrl) bindings.UNDERSTUDY_ORIGIN_URL = originUrl;
+  const ratelimits = {};
+  for (const rl of b.rate_limits) ratelimits[rl.name] = { simple: { limit: rl.limit, period: rl.period } };
+
+  // The runtime's output: the Worker's structured log lines (one JSON object per request)
+  // and workerd's own messages. Kept (the last 2,000 lines) for tests to inspect; echoed
+  // when `verbose`.
+  const lines = [];
+  const collect = (stream, echo) => {
+    createInterface({ input: stream }).on("line", (line) => {
+      lines.push(line);
+      if (lines.length > 2_000) lines.shift();
+      if (verbose) echo.write(line + "\n");
+    });
+  };
+  const mf = new Miniflare({
+    name: "understudy-edge",
+    modules: true,
+    scriptPath: join(dist, "entry.mjs"),
+    modulesRoot: dist,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.mjs", "**/*.js"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    compatibilityDate: await compatibilityDate(dist),
+    kvNamespaces: b.kv,
+    ratelimits,
+    bindings,
+    host: "127.0.0.1",
+    port,
+    log: new Log(verbose ? LogLevel.INFO : LogLevel.WARN),
+    // A placeholder `request.cf` instead of fetching the real one from Cloudflare.
+    cf: false,
+    handleRuntimeStdio(stdout, stderr) {
+      collect(stdout, process.stdout);
+      collect(stderr, process.stderr);
+    },
+  });
+  let url;
+  try {
+    url = await mf.ready;
+  } catch (e) {
+    await mf.dispose().catch(() => {});
+    throw e;
+  }
+  if (seed) {
+    try {
+      await seedKv(mf, seed);
+    } catch (e) {
+      await mf.dispose().catch(() => {});
+      throw e;
+    }
+  }
+  return {
+    url: new URL(url).origin,
+    mf,
+    manifest,
+    kv: (binding) => mf.getKVNamespace(binding),
+    /** The runtime's output lines so far; `logs(true)` parses the JSON ones. */
+    logs: (json = false) =>
+      json
+        ? lines.flatMap((l) => {
+            try {
+              return [JSON.parse(l)];
+            } catch {
+              return [];
+            }
+          })
+        : [...lines],
+    dispose: () => mf.dispose(),
+  };
+}
+
+async function compatibilityDate(dist) {
+  const toml = await readFile(join(dist, "wrangler.toml"), "utf8");
+  const m = /^compatibility_date = "([0-9-]+)"$/m.exec(toml);
+  if (!m) throw new Error(`${join(dist, "wrangler.toml")} has no compatibility_date`);
+  return m[1];
+}
+
+// ---- the demo of `understudy dev --demo` -------------------------------------------------
+
+function show(title, r) {
+  console.log(`\n=== ${title}`);
+  console.log(`${r.method} ${r.url}`);
+  console.log(`-> HTTP ${r.status} in ${r.elapsedMs.toFixed(1)} ms`);
+  for (const [k, v] of [...r.headers].sort(([a], [b]) => a.localeCompare(b))) console.log(`${k}: ${v}`);
+  console.log();
+  let body = r.text;
+  try {
+    body = JSON.stringify(JSON.parse(r.text), null, 2);
+  } catch {}
+  console.log(body.length > 4_000 ? `${body.slice(0, 4_000)}\n… (${body.length} characters)` : body);
+}
+
+async function demoRequest(edgeUrl, recipe) {
+  const headers = { ...(recipe.headers ?? {}) };
+  if (recipe.token) {
+    headers.authorization = `Bearer ${mintToken(devSecret(recipe.token.secret), recipe.token.claims)}`;
+  }
+  const url = `${edgeUrl}${recipe.path}`;
+  const start = performance.now();
+  const res = await fetch(url, { method: recipe.method ?? "GET", headers, signal: AbortSignal.timeout(30_000) });
+  const text = await res.text();
+  return { method: recipe.method ?? "GET", url, status: res.status, headers: res.headers, text, elapsedMs: performance.now() - start };
+}
+
+/**
+ * One healthy request, then the origin is told to hang and the same request is made again:
+ * both answers are printed with their headers. Returns the problems seen (empty when the
+ * first answer is live and the second is a disclosed fallback).
+ */
+export async function demo(edgeUrl, originUrl, recipe) {
+  const problems = [];
+  const control = (method, body) =>
+    fetch(`${originUrl}/__origin/fault`, {
+      method,
+      headers: { "content-type": "application/json" },
+      body: body && JSON.stringify(body),
+      signal: AbortSignal.timeout(5_000),
+    });
+  await control("DELETE");
+  const healthy = await demoRequest(edgeUrl, recipe);
+  show("1. Healthy: the simulated model answers in time", healthy);
+  if (healthy.status !== 200 || healthy.headers.get("x-degraded") !== "false") {
+    problems.push(`the healthy request got HTTP ${healthy.status}, X-Degraded: ${healthy.headers.get("x-degraded")}`);
+  }
+  const fault = recipe.fault ?? { kind: "hang" };
+  await control("PUT", fault);
+  let degraded;
+  try {
+    degraded = await demoRequest(edgeUrl, recipe);
+  } finally {
+    await control("DELETE");
+  }
+  show(`2. Degraded: the origin now ${fault.kind === "hang" ? "hangs (never answers)" : JSON.stringify(fault)}`, degraded);
+  if (degraded.headers.get("x-degraded") !== "true" || degraded.headers.get("x-result-source") !== "fallback") {
+    problems.push(
+      `the degraded request got HTTP ${degraded.status}, X-Degraded: ${degraded.headers.get("x-degraded")}, ` +
+        `X-Result-Source: ${degraded.headers.get("x-result-source")} (expected a fallback answer)`,
+    );
+  }
+  return problems;
+}
+
+// ---- as a program ----------------------------------------------------------------------
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      dist: { type: "string" },
+      port: { type: "string", default: "8787" },
+      origin: { type: "string" },
+      seed: { type: "string" },
+      verbose: { type: "boolean", default: false },
+      recipe: { type: "string" },
+      demo: { type: "boolean", default: false },
+    },
+  });
+  if (!values.dist || (values.demo && !(values.origin && values.recipe))) {
+    console.error("usage: node scripts/edge-server.mjs --dist DIR [--port N] [--origin URL] [--seed FILE] [--recipe JSON [--demo]]");
+    process.exit(2);
+  }
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    console.error(`--port ${values.port}: not a port number`);
+    process.exit(2);
+  }
+  let seed;
+  if (values.seed) {
+    try {
+      seed = JSON.parse(await readFile(values.seed, "utf8"));
+    } catch (e) {
+      console.error(`--seed ${values.seed}: ${e.message}`);
+      process.exit(2);
+    }
+  }
+  const edge = await startEdge({ dist: values.dist, port, originUrl: values.origin, seed, verbose: values.verbose });
+  // `understudy dev` waits for this exact line.
+  console.log(`edge listening on ${edge.url}`);
+  const recipe = values.recipe ? JSON.parse(values.recipe) : null;
+  if (recipe && !values.demo) {
+    const headers = Object.entries(recipe.headers ?? {}).map(([k, v]) => ` -H '${k}: ${v}'`);
+    if (recipe.token) {
+      const token = mintToken(devSecret(recipe.token.secret), recipe.token.claims, { ttlS: 24 * 3600 });
+      headers.push(` -H 'Authorization: Bearer ${token}'`);
+    }
+    const method = (recipe.method ?? "GET") === "GET" ? "" : ` -X ${recipe.method}`;
+    console.log(`try:\n  curl -i${method} '${edge.url}${recipe.path}'${headers.join("")}`);
+  }
+  if (values.demo) {
+    let problems;
+    try {
+      problems = await demo(edge.url, values.origin, recipe);
+    } catch (e) {
+      problems = [e.message];
+    }
+    await edge.dispose().catch(() => {});
+    if (problems.length > 0) {
+      console.error(`\ndemo: not what a working edge shows:\n  ${problems.join("\n  ")}`);
+      process.exit(1);
+    }
+    console.log("\ndemo: the live answer and the disclosed fallback above are what a client sees.");
+    process.exit(0);
+  }
+  const stop = async () => {
+    await edge.dispose().catch(() => {});
+    process.exit(0);
+  };
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  // Exit with the parent: `understudy dev` holds our stdin open while it runs.
+  process.stdin.on("end", stop);
+  process.stdin.resume();
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((e) => {
+    console.error(`edge-server: ${e.stack ?? e}`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# THE test command: installs what is missing (scripts/setup.sh), then runs every check CI
+# runs, in order of cost, stopping at the first failure:
+#   1. cargo fmt --check
+#   2. cargo clippy, natively for the workspace and for wasm32 for the Worker, -D warnings
+#   3. cargo test --workspace (the decision core and the compiler, natively)
+#   4. the edge build (scripts/build-edge.sh; cached) and the compiler binary
+#   5. the end-to-end tests: node --test tests/ (workerd through Miniflare, loopback only)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+t0=$(date +%s)
+step() { printf '\n==> %s (at %ss)\n' "$*" "$(($(date +%s) - t0))" >&2; }
+
+step "setup"
+# shellcheck source=scripts/setup.sh
+. scripts/setup.sh
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy (native workspace, then the Worker for wasm32)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy -p understudy-edge --target wasm32-unknown-unknown --locked -- -D warnings
+
+step "cargo test --workspace"
+cargo test --workspace --locked
+
+step "edge build"
+scripts/build-edge.sh
+cargo build -p understudy --locked
+
+step "end-to-end tests (node --test tests/)"
+node --test tests/
+
+step "all passed in $(($(date +%s) - t0)) s"
