@@ -66,7 +66,7 @@ export async function seedKv(mf, seed, { now = Date.now() } = {}) {
 
 /**
  * Starts the built Worker in `dist`. Returns { url, mf, manifest, kv(binding), dispose() }.
- * `originUrl` overrides the policy's origin (UNDERSTUDY_ORIGIN_URL); `vars` and `secrets`
+ * `originUrl` overrides the baked origin (var UNDERSTUDY_ORIGIN_URL); `vars` and `secrets`
  * override further bindings; `port` 0 picks a free one.
  */
 export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, secrets = {}, verbose = false }) {
@@ -254,8 +254,6 @@ async function main() {
     }
   }
   const edge = await startEdge({ dist: values.dist, port, originUrl: values.origin, seed, verbose: values.verbose });
-  // `understudy dev` waits for this exact line.
-  console.log(`edge listening on ${edge.url}`);
   const recipe = values.recipe ? JSON.parse(values.recipe) : null;
   if (recipe && !values.demo) {
     const headers = Object.entries(recipe.headers ?? {}).map(([k, v]) => ` -H '${k}: ${v}'`);
@@ -264,8 +262,10 @@ async function main() {
       headers.push(` -H 'Authorization: Bearer ${token}'`);
     }
     const method = (recipe.method ?? "GET") === "GET" ? "" : ` -X ${recipe.method}`;
-    console.log(`try:\n  curl -i${method} '${edge.url}${recipe.path}'${headers.join("")}`);
+    console.log(`Try it:\n  curl -i${method} '${edge.url}${recipe.path}'${headers.join("")}`);
   }
+  // `understudy dev` waits for this exact line (and shows what came before it after its banner).
+  console.log(`edge listening on ${edge.url}`);
   if (values.demo) {
     let problems;
     try {

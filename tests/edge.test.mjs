@@ -3,11 +3,15 @@
 // Regression guards for the issue "Edge runtime" (#3), "Evidence": every case asserts
 // status, headers, body and elapsed time.
 //
-// Elapsed time is measured by the test client around a loopback request through
-// Miniflare's entry proxy into workerd, so it is the budget plus SLACK_MS: the proxy hop,
-// Node's fetch, the runtime's timer granularity and scheduling on a shared 2-core machine.
-// The Worker itself only schedules work that fits the budget (the decision core's tests
-// prove the arithmetic in virtual time); the slack is what the client sees on top.
+// Elapsed time is measured by the test client around a loopback request into workerd, so
+// it is the budget plus SLACK_MS: Node's fetch and the loopback hop, the runtime's timer
+// granularity (a `setTimeout` fires at or after its time, never before), KV reads that
+// finish after the Worker's own clock said they fit, and scheduling on a shared 2-core
+// machine. Measured on the project machine (100 requests, origin hanging, three runs):
+// p50 54 ms, p99 63-69 ms, max 69-82 ms against the 60 ms budget; 40 ms of slack keeps
+// the assertion meaningful (a Worker that waited for the origin would take 800 ms) without
+// flaking under CI load. The Worker itself only schedules work that fits the budget (the
+// decision core's tests prove the arithmetic in virtual time).
 
 import { test, describe, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
@@ -36,7 +40,7 @@ const skip = edgeBuilt() ? false : `no prebuilt edge in ${EDGE_DIR}; run scripts
 const BUDGET_MS = 60;
 const DEADLINE_MS = 45;
 /** What the client sees beyond the budget (see the top of this file). */
-const SLACK_MS = Number(process.env.UNDERSTUDY_E2E_SLACK_MS ?? 150);
+const SLACK_MS = Number(process.env.UNDERSTUDY_E2E_SLACK_MS ?? 40);
 const HOUR = 3_600_000;
 const ISS = "https://auth.mercado.example";
 
@@ -106,6 +110,12 @@ describe("edge: recommendations (seed 000) against the simulated origin", { skip
 
   before(async () => {
     stack = await startStack("recommendations", {
+      // These cases repeat one user's request on purpose (refresh intervals, latency
+      // samples) and fail the origin on purpose, one fault per case: the retry-storm limit
+      // and the breaker would answer instead. Both are exercised in resilience.test.mjs.
+      build: {
+        edit: (t) => t.replace("max_retries = 2", "max_retries = 1000").replace(/^min_calls = 20$/m, "min_calls = 50000"),
+      },
       // The category tier's answer for `audio`; `toys` has none (the curated stubs answer).
       seed: { CATEGORY_TOP: [{ key: "category_top:audio", value: kvItems("cat-audio"), age_ms: HOUR }] },
     });
@@ -307,23 +317,33 @@ describe("edge: recommendations (seed 000) against the simulated origin", { skip
 
   test("degraded-path latency, p50 / p99 over 100 requests per fault (reported)", async (t) => {
     const pct = (xs, p) => xs[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)];
-    for (const [fault, tier] of [
-      [{ kind: "status", code: 503 }, "category"],
-      [{ kind: "hang" }, "category"],
-    ]) {
+    for (const fault of [{ kind: "status", code: 503 }, { kind: "hang" }]) {
       await stack.origin.setFault(fault);
       const ms = [];
+      const tiers = {};
       for (let i = 0; i < 100; i++) {
         const r = await get(`latency-user-${i % 7}`, { category: "audio" });
-        assert.equal(r.headers["x-fallback-tier"], tier, r.text);
+        assert.equal(r.headers["x-degraded"], "true", r.text);
+        // Which tier answers depends on how much budget is left after the race: a KV read
+        // that cannot fit is skipped, so under load the curated stubs may answer instead.
+        tiers[r.headers["x-fallback-tier"]] = (tiers[r.headers["x-fallback-tier"]] ?? 0) + 1;
         ms.push(r.elapsedMs);
       }
       ms.sort((a, b) => a - b);
       const [p50, p99] = [pct(ms, 50), pct(ms, 99)];
-      t.diagnostic(`${fault.kind}: p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${ms.at(-1).toFixed(1)} ms`);
+      t.diagnostic(
+        `${fault.kind}: p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${ms.at(-1).toFixed(1)} ms; tiers ${JSON.stringify(tiers)}`,
+      );
       assert.ok(p99 < BUDGET_MS + SLACK_MS, `${fault.kind}: p99 ${p99.toFixed(1)} ms`);
     }
   });
+
+  // Miniflare's local KV cannot be slowed down, so "a KV read slower than its timeout → the
+  // next tier within the budget" is proven in virtual time by the core's tests
+  // (cascade.rs `seed_000_all_tiers_fit_after_the_race`, exchange.rs
+  // `origin_hang_walks_the_cascade_inside_the_budget`); the hang latency above shows the
+  // same behaviour when a local read does overrun (the tier table in the diagnostic).
+  test.todo("a KV read slower than its timeout → the next tier within the budget (needs a slow KV)");
 
   test("one JSON log line per request with outcome, tier, reason and latency", async () => {
     await stack.origin.setFault({ kind: "status", code: 503 });
@@ -403,7 +423,17 @@ function rawRequest(host, port, lines) {
       resolve(data);
     }, 5_000);
     socket.on("connect", () => socket.write(lines.join("\r\n") + "\r\n\r\n"));
-    socket.on("data", (d) => (data += d.toString("latin1")));
+    socket.on("data", (d) => {
+      data += d.toString("latin1");
+      // Done once the head and a Content-Length body (or a refusal without one) are in.
+      const end = data.indexOf("\r\n\r\n");
+      const len = /^content-length: (\d+)$/im.exec(data.slice(0, end))?.[1];
+      if (end >= 0 && (len === undefined || data.length - end - 4 >= Number(len))) {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(data);
+      }
+    });
     socket.on("end", () => {
       clearTimeout(timer);
       resolve(data);

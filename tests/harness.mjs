@@ -30,11 +30,11 @@ export const POLICIES = join(ROOT, "policies");
 export const edgeBuilt = () => existsSync(join(EDGE_DIR, "index_bg.wasm"));
 
 /** Runs the compiler synchronously (bounded). Returns { status, stdout, stderr }. */
-export function understudy(args, { timeoutMs = 60_000, cwd = ROOT } = {}) {
+export function understudy(args, { timeoutMs = 60_000, cwd = ROOT, env } = {}) {
   if (!existsSync(UNDERSTUDY)) {
     throw new Error(`${UNDERSTUDY} does not exist; run \`cargo build -p understudy\` (scripts/test.sh does)`);
   }
-  const r = spawnSync(UNDERSTUDY, args, { cwd, encoding: "utf8", timeout: timeoutMs });
+  const r = spawnSync(UNDERSTUDY, args, { cwd, encoding: "utf8", timeout: timeoutMs, env: { ...process.env, ...env } });
   if (r.error) throw r.error;
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
@@ -51,9 +51,9 @@ export async function tempDir(prefix = "understudy-e2e-") {
  * validates today — and the edge, which checks the bake's age against the real clock,
  * serves the stubs — whenever the tests run. Returns the copied policy's path.
  */
-export async function preparePolicy(name, dir, { snapshotAgeMs = 60 * 60 * 1000, now = Date.now() } = {}) {
+export async function preparePolicy(name, dir, { snapshotAgeMs = 60 * 60 * 1000, now = Date.now(), edit = (t) => t } = {}) {
   const src = join(POLICIES, name.endsWith(".toml") ? name : `${name}.toml`);
-  const text = await readFile(src, "utf8");
+  const text = edit(await readFile(src, "utf8"));
   const dst = join(dir, basename(src));
   await writeFile(dst, text);
   for (const m of text.matchAll(/^\s*(stubs|inventory)\s*=\s*"([^"]+)"/gm)) {

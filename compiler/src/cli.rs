@@ -25,6 +25,10 @@ pub enum Command {
     Schema(SchemaArgs),
     /// Validate a policy and bake it with its catalog into a deployable Worker directory.
     Build(BuildArgs),
+    /// Re-bake a new catalog and inventory snapshot into a built Worker, without compiling Rust.
+    Bake(crate::cmd::bake::BakeArgs),
+    /// The release registry: add, list, diff, promote, roll back, verify.
+    Releases(crate::cmd::releases::ReleasesArgs),
     /// Replay the edge's decision core over a scenario in virtual time.
     Simulate(SimulateArgs),
     /// Run the simulated model origin on loopback.

@@ -9,6 +9,7 @@ pub mod dist;
 pub mod load;
 pub mod origin;
 pub mod parse;
+pub mod release;
 pub mod render;
 pub mod simulate;
 pub mod validate;

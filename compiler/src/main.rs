@@ -17,6 +17,8 @@ fn main() -> ExitCode {
         Command::Explain(args) => cmd::explain::run(args),
         Command::Schema(args) => cmd::schema::run(args),
         Command::Build(args) => cmd::build::run(args),
+        Command::Bake(args) => cmd::bake::run(args),
+        Command::Releases(args) => cmd::releases::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Origin(args) => cmd::origin::run(args),
         Command::Dev(args) => cmd::dev::run(args),

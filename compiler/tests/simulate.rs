@@ -17,17 +17,46 @@ fn bin() -> Command {
 #[test]
 fn seed_002_incident_prints_seed_002_numbers() {
     let out = bin()
-        .args(["simulate", "../policies/semantic-search.toml", "--scenario", "../scenarios/seed-002-incident.toml"])
+        .args([
+            "simulate",
+            "../policies/semantic-search.toml",
+            "--scenario",
+            "../scenarios/seed-002-incident.toml",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("WITHOUT the shell (model only) : 19/30 = 63.3%"), "{text}");
-    assert!(text.contains("WITH the shell                 : 30/30 = 100.0%"), "{text}");
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("WITHOUT the shell (model only) : 19/30 = 63.3%"),
+        "{text}"
+    );
+    assert!(
+        text.contains("WITH the shell                 : 30/30 = 100.0%"),
+        "{text}"
+    );
     assert!(text.contains("the breaker opened at request 14"), "{text}");
-    for (label, n) in [("origin (live)", 18), ("cache (degraded)", 6), ("keyword (degraded)", 6), ("total degraded", 12)] {
-        let line = text.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no `{label}` line in\n{text}"));
-        let count: u64 = line.split_whitespace().rev().nth(1).unwrap().parse().unwrap();
+    for (label, n) in [
+        ("origin (live)", 18),
+        ("cache (degraded)", 6),
+        ("keyword (degraded)", 6),
+        ("total degraded", 12),
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no `{label}` line in\n{text}"));
+        let count: u64 = line
+            .split_whitespace()
+            .rev()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
         assert_eq!(count, n, "{line}");
     }
 }
@@ -35,7 +64,14 @@ fn seed_002_incident_prints_seed_002_numbers() {
 #[test]
 fn json_output_has_the_same_figures() {
     let out = bin()
-        .args(["simulate", "../policies/semantic-search.toml", "--scenario", "../scenarios/seed-002-incident.toml", "--format", "json"])
+        .args([
+            "simulate",
+            "../policies/semantic-search.toml",
+            "--scenario",
+            "../scenarios/seed-002-incident.toml",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -47,7 +83,10 @@ fn json_output_has_the_same_figures() {
     assert_eq!(s["tiers"]["cache"], 6);
     assert_eq!(s["tiers"]["keyword"], 6);
     assert_eq!(s["breaker_opened_at"][0], 14);
-    assert_eq!(s["model_calls"], 24, "6 requests kept from the model while open");
+    assert_eq!(
+        s["model_calls"], 24,
+        "6 requests kept from the model while open"
+    );
 }
 
 #[test]
@@ -58,9 +97,18 @@ fn every_degraded_answer_in_a_simulation_is_a_fallback_tier_and_within_budget() 
     let run = simulate::run(policy, loaded.catalog.as_ref(), &sc);
     assert_eq!(run.results.len(), 30);
     for r in &run.results {
-        assert!(r.latency_ms <= policy.budget.total_ms, "request {} took {} ms", r.index, r.latency_ms);
+        assert!(
+            r.latency_ms <= policy.budget.total_ms,
+            "request {} took {} ms",
+            r.index,
+            r.latency_ms
+        );
         if r.source != simulate::Source::Origin {
-            assert!(r.reason.is_some(), "request {} degraded without a reason", r.index);
+            assert!(
+                r.reason.is_some(),
+                "request {} degraded without a reason",
+                r.index
+            );
         }
     }
     let s = report::summarize(policy, &sc, &run);
@@ -72,8 +120,17 @@ fn scenario_error(body: &str) -> String {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("s{}.toml", body.len()));
     std::fs::write(&path, body).unwrap();
-    let out = bin().args(["simulate", "../policies/semantic-search.toml", "--scenario"]).arg(&path).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "bad scenario must exit 2: {}", String::from_utf8_lossy(&out.stdout));
+    let out = bin()
+        .args(["simulate", "../policies/semantic-search.toml", "--scenario"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "bad scenario must exit 2: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -87,16 +144,26 @@ fn bad_scenarios_are_refused_with_their_place() {
     assert!(e.contains("unknown field `colour`"), "{e}");
     let e = scenario_error(&format!("{HEAD}[model]\nlatency = \"5ms\"\n[[kv]]\ntier = \"nope\"\nparams = {{ q = \"a\" }}\nitems = []\nage = \"1h\"\n"));
     assert!(e.contains("kv[0].tier = \"nope\" is not a tier"), "{e}");
-    let e = scenario_error(&format!("{HEAD}[model]\nlatency = \"5ms\"\n[[model.phase]]\nrequests = [5, 2]\nfault = \"down\"\n"));
-    assert!(e.contains("model.phase[0].requests = [5, 2] is inverted"), "{e}");
-    let e = scenario_error(&format!("{HEAD}[model]\nlatency = \"5ms\"\n[[model.phase]]\nrequests = [5, 50]\nfault = \"down\"\n"));
+    let e = scenario_error(&format!(
+        "{HEAD}[model]\nlatency = \"5ms\"\n[[model.phase]]\nrequests = [5, 2]\nfault = \"down\"\n"
+    ));
+    assert!(
+        e.contains("model.phase[0].requests = [5, 2] is inverted"),
+        "{e}"
+    );
+    let e = scenario_error(&format!(
+        "{HEAD}[model]\nlatency = \"5ms\"\n[[model.phase]]\nrequests = [5, 50]\nfault = \"down\"\n"
+    ));
     assert!(e.contains("reaches past the last request"), "{e}");
     let e = scenario_error(&format!("{HEAD}[model]\nlatency = \"5ms\"\n[[model.phase]]\nrequests = [1, 2]\nfault = \"explode\"\n"));
     assert!(e.contains("is not a fault"), "{e}");
     let e = scenario_error("name = \"x\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 99999999999\ninterval = \"1s\"\n[params]\nq = [\"a\"]\n[model]\nlatency = \"5ms\"\n");
     assert!(e.contains("must be between 1 and"), "{e}");
     let e = scenario_error("name = \"x\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 5\ninterval = \"1s\"\n[params]\nquery = [\"a\"]\n[model]\nlatency = \"5ms\"\n");
-    assert!(e.contains("`query` is not a parameter of the policy"), "{e}");
+    assert!(
+        e.contains("`query` is not a parameter of the policy"),
+        "{e}"
+    );
     let e = scenario_error("name = \"x\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 5\n[params]\nq = [\"a\"]\n[model]\nlatency = \"5ms\"\n");
     assert!(e.contains("missing `interval`"), "{e}");
 }

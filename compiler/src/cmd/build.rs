@@ -2,6 +2,10 @@
 //! does, bake the policy and catalog into a copy of the prebuilt edge module, and write a
 //! directory `wrangler deploy` accepts as it is (see [`crate::dist`]).
 //!
+//! The validation time (recorded in the bake and the manifest, and the instant the catalog's
+//! freshness is checked at) is `--now`, else `SOURCE_DATE_EPOCH`, else the clock: give one of
+//! the first two for byte-identical rebuilds.
+//!
 //! Exit codes: 0 built, 1 the policy is invalid (diagnostics on stderr), 2 usage or I/O
 //! (missing policy, unwritable output, missing prebuilt edge).
 
@@ -49,7 +53,10 @@ pub fn run(args: BuildArgs) -> Result<ExitCode> {
 /// Builds `args.policy`. The outer error is a usage or I/O problem (exit 2); the inner
 /// `Err` is "the policy is invalid", already reported on stderr (exit 1).
 pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
-    let now = super::parse_now(args.now.as_deref())?;
+    let now = match (&args.now, source_date_epoch()?) {
+        (None, Some(ms)) => understudy_core::Millis(ms),
+        (now, _) => super::parse_now(now.as_deref())?,
+    };
     if !args.policy.is_file() {
         bail!(
             "policy file {} does not exist or is not a file",
@@ -93,7 +100,20 @@ pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
         dir,
         built,
         policy: policy.clone(),
+        catalog: loaded.catalog.clone(),
     }))
+}
+
+/// `SOURCE_DATE_EPOCH` (seconds), the reproducible-builds convention: the validation time
+/// when `--now` is not given, so scripted builds are byte-identical without a flag.
+fn source_date_epoch() -> Result<Option<u64>> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
+            Ok(s) => Ok(Some(s.saturating_mul(1000))),
+            Err(_) => bail!("SOURCE_DATE_EPOCH={v:?} is not a whole number of seconds since 1970"),
+        },
+        _ => Ok(None),
+    }
 }
 
 fn file_name(path: &Path) -> String {

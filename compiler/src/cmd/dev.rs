@@ -46,6 +46,22 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
         None => None,
     };
 
+    // Edge sources may have changed since the last build: rebuild the prebuilt edge when
+    // they did (a fingerprint check, well under a second when nothing changed).
+    let build_edge = root.join("scripts/build-edge.sh");
+    let status = Command::new("bash")
+        .arg(&build_edge)
+        .current_dir(&root)
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {}", build_edge.display()))?;
+    if !status.success() {
+        bail!(
+            "{} failed ({status}); see its output above",
+            build_edge.display()
+        );
+    }
+
     let stem = args
         .policy
         .file_stem()
@@ -98,6 +114,9 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     }
     if args.demo {
         cmd.arg("--demo");
+    } else {
+        // Interactive: show the Worker's log line for each request as it is served.
+        cmd.arg("--verbose");
     }
     println!(
         "understudy dev: {} (policy {}, release {}) built into {}",
@@ -115,19 +134,27 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     let Some(stdout) = child.stdout.take() else {
         bail!("no stdout from the edge server")
     };
-    let (ready_tx, ready_rx) = mpsc::channel::<String>();
+    // Lines before the ready line (the sample request) are shown after our banner; lines
+    // after it (the demo, the Worker's logs) as they come.
+    let (ready_tx, ready_rx) = mpsc::channel::<(String, Vec<String>)>();
     let forward = std::thread::spawn(move || {
+        let mut before: Option<Vec<String>> = Some(Vec::new());
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            match line.strip_prefix(READY) {
-                Some(url) => {
-                    let _ = ready_tx.send(url.to_string());
+            match (line.strip_prefix(READY), before.as_mut()) {
+                (Some(url), Some(_)) => {
+                    let _ = ready_tx.send((url.to_string(), before.take().unwrap_or_default()));
                 }
-                None => println!("{line}"),
+                (_, Some(lines)) => lines.push(line),
+                (_, None) => println!("{line}"),
             }
         }
+        // Never ready: show what the server said.
+        for line in before.unwrap_or_default() {
+            println!("{line}");
+        }
     });
-    let edge_url = match ready_rx.recv_timeout(EDGE_START) {
-        Ok(url) => url,
+    let (edge_url, sample) = match ready_rx.recv_timeout(EDGE_START) {
+        Ok(ready) => ready,
         Err(e) => {
             let _ = child.kill();
             let status = child.wait().ok();
@@ -155,6 +182,9 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
             manifest.bindings.secrets.join(", ")
         );
     }
+    for line in sample {
+        println!("{line}");
+    }
     if !args.demo {
         print!("{}", break_help(&origin_url));
     }
@@ -178,7 +208,7 @@ fn list(items: &[String]) -> String {
 
 fn break_help(origin: &str) -> String {
     format!(
-        "\nBreak the origin — the edge then answers from its fallback tiers, and says so:\n\
+        "Break the origin — the edge then answers from its fallback tiers, and says so:\n\
          \x20 curl -X PUT {origin}/__origin/fault -d '{{\"kind\":\"hang\"}}'\n\
          \x20 curl -X PUT {origin}/__origin/fault -d '{{\"kind\":\"status\",\"code\":503}}'\n\
          \x20 curl -X PUT {origin}/__origin/fault -d '{{\"kind\":\"rate_limited\",\"retry_after_s\":5}}'\n\

@@ -1,9 +1,11 @@
 //! One module per subcommand.
+pub mod bake;
 pub mod build;
 pub mod check;
 pub mod dev;
 pub mod explain;
 pub mod origin;
+pub mod releases;
 pub mod schema;
 pub mod simulate;
 pub mod token;

@@ -10,15 +10,23 @@ use crate::simulate::{self, report, scenario};
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     // The scenario's start is the clock: validate the catalog as of then.
-    let text = std::fs::read_to_string(&args.scenario).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", args.scenario.display()))?;
-    let raw: scenario::RawScenario = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.scenario.display()))?;
-    let now = super::parse_now(Some(&raw.start)).map_err(|e| anyhow::anyhow!("{}: `start`: {e}", args.scenario.display()))?;
+    let text = std::fs::read_to_string(&args.scenario)
+        .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", args.scenario.display()))?;
+    let raw: scenario::RawScenario =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.scenario.display()))?;
+    let now = super::parse_now(Some(&raw.start))
+        .map_err(|e| anyhow::anyhow!("{}: `start`: {e}", args.scenario.display()))?;
     let loaded = load_policy(&args.policy, now);
     let Some(policy) = loaded.policy.as_ref() else {
-        eprintln!("error: {} is invalid; run `understudy check {}`", args.policy.display(), args.policy.display());
+        eprintln!(
+            "error: {} is invalid; run `understudy check {}`",
+            args.policy.display(),
+            args.policy.display()
+        );
         return Ok(ExitCode::from(1));
     };
-    let sc = scenario::build(raw, policy).map_err(|e| anyhow::anyhow!("{}: {e}", args.scenario.display()))?;
+    let sc = scenario::build(raw, policy)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.scenario.display()))?;
     let run = simulate::run(policy, loaded.catalog.as_ref(), &sc);
     let summary = report::summarize(policy, &sc, &run);
     let unmet = report::check_expectations(&sc, &summary);
@@ -34,5 +42,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
     }
-    Ok(if unmet.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if unmet.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

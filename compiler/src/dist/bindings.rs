@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use understudy_core::policy::{Policy, TierKind};
 
-/// The var the adapter reads the origin URL from (tests and `dev` point it at the
-/// simulated origin; a deploy gets the policy's URL).
+/// The var that overrides the baked origin URL. Only the local runner sets it (tests and
+/// `dev` point it at the simulated origin); a deploy calls the URL baked in the policy, so
+/// `wrangler.toml` leaves it out and every production log line says `origin_override: false`.
 pub const ORIGIN_URL_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -27,6 +28,7 @@ pub struct Bindings {
     pub rate_limits: Vec<RateLimit>,
     /// Secret binding names (set with `wrangler secret put`, never written to disk).
     pub secrets: Vec<String>,
+    /// Plain `[vars]` (none yet: everything the Worker needs is in the bake).
     pub vars: BTreeMap<String, String>,
 }
 
@@ -57,12 +59,11 @@ impl Bindings {
                 period: if s.window_ms <= 10_000 { 10 } else { 60 },
             })
             .collect();
-        let vars = BTreeMap::from([(ORIGIN_URL_VAR.to_string(), policy.origin.url.clone())]);
         Bindings {
             kv: kv.into_iter().collect(),
             rate_limits,
             secrets: secrets.into_iter().collect(),
-            vars,
+            vars: BTreeMap::new(),
         }
     }
 }

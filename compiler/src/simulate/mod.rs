@@ -108,9 +108,16 @@ fn mode_name(b: &mut Breaker, now: Millis) -> &'static str {
 fn params_for(policy: &Policy, sc: &Scenario, i: u64) -> Params {
     let mut values = Vec::new();
     for p in &policy.params {
-        let v = sc.param(&p.name, i).map(str::to_string).or_else(|| p.default.clone());
+        let v = sc
+            .param(&p.name, i)
+            .map(str::to_string)
+            .or_else(|| p.default.clone());
         if let Some(value) = v {
-            values.push(ParamValue { name: p.name.clone(), value, identity: p.identity });
+            values.push(ParamValue {
+                name: p.name.clone(),
+                value,
+                identity: p.identity,
+            });
         }
     }
     Params { values }
@@ -121,23 +128,61 @@ fn model_items(i: u64) -> Vec<String> {
 }
 
 /// The origin's answer to one attempt: (how long it takes, what the edge sees).
-fn origin_answer(fault: ModelFault, timeout_ms: u64, i: u64) -> (u64, Result<Vec<String>, Failure>, bool) {
-    let timeout = || Failure::new(FailureReason::MlTimeout, "simulated: no answer within the attempt's timeout");
+fn origin_answer(
+    fault: ModelFault,
+    timeout_ms: u64,
+    i: u64,
+) -> (u64, Result<Vec<String>, Failure>, bool) {
+    let timeout = || {
+        Failure::new(
+            FailureReason::MlTimeout,
+            "simulated: no answer within the attempt's timeout",
+        )
+    };
     match fault {
-        ModelFault::Ok { latency_ms } if latency_ms <= timeout_ms => (latency_ms, Ok(model_items(i)), false),
+        ModelFault::Ok { latency_ms } if latency_ms <= timeout_ms => {
+            (latency_ms, Ok(model_items(i)), false)
+        }
         ModelFault::Hang | ModelFault::Ok { .. } => (timeout_ms, Err(timeout()), true),
         ModelFault::Status { code, latency_ms } if latency_ms <= timeout_ms => {
-            let reason = if code == 408 { FailureReason::Ml408 } else { FailureReason::Ml5xx };
-            (latency_ms, Err(Failure::new(reason, format!("simulated: HTTP {code}"))), false)
+            let reason = if code == 408 {
+                FailureReason::Ml408
+            } else {
+                FailureReason::Ml5xx
+            };
+            (
+                latency_ms,
+                Err(Failure::new(reason, format!("simulated: HTTP {code}"))),
+                false,
+            )
         }
-        ModelFault::RateLimited { retry_after_s, latency_ms } if latency_ms <= timeout_ms => {
+        ModelFault::RateLimited {
+            retry_after_s,
+            latency_ms,
+        } if latency_ms <= timeout_ms => {
             let mut f = Failure::new(FailureReason::Ml429, "simulated: HTTP 429");
             f.retry_after_s = retry_after_s;
             (latency_ms, Err(f), false)
         }
-        ModelFault::Reset => (1.min(timeout_ms), Err(Failure::new(FailureReason::MlConnect, "simulated: connection reset")), false),
-        ModelFault::Malformed { latency_ms } | ModelFault::Empty { latency_ms } if latency_ms <= timeout_ms => {
-            (latency_ms, Err(Failure::new(FailureReason::MlBadResponse, "simulated: body not the declared shape")), false)
+        ModelFault::Reset => (
+            1.min(timeout_ms),
+            Err(Failure::new(
+                FailureReason::MlConnect,
+                "simulated: connection reset",
+            )),
+            false,
+        ),
+        ModelFault::Malformed { latency_ms } | ModelFault::Empty { latency_ms }
+            if latency_ms <= timeout_ms =>
+        {
+            (
+                latency_ms,
+                Err(Failure::new(
+                    FailureReason::MlBadResponse,
+                    "simulated: body not the declared shape",
+                )),
+                false,
+            )
         }
         _ => (timeout_ms, Err(timeout()), true),
     }
@@ -151,11 +196,17 @@ fn model_alone_ok(fault: ModelFault, budget_ms: u64) -> bool {
 /// Replays `sc` against `policy` (and its baked `catalog`).
 pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
     let start = Millis(sc.start_ms);
-    let all_params: Vec<Params> = (0..sc.requests).map(|i| params_for(policy, sc, i)).collect();
+    let all_params: Vec<Params> = (0..sc.requests)
+        .map(|i| params_for(policy, sc, i))
+        .collect();
     let mut kv: HashMap<(String, String), (String, serde_json::Value)> = HashMap::new();
     for seed in &sc.kv {
         let written = (sc.start_ms as i64 - seed.age_ms).max(0) as u64;
-        let items: Vec<String> = seed.items.iter().map(|sku| serde_json::json!({ "sku": sku }).to_string()).collect();
+        let items: Vec<String> = seed
+            .items
+            .iter()
+            .map(|sku| serde_json::json!({ "sku": sku }).to_string())
+            .collect();
         let (value, meta) = understudy_core::entry::render(&items, Millis(written));
         kv.insert((seed.binding.clone(), seed.key.clone()), (value, meta));
     }
@@ -191,9 +242,24 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
                 };
                 let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ (i + 1));
                 let random: Box<dyn FnMut() -> f64> = Box::new(move || rng.next_unit());
-                let exchange = Exchange::with_retry(ctx, Backoff::new(&policy.origin, false, random));
-                flights.insert(i, InFlight { exchange, admission, arrival_ms: rel_ms, mode, attempt_started: now, pending: None });
-                let gate = if admission.calls_origin() { Gate::Allow } else { Gate::Open };
+                let exchange =
+                    Exchange::with_retry(ctx, Backoff::new(&policy.origin, false, random));
+                flights.insert(
+                    i,
+                    InFlight {
+                        exchange,
+                        admission,
+                        arrival_ms: rel_ms,
+                        mode,
+                        attempt_started: now,
+                        pending: None,
+                    },
+                );
+                let gate = if admission.calls_origin() {
+                    Gate::Allow
+                } else {
+                    Gate::Open
+                };
                 (i, Event::Start(gate))
             }
             Wake::Deliver(i) => match flights.get_mut(&i).and_then(|f| f.pending.take()) {
@@ -201,7 +267,9 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
                 None => continue,
             },
         };
-        let Some(flight) = flights.get_mut(&i) else { continue };
+        let Some(flight) = flights.get_mut(&i) else {
+            continue;
+        };
         // Outcomes reach the breaker when they happen.
         if let Event::Origin(result) = &event {
             let latency = now.since(flight.attempt_started);
@@ -226,31 +294,50 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
                 flight.pending = Some(Event::Woke);
                 push(&mut queue, (rel_ms + ms) * 1000, Wake::Deliver(i));
             }
-            Action::ReadKv { binding, key, timeout_ms, .. } => {
+            Action::ReadKv {
+                binding,
+                key,
+                timeout_ms,
+                ..
+            } => {
                 let (took, read) = if sc.kv_latency_ms > timeout_ms {
                     (timeout_ms, KvRead::TimedOut)
                 } else {
                     let got = kv.get(&(binding.to_string(), key.clone()));
-                    (sc.kv_latency_ms, KvRead::Value { value: got.map(|g| g.0.clone()), metadata: got.map(|g| g.1.clone()) })
+                    (
+                        sc.kv_latency_ms,
+                        KvRead::Value {
+                            value: got.map(|g| g.0.clone()),
+                            metadata: got.map(|g| g.1.clone()),
+                        },
+                    )
                 };
                 flight.pending = Some(Event::Kv(read));
                 push(&mut queue, (rel_ms + took) * 1000, Wake::Deliver(i));
             }
             Action::FetchHttp { .. } => {
-                flight.pending = Some(Event::Http(Err(Failure::new(FailureReason::MlConnect, "simulated: HTTP tiers are not modelled"))));
+                flight.pending = Some(Event::Http(Err(Failure::new(
+                    FailureReason::MlConnect,
+                    "simulated: HTTP tiers are not modelled",
+                ))));
                 push(&mut queue, (rel_ms + 1) * 1000, Wake::Deliver(i));
             }
             Action::Respond(answer) => {
                 let attempts = flight.exchange.attempts().len() as u32;
                 let (source, reason) = match &answer {
                     Answer::Live { items, .. } => {
-                        for w in writethrough::plan(policy, &all_params[i as usize], items, now, &mut wt) {
+                        for w in
+                            writethrough::plan(policy, &all_params[i as usize], items, now, &mut wt)
+                        {
                             kv.insert((w.binding, w.key), (w.value, w.metadata));
                         }
                         (Source::Origin, None)
                     }
                     Answer::Fallback(f) => (Source::Tier(f.tier.clone()), Some(f.reason.code())),
-                    Answer::Unavailable { failure, timed_out } => (Source::Error(if *timed_out { 504 } else { 503 }), Some(failure.reason.code())),
+                    Answer::Unavailable { failure, timed_out } => (
+                        Source::Error(if *timed_out { 504 } else { 503 }),
+                        Some(failure.reason.code()),
+                    ),
                 };
                 results[i as usize] = Some(RequestResult {
                     index: i,
@@ -267,11 +354,20 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
         }
         let mode = mode_name(&mut breaker, now);
         if mode != last_mode {
-            events.push(BreakerEvent { request: i, at_ms: rel_ms, from: last_mode, to: mode });
+            events.push(BreakerEvent {
+                request: i,
+                at_ms: rel_ms,
+                from: last_mode,
+                to: mode,
+            });
             last_mode = mode;
         }
     }
-    Run { results: results.into_iter().flatten().collect(), breaker: events, model_calls }
+    Run {
+        results: results.into_iter().flatten().collect(),
+        breaker: events,
+        model_calls,
+    }
 }
 
 /// Counts per answer source, in cascade order.

@@ -48,11 +48,25 @@ fn pct(sorted: &[u64], q: f64) -> u64 {
 
 pub fn summarize(policy: &Policy, sc: &Scenario, run: &Run) -> Summary {
     let tiers = tier_counts(policy, run);
-    let errors = run.results.iter().filter(|r| matches!(r.source, Source::Error(_))).count() as u64;
-    let degraded = run.results.iter().filter(|r| matches!(r.source, Source::Tier(_))).count() as u64;
+    let errors = run
+        .results
+        .iter()
+        .filter(|r| matches!(r.source, Source::Error(_)))
+        .count() as u64;
+    let degraded = run
+        .results
+        .iter()
+        .filter(|r| matches!(r.source, Source::Tier(_)))
+        .count() as u64;
     let mut lat: Vec<u64> = run.results.iter().map(|r| r.latency_ms).collect();
     lat.sort_unstable();
-    let opened = |to: &str| run.breaker.iter().filter(|e| e.to == to).map(|e| e.request).collect::<Vec<_>>();
+    let opened = |to: &str| {
+        run.breaker
+            .iter()
+            .filter(|e| e.to == to)
+            .map(|e| e.request)
+            .collect::<Vec<_>>()
+    };
     Summary {
         scenario: sc.name.clone(),
         requests: sc.requests,
@@ -67,7 +81,12 @@ pub fn summarize(policy: &Policy, sc: &Scenario, run: &Run) -> Summary {
         breaker_transitions: run
             .breaker
             .iter()
-            .map(|e| Transition { request: e.request, at_ms: e.at_ms, from: e.from.into(), to: e.to.into() })
+            .map(|e| Transition {
+                request: e.request,
+                at_ms: e.at_ms,
+                from: e.from.into(),
+                to: e.to.into(),
+            })
             .collect(),
         latency_p50_ms: pct(&lat, 0.50),
         latency_p95_ms: pct(&lat, 0.95),
@@ -86,49 +105,104 @@ fn share(n: u64, of: u64) -> String {
 /// The table `simulate` and `drill` print.
 pub fn human(policy: &Policy, s: &Summary) -> String {
     let mut out = String::new();
-    out.push_str(&format!("Scenario {}: {} requests against `{}`\n\n", s.scenario, s.requests, policy.service.name));
+    out.push_str(&format!(
+        "Scenario {}: {} requests against `{}`\n\n",
+        s.scenario, s.requests, policy.service.name
+    ));
     out.push_str("Availability:\n");
-    out.push_str(&format!("  WITHOUT the shell (model only) : {}/{} = {}\n", s.without_shell, s.requests, share(s.without_shell, s.requests)));
-    out.push_str(&format!("  WITH the shell                 : {}/{} = {}\n\n", s.with_shell, s.requests, share(s.with_shell, s.requests)));
+    out.push_str(&format!(
+        "  WITHOUT the shell (model only) : {}/{} = {}\n",
+        s.without_shell,
+        s.requests,
+        share(s.without_shell, s.requests)
+    ));
+    out.push_str(&format!(
+        "  WITH the shell                 : {}/{} = {}\n\n",
+        s.with_shell,
+        s.requests,
+        share(s.with_shell, s.requests)
+    ));
     out.push_str("Answers WITH the shell:\n");
-    out.push_str(&format!("  {:<22} {:>8} {:>8}\n", "source", "answers", "share"));
+    out.push_str(&format!(
+        "  {:<22} {:>8} {:>8}\n",
+        "source", "answers", "share"
+    ));
     let mut order: Vec<String> = vec!["origin".into()];
     order.extend(policy.cascade.tiers.iter().map(|t| t.name.clone()));
     order.extend(s.tiers.keys().filter(|k| k.starts_with("error")).cloned());
     for name in order {
         let n = s.tiers.get(&name).copied().unwrap_or(0);
-        let label = if name == "origin" { "origin (live)".to_string() } else if name.starts_with("error") { name.clone() } else { format!("{name} (degraded)") };
-        out.push_str(&format!("  {:<22} {:>8} {:>8}\n", label, n, share(n, s.requests)));
+        let label = if name == "origin" {
+            "origin (live)".to_string()
+        } else if name.starts_with("error") {
+            name.clone()
+        } else {
+            format!("{name} (degraded)")
+        };
+        out.push_str(&format!(
+            "  {:<22} {:>8} {:>8}\n",
+            label,
+            n,
+            share(n, s.requests)
+        ));
     }
-    out.push_str(&format!("  {:<22} {:>8} {:>8}\n\n", "total degraded", s.degraded, share(s.degraded, s.requests)));
-    out.push_str(&format!("Model calls: {} ({} requests kept from the model)\n", s.model_calls, s.requests.saturating_sub(s.model_calls)));
+    out.push_str(&format!(
+        "  {:<22} {:>8} {:>8}\n\n",
+        "total degraded",
+        s.degraded,
+        share(s.degraded, s.requests)
+    ));
+    out.push_str(&format!(
+        "Model calls: {} ({} requests kept from the model)\n",
+        s.model_calls,
+        s.requests.saturating_sub(s.model_calls)
+    ));
     if s.breaker_transitions.is_empty() {
         out.push_str("Breaker: no transition\n");
     } else {
         out.push_str("Breaker:\n");
         for t in &s.breaker_transitions {
-            out.push_str(&format!("  request {:>6} (t={:>9.3}s): {} → {}\n", t.request, t.at_ms as f64 / 1000.0, t.from, t.to));
+            out.push_str(&format!(
+                "  request {:>6} (t={:>9.3}s): {} → {}\n",
+                t.request,
+                t.at_ms as f64 / 1000.0,
+                t.from,
+                t.to
+            ));
         }
         if let Some(first) = s.breaker_opened_at.iter().min() {
-            out.push_str(&format!("  the breaker opened at request {first} and stopped hitting the failing model\n"));
+            out.push_str(&format!(
+                "  the breaker opened at request {first} and stopped hitting the failing model\n"
+            ));
         }
     }
-    out.push_str(&format!("Latency: p50 {} ms, p95 {} ms, max {} ms\n", s.latency_p50_ms, s.latency_p95_ms, s.latency_max_ms));
+    out.push_str(&format!(
+        "Latency: p50 {} ms, p95 {} ms, max {} ms\n",
+        s.latency_p50_ms, s.latency_p95_ms, s.latency_max_ms
+    ));
     out
 }
 
 /// Compares the summary with the scenario's `[expect]`; returns what differs.
 pub fn check_expectations(sc: &Scenario, s: &Summary) -> Vec<String> {
-    let Some(e) = &sc.expect else { return Vec::new() };
+    let Some(e) = &sc.expect else {
+        return Vec::new();
+    };
     let mut bad = Vec::new();
     if let Some(n) = e.without_shell {
         if n != s.without_shell {
-            bad.push(format!("expected {n} answered without the shell, got {}", s.without_shell));
+            bad.push(format!(
+                "expected {n} answered without the shell, got {}",
+                s.without_shell
+            ));
         }
     }
     if let Some(n) = e.with_shell {
         if n != s.with_shell {
-            bad.push(format!("expected {n} answered with the shell, got {}", s.with_shell));
+            bad.push(format!(
+                "expected {n} answered with the shell, got {}",
+                s.with_shell
+            ));
         }
     }
     if let Some(tiers) = &e.tiers {
@@ -141,7 +215,10 @@ pub fn check_expectations(sc: &Scenario, s: &Summary) -> Vec<String> {
     }
     if let Some(r) = e.breaker_opened_at {
         if s.breaker_opened_at.iter().min() != Some(&r) {
-            bad.push(format!("expected the breaker to open at request {r}, got {:?}", s.breaker_opened_at.iter().min()));
+            bad.push(format!(
+                "expected the breaker to open at request {r}, got {:?}",
+                s.breaker_opened_at.iter().min()
+            ));
         }
     }
     bad

@@ -35,6 +35,9 @@ pub struct RawScenario {
     pub kv_latency: Option<String>,
     #[serde(default)]
     pub expect: Option<RawExpect>,
+    /// `[drill]` limits, read by `understudy drill` (see `crate::drill::limits`); ignored here.
+    #[serde(default)]
+    pub drill: Option<toml::Table>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -84,13 +87,25 @@ pub struct RawExpect {
 /// What the model does for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelFault {
-    Ok { latency_ms: u64 },
-    Status { code: u16, latency_ms: u64 },
-    RateLimited { retry_after_s: Option<u64>, latency_ms: u64 },
+    Ok {
+        latency_ms: u64,
+    },
+    Status {
+        code: u16,
+        latency_ms: u64,
+    },
+    RateLimited {
+        retry_after_s: Option<u64>,
+        latency_ms: u64,
+    },
     Hang,
     Reset,
-    Malformed { latency_ms: u64 },
-    Empty { latency_ms: u64 },
+    Malformed {
+        latency_ms: u64,
+    },
+    Empty {
+        latency_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -142,13 +157,17 @@ impl Scenario {
                 return p.fault;
             }
         }
-        ModelFault::Ok { latency_ms: self.model_latency_ms }
+        ModelFault::Ok {
+            latency_ms: self.model_latency_ms,
+        }
     }
 
     /// The value of parameter `name` for request `i` (values cycle).
     pub fn param(&self, name: &str, i: u64) -> Option<&str> {
         let values = self.params.get(name)?;
-        values.get((i % values.len() as u64) as usize).map(String::as_str)
+        values
+            .get((i % values.len() as u64) as usize)
+            .map(String::as_str)
     }
 }
 
@@ -163,27 +182,47 @@ fn parse_time(s: &str) -> Option<u64> {
 
 /// Reads and checks a scenario against the policy it will run with.
 pub fn load(path: &Path, policy: &Policy) -> Result<Scenario, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     let raw: RawScenario = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     build(raw, policy).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
-    let start_ms = parse_time(&raw.start).ok_or_else(|| format!("`start` = {:?} is not an RFC 3339 time", raw.start))?;
+    let start_ms = parse_time(&raw.start)
+        .ok_or_else(|| format!("`start` = {:?} is not an RFC 3339 time", raw.start))?;
     if raw.requests == 0 || raw.requests > MAX_REQUESTS {
-        return Err(format!("`requests` = {} must be between 1 and {MAX_REQUESTS}", raw.requests));
+        return Err(format!(
+            "`requests` = {} must be between 1 and {MAX_REQUESTS}",
+            raw.requests
+        ));
     }
     let interval_us = match (&raw.interval, raw.rate) {
         (Some(i), None) => dur("`interval`", i)? * 1000,
-        (None, Some(r)) if r.is_finite() && r > 0.0 && r <= 1_000_000.0 => (1_000_000.0 / r).round() as u64,
-        (None, Some(r)) => return Err(format!("`rate` = {r} must be between 0 and 1000000 requests per second")),
+        (None, Some(r)) if r.is_finite() && r > 0.0 && r <= 1_000_000.0 => {
+            (1_000_000.0 / r).round() as u64
+        }
+        (None, Some(r)) => {
+            return Err(format!(
+                "`rate` = {r} must be between 0 and 1000000 requests per second"
+            ))
+        }
         (Some(_), Some(_)) => return Err("give either `interval` or `rate`, not both".into()),
-        (None, None) => return Err("missing `interval` (e.g. \"1s\") or `rate` (requests per second)".into()),
+        (None, None) => {
+            return Err("missing `interval` (e.g. \"1s\") or `rate` (requests per second)".into())
+        }
     };
     for name in raw.params.keys() {
         if policy.param(name).is_none() {
-            let known = policy.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
-            return Err(format!("[params] `{name}` is not a parameter of the policy (it has: {known})"));
+            let known = policy
+                .params
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(format!(
+                "[params] `{name}` is not a parameter of the policy (it has: {known})"
+            ));
         }
     }
     for (name, values) in &raw.params {
@@ -191,9 +230,16 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
             return Err(format!("[params] `{name}` has no values"));
         }
     }
-    for p in policy.params.iter().filter(|p| p.required && p.default.is_none()) {
+    for p in policy
+        .params
+        .iter()
+        .filter(|p| p.required && p.default.is_none())
+    {
         if !raw.params.contains_key(&p.name) {
-            return Err(format!("[params] lacks `{}`, which the policy requires", p.name));
+            return Err(format!(
+                "[params] lacks `{}`, which the policy requires",
+                p.name
+            ));
         }
     }
     let model_latency_ms = dur("`model.latency`", &raw.model.latency)?;
@@ -222,7 +268,10 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
         let requests = match p.requests {
             Some([a, b]) if a > b => return Err(format!("{at}.requests = [{a}, {b}] is inverted")),
             Some([a, b]) if b >= raw.requests => {
-                return Err(format!("{at}.requests = [{a}, {b}] reaches past the last request ({})", raw.requests - 1))
+                return Err(format!(
+                    "{at}.requests = [{a}, {b}] reaches past the last request ({})",
+                    raw.requests - 1
+                ))
             }
             Some([a, b]) => Some((a, b)),
             None => None,
@@ -239,9 +288,15 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
             _ => return Err(format!("{at}: give both `from` and `to`")),
         };
         if requests.is_none() && time.is_none() {
-            return Err(format!("{at}: give `requests = [first, last]` or `from`/`to`"));
+            return Err(format!(
+                "{at}: give `requests = [first, last]` or `from`/`to`"
+            ));
         }
-        phases.push(Phase { requests, time, fault });
+        phases.push(Phase {
+            requests,
+            time,
+            fault,
+        });
     }
     let mut kv = Vec::new();
     for (n, k) in raw.kv.iter().enumerate() {
@@ -257,7 +312,9 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
         };
         for name in k.params.keys() {
             if policy.param(name).is_none() {
-                return Err(format!("{at}.params: `{name}` is not a parameter of the policy"));
+                return Err(format!(
+                    "{at}.params: `{name}` is not a parameter of the policy"
+                ));
             }
         }
         let key = kvt
@@ -266,12 +323,23 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
                 let identity = policy.param(name).is_some_and(|p| p.identity);
                 k.params.get(name).map(|v| (v.as_str(), identity))
             })
-            .ok_or_else(|| format!("{at}.params do not fill the key template `{}`", kvt.key.source))?;
+            .ok_or_else(|| {
+                format!(
+                    "{at}.params do not fill the key template `{}`",
+                    kvt.key.source
+                )
+            })?;
         let age_ms = match k.age.strip_prefix('-') {
             Some(rest) => -(dur(&format!("{at}.age"), rest)? as i64),
             None => dur(&format!("{at}.age"), &k.age)? as i64,
         };
-        kv.push(KvSeed { tier: k.tier.clone(), binding: kvt.binding.clone(), key, items: k.items.clone(), age_ms });
+        kv.push(KvSeed {
+            tier: k.tier.clone(),
+            binding: kvt.binding.clone(),
+            key,
+            items: k.items.clone(),
+            age_ms,
+        });
     }
     let kv_latency_ms = match &raw.kv_latency {
         Some(l) => dur("`kv_latency`", l)?,
@@ -280,7 +348,9 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
     if let Some(tiers) = raw.expect.as_ref().and_then(|e| e.tiers.as_ref()) {
         for name in tiers.keys() {
             if name != "origin" && !policy.cascade.tiers.iter().any(|t| &t.name == name) {
-                return Err(format!("expect.tiers: `{name}` is not a tier of the policy (nor `origin`)"));
+                return Err(format!(
+                    "expect.tiers: `{name}` is not a tier of the policy (nor `origin`)"
+                ));
             }
         }
     }

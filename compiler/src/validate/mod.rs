@@ -1,6 +1,7 @@
 //! Phase two: does the parsed policy make sense as a whole? Every rule runs and reports
 //! into the same list, so one `check` shows every problem.
 
+pub mod explicit;
 mod rules;
 pub mod stubs;
 

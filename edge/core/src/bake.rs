@@ -68,8 +68,11 @@ pub fn decode(bytes: &[u8]) -> Result<Bake, BakeError> {
     if bytes.is_empty() {
         return Err(BakeError::Missing);
     }
-    let body = bytes.strip_prefix(MAGIC.as_slice()).ok_or(BakeError::BadMagic)?;
-    let (bake, rest) = postcard::take_from_bytes::<Bake>(body).map_err(|e| BakeError::Corrupt(e.to_string()))?;
+    let body = bytes
+        .strip_prefix(MAGIC.as_slice())
+        .ok_or(BakeError::BadMagic)?;
+    let (bake, rest) =
+        postcard::take_from_bytes::<Bake>(body).map_err(|e| BakeError::Corrupt(e.to_string()))?;
     if !rest.is_empty() {
         return Err(BakeError::Corrupt(format!("{} trailing bytes", rest.len())));
     }

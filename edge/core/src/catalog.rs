@@ -47,7 +47,12 @@ impl Catalog {
                 }
             }
         }
-        Catalog { items, validated_at_ms, snapshot_at_ms, tokens: index.into_iter().collect() }
+        Catalog {
+            items,
+            validated_at_ms,
+            snapshot_at_ms,
+            tokens: index.into_iter().collect(),
+        }
     }
 
     /// The curated list: items of `category` (all items when `None`), in catalog order.
@@ -55,8 +60,12 @@ impl Catalog {
     /// always holds something.
     pub fn curated(&self, category: Option<&str>, limit: usize) -> Vec<&Item> {
         if let Some(cat) = category {
-            let picked: Vec<&Item> =
-                self.items.iter().filter(|i| i.category.as_deref() == Some(cat)).take(limit).collect();
+            let picked: Vec<&Item> = self
+                .items
+                .iter()
+                .filter(|i| i.category.as_deref() == Some(cat))
+                .take(limit)
+                .collect();
             if !picked.is_empty() {
                 return picked;
             }
@@ -69,7 +78,9 @@ impl Catalog {
     pub fn search(&self, query: &str, limit: usize) -> Vec<&Item> {
         let mut hits: Vec<u32> = Vec::new();
         for word in tokenize(query) {
-            let start = self.tokens.partition_point(|(t, _)| t.as_str() < word.as_str());
+            let start = self
+                .tokens
+                .partition_point(|(t, _)| t.as_str() < word.as_str());
             for (tok, postings) in &self.tokens[start..] {
                 if !tok.starts_with(word.as_str()) {
                     break;
@@ -79,7 +90,10 @@ impl Catalog {
         }
         hits.sort_unstable();
         hits.dedup();
-        hits.into_iter().take(limit).filter_map(|i| self.items.get(i as usize)).collect()
+        hits.into_iter()
+            .take(limit)
+            .filter_map(|i| self.items.get(i as usize))
+            .collect()
     }
 }
 
@@ -88,7 +102,12 @@ mod tests {
     use super::*;
 
     fn item(sku: &str, title: &str, cat: &str) -> Item {
-        Item { sku: sku.into(), title: title.into(), category: Some(cat.into()), json: format!("{{\"sku\":\"{sku}\"}}") }
+        Item {
+            sku: sku.into(),
+            title: title.into(),
+            category: Some(cat.into()),
+            json: format!("{{\"sku\":\"{sku}\"}}"),
+        }
     }
 
     /// Seed 002's five-item catalog.

@@ -61,11 +61,18 @@ impl Method {
     ];
 
     pub fn parse(s: &str) -> Option<Method> {
-        Self::ALL.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)).map(|(_, m)| *m)
+        Self::ALL
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(s))
+            .map(|(_, m)| *m)
     }
 
     pub fn as_str(self) -> &'static str {
-        Self::ALL.iter().find(|(_, m)| *m == self).map(|(n, _)| *n).unwrap_or("GET")
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("GET")
     }
 
     /// RFC 9110 idempotent methods: retrying them cannot repeat a side effect.
@@ -93,7 +100,11 @@ impl ParamSource {
     ];
 
     pub fn as_str(self) -> &'static str {
-        Self::ALL.iter().find(|(_, s)| *s == self).map(|(n, _)| *n).unwrap_or("query")
+        Self::ALL
+            .iter()
+            .find(|(_, s)| *s == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("query")
     }
 }
 
@@ -143,7 +154,13 @@ impl RetryOn {
     pub const NAMES: [&'static str; 5] = ["timeout", "connect", "408", "429", "5xx"];
 
     pub fn none() -> RetryOn {
-        RetryOn { timeout: false, connect: false, status_408: false, status_429: false, status_5xx: false }
+        RetryOn {
+            timeout: false,
+            connect: false,
+            status_408: false,
+            status_429: false,
+            status_5xx: false,
+        }
     }
 }
 
@@ -365,7 +382,8 @@ impl Policy {
 
     /// Whether a template reads an identity parameter (a per-user tier).
     pub fn template_is_per_user(&self, t: &Template) -> bool {
-        t.params().any(|p| self.param(p).is_some_and(|p| p.identity))
+        t.params()
+            .any(|p| self.param(p).is_some_and(|p| p.identity))
     }
 
     /// Whether a tier's answers are per user.

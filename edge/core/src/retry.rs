@@ -38,24 +38,42 @@ pub struct Backoff<'p, R: Random> {
 
 impl<'p, R: Random> Backoff<'p, R> {
     pub fn new(origin: &'p Origin, has_idempotency_key: bool, random: R) -> Self {
-        let repeatable = origin.method.is_idempotent() || (has_idempotency_key && origin.idempotency_key_header.is_some());
-        Backoff { origin, repeatable, random, waits: Vec::new() }
+        let repeatable = origin.method.is_idempotent()
+            || (has_idempotency_key && origin.idempotency_key_header.is_some());
+        Backoff {
+            origin,
+            repeatable,
+            random,
+            waits: Vec::new(),
+        }
     }
 
     /// The full-jitter ceiling before attempt `attempt + 1`.
     pub fn ceiling_ms(&self, attempt: u32) -> u64 {
         let shift = attempt.saturating_sub(1).min(32);
-        self.origin.backoff_base_ms.saturating_mul(1u64 << shift).min(self.origin.backoff_max_ms)
+        self.origin
+            .backoff_base_ms
+            .saturating_mul(1u64 << shift)
+            .min(self.origin.backoff_max_ms)
     }
 }
 
 impl<R: Random> RetryPolicy for Backoff<'_, R> {
-    fn after_failure(&mut self, attempt: u32, failure: &Failure, origin_left_ms: u64) -> Option<u64> {
-        if attempt >= self.origin.attempts || !self.repeatable || !failure.reason.retryable(&self.origin.retry_on) {
+    fn after_failure(
+        &mut self,
+        attempt: u32,
+        failure: &Failure,
+        origin_left_ms: u64,
+    ) -> Option<u64> {
+        if attempt >= self.origin.attempts
+            || !self.repeatable
+            || !failure.reason.retryable(&self.origin.retry_on)
+        {
             return None;
         }
         let ceiling = self.ceiling_ms(attempt);
-        let jitter = ((self.random.unit().clamp(0.0, 1.0) * ceiling as f64) as u64).min(ceiling.saturating_sub(1));
+        let jitter = ((self.random.unit().clamp(0.0, 1.0) * ceiling as f64) as u64)
+            .min(ceiling.saturating_sub(1));
         let wait = match failure.retry_after_s {
             Some(s) if self.origin.honor_retry_after => {
                 let asked = s.saturating_mul(1000);
@@ -90,7 +108,13 @@ mod tests {
             attempts,
             backoff_base_ms: 100,
             backoff_max_ms: 1_000,
-            retry_on: RetryOn { timeout: true, connect: true, status_408: false, status_429: true, status_5xx: true },
+            retry_on: RetryOn {
+                timeout: true,
+                connect: true,
+                status_408: false,
+                status_429: true,
+                status_5xx: true,
+            },
             honor_retry_after: true,
             idempotency_key_header: Some("Idempotency-Key".into()),
             credential_secret: None,
@@ -117,9 +141,21 @@ mod tests {
     fn full_jitter_waits_are_exact_for_a_given_random_source() {
         let o = origin(3, Method::Get);
         let mut b = Backoff::new(&o, false, seq(vec![0.5, 0.25]));
-        assert_eq!(b.after_failure(1, &fail(FailureReason::Ml5xx), 9_000), Some(50), "0.5 × min(1000, 100)");
-        assert_eq!(b.after_failure(2, &fail(FailureReason::MlConnect), 9_000), Some(50), "0.25 × min(1000, 200)");
-        assert_eq!(b.after_failure(3, &fail(FailureReason::Ml5xx), 9_000), None, "three attempts made");
+        assert_eq!(
+            b.after_failure(1, &fail(FailureReason::Ml5xx), 9_000),
+            Some(50),
+            "0.5 × min(1000, 100)"
+        );
+        assert_eq!(
+            b.after_failure(2, &fail(FailureReason::MlConnect), 9_000),
+            Some(50),
+            "0.25 × min(1000, 200)"
+        );
+        assert_eq!(
+            b.after_failure(3, &fail(FailureReason::Ml5xx), 9_000),
+            None,
+            "three attempts made"
+        );
         assert_eq!(b.waits, vec![50, 50]);
         assert_eq!(b.waits.iter().sum::<u64>(), 100);
     }
@@ -128,28 +164,58 @@ mod tests {
     fn ceilings_double_up_to_the_max() {
         let o = origin(10, Method::Get);
         let b = Backoff::new(&o, false, seq(vec![0.0]));
-        assert_eq!((1..=6).map(|n| b.ceiling_ms(n)).collect::<Vec<_>>(), vec![100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(
+            (1..=6).map(|n| b.ceiling_ms(n)).collect::<Vec<_>>(),
+            vec![100, 200, 400, 800, 1000, 1000]
+        );
     }
 
     #[test]
     fn only_retryable_outcomes_are_retried() {
         let o = origin(3, Method::Get);
         let mut b = Backoff::new(&o, false, seq(vec![0.1]));
-        assert_eq!(b.after_failure(1, &fail(FailureReason::Ml408), 9_000), None, "408 not in retry_on");
+        assert_eq!(
+            b.after_failure(1, &fail(FailureReason::Ml408), 9_000),
+            None,
+            "408 not in retry_on"
+        );
         assert_eq!(b.after_failure(1, &fail(FailureReason::Ml4xx), 9_000), None);
-        assert_eq!(b.after_failure(1, &fail(FailureReason::MlBadResponse), 9_000), None);
-        assert!(b.after_failure(1, &fail(FailureReason::Ml429), 9_000).is_some());
-        assert!(b.after_failure(1, &fail(FailureReason::MlTimeout), 9_000).is_some());
+        assert_eq!(
+            b.after_failure(1, &fail(FailureReason::MlBadResponse), 9_000),
+            None
+        );
+        assert!(b
+            .after_failure(1, &fail(FailureReason::Ml429), 9_000)
+            .is_some());
+        assert!(b
+            .after_failure(1, &fail(FailureReason::MlTimeout), 9_000)
+            .is_some());
     }
 
     #[test]
     fn non_idempotent_requests_need_a_key() {
         let o = origin(3, Method::Post);
-        assert_eq!(Backoff::new(&o, false, seq(vec![0.1])).after_failure(1, &fail(FailureReason::Ml5xx), 9_000), None);
-        assert!(Backoff::new(&o, true, seq(vec![0.1])).after_failure(1, &fail(FailureReason::Ml5xx), 9_000).is_some());
+        assert_eq!(
+            Backoff::new(&o, false, seq(vec![0.1])).after_failure(
+                1,
+                &fail(FailureReason::Ml5xx),
+                9_000
+            ),
+            None
+        );
+        assert!(Backoff::new(&o, true, seq(vec![0.1]))
+            .after_failure(1, &fail(FailureReason::Ml5xx), 9_000)
+            .is_some());
         let mut no_header = origin(3, Method::Post);
         no_header.idempotency_key_header = None;
-        assert_eq!(Backoff::new(&no_header, true, seq(vec![0.1])).after_failure(1, &fail(FailureReason::Ml5xx), 9_000), None);
+        assert_eq!(
+            Backoff::new(&no_header, true, seq(vec![0.1])).after_failure(
+                1,
+                &fail(FailureReason::Ml5xx),
+                9_000
+            ),
+            None
+        );
     }
 
     #[test]
@@ -159,14 +225,22 @@ mod tests {
         let mut f = fail(FailureReason::Ml429);
         f.retry_after_s = Some(2);
         assert_eq!(b.after_failure(1, &f, 9_000), Some(2_000));
-        assert_eq!(b.after_failure(1, &f, 1_500), None, "2 s does not fit 1.5 s left");
+        assert_eq!(
+            b.after_failure(1, &f, 1_500),
+            None,
+            "2 s does not fit 1.5 s left"
+        );
     }
 
     #[test]
     fn a_wait_that_does_not_fit_the_deadline_is_not_taken() {
         let o = origin(3, Method::Get);
         let mut b = Backoff::new(&o, false, seq(vec![0.99]));
-        assert_eq!(b.after_failure(2, &fail(FailureReason::Ml5xx), 150), None, "198 ms wait, 150 ms left");
+        assert_eq!(
+            b.after_failure(2, &fail(FailureReason::Ml5xx), 150),
+            None,
+            "198 ms wait, 150 ms left"
+        );
         assert!(b.waits.is_empty());
     }
 }

@@ -44,12 +44,19 @@ impl Template {
                         name.push(c);
                     }
                     if !closed {
-                        return Err(TemplateError { offset: i, message: "`{` is never closed; write `{param}`".into() });
-                    }
-                    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                         return Err(TemplateError {
                             offset: i,
-                            message: format!("`{{{name}}}` is not a parameter name (letters, digits and `_`)"),
+                            message: "`{` is never closed; write `{param}`".into(),
+                        });
+                    }
+                    if name.is_empty()
+                        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    {
+                        return Err(TemplateError {
+                            offset: i,
+                            message: format!(
+                                "`{{{name}}}` is not a parameter name (letters, digits and `_`)"
+                            ),
                         });
                     }
                     if !lit.is_empty() {
@@ -57,14 +64,22 @@ impl Template {
                     }
                     parts.push(Part::Param(name));
                 }
-                '}' => return Err(TemplateError { offset: i, message: "`}` without a matching `{`".into() }),
+                '}' => {
+                    return Err(TemplateError {
+                        offset: i,
+                        message: "`}` without a matching `{`".into(),
+                    })
+                }
                 c => lit.push(c),
             }
         }
         if !lit.is_empty() {
             parts.push(Part::Lit(lit));
         }
-        Ok(Template { source: source.to_string(), parts })
+        Ok(Template {
+            source: source.to_string(),
+            parts,
+        })
     }
 
     /// The parameter names the template reads, in order.
@@ -77,7 +92,10 @@ impl Template {
 
     /// Renders the key. `value(name)` gives the parameter's value and whether it is an
     /// identity (hashed). Returns `None` when a parameter has no value.
-    pub fn render<'a>(&self, mut value: impl FnMut(&str) -> Option<(&'a str, bool)>) -> Option<String> {
+    pub fn render<'a>(
+        &self,
+        mut value: impl FnMut(&str) -> Option<(&'a str, bool)>,
+    ) -> Option<String> {
         let mut out = String::new();
         for part in &self.parts {
             match part {
@@ -120,7 +138,10 @@ mod tests {
     #[test]
     fn parses_literals_and_params() {
         let t = Template::parse("user_rec:{user_id}").unwrap();
-        assert_eq!(t.parts, vec![Part::Lit("user_rec:".into()), Part::Param("user_id".into())]);
+        assert_eq!(
+            t.parts,
+            vec![Part::Lit("user_rec:".into()), Part::Param("user_id".into())]
+        );
         assert_eq!(t.params().collect::<Vec<_>>(), vec!["user_id"]);
     }
 

@@ -8,7 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 /// A point in time, in milliseconds since the Unix epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub struct Millis(pub u64);
 
 impl Millis {
@@ -25,7 +27,12 @@ impl Millis {
 
 /// Renders a duration in milliseconds the way humans write it in policies (`45ms`, `4h`).
 pub fn format_duration(ms: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")];
+    const UNITS: [(u64, &str); 4] = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+    ];
     for (unit, suffix) in UNITS {
         if ms >= unit && ms.is_multiple_of(unit) {
             return format!("{}{}", ms / unit, suffix);

@@ -6,6 +6,8 @@ use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
 use understudy_core::bake::{self, Bake};
+use understudy_core::breaker::Breaker;
+use understudy_core::metrics::Counters;
 use understudy_core::request::Validator;
 use understudy_core::writethrough::WriteThrough;
 use wasm_bindgen::{JsCast, JsValue};
@@ -17,11 +19,14 @@ pub const BAKE_GLOBAL: &str = "__UNDERSTUDY_BAKE";
 pub struct Loaded {
     pub bake: Bake,
     pub validator: Validator,
+    /// [E-BREAKER] This isolate's breaker (see docs/adr/002-per-isolate-breaker.md).
+    pub breaker: RefCell<Breaker>,
 }
 
 thread_local! {
     static LOADED: OnceCell<Rc<Loaded>> = const { OnceCell::new() };
     static WRITES: RefCell<WriteThrough> = RefCell::new(WriteThrough::default());
+    static COUNTERS: RefCell<Counters> = RefCell::new(Counters::default());
 }
 
 /// The bake, decoded on first use. A failure is not cached: it costs one global lookup per
@@ -34,7 +39,12 @@ pub fn loaded() -> Result<Rc<Loaded>, String> {
     let bake = bake::decode(&bytes).map_err(|e| e.to_string())?;
     let validator = Validator::new(&bake.policy)
         .map_err(|e| format!("the baked policy is invalid: {e}; re-bake"))?;
-    let l = Rc::new(Loaded { bake, validator });
+    let breaker = RefCell::new(Breaker::new(&bake.policy.breaker));
+    let l = Rc::new(Loaded {
+        bake,
+        validator,
+        breaker,
+    });
     LOADED.with(|c| {
         let _ = c.set(l.clone());
     });
@@ -59,6 +69,11 @@ fn bake_bytes() -> Result<Vec<u8>, String> {
 /// Runs `f` on the isolate's write-through map (never held across an await).
 pub fn with_writes<T>(f: impl FnOnce(&mut WriteThrough) -> T) -> T {
     WRITES.with(|w| f(&mut w.borrow_mut()))
+}
+
+/// Runs `f` on the isolate's counters (never held across an await).
+pub fn with_counters<T>(f: impl FnOnce(&mut Counters) -> T) -> T {
+    COUNTERS.with(|c| f(&mut c.borrow_mut()))
 }
 
 /// Wall-clock milliseconds. Inside a Worker this only advances across I/O.

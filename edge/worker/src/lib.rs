@@ -5,6 +5,7 @@
 //! the served path returns `Err` or unwraps.
 #![forbid(unsafe_code)]
 
+mod guard;
 mod identity;
 mod isolate;
 mod kv;

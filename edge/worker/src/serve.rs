@@ -4,20 +4,24 @@
 use std::time::Duration;
 
 use serde_json::json;
+use understudy_core::breaker::{Admission, Outcome as BreakerOutcome};
 use understudy_core::cascade::Ctx;
+use understudy_core::classify::{Failure, FailureReason};
 use understudy_core::correlation::{self, Provenance};
 use understudy_core::deadline::Deadline;
 use understudy_core::disclosure::{self, Meta, Rendered};
 use understudy_core::exchange::{Action, Answer, Event, Exchange, Gate};
+use understudy_core::metrics::Outcome as Counted;
 use understudy_core::policy::{Method as PolicyMethod, Policy};
 use understudy_core::request::{Params, RequestParts};
+use understudy_core::retry::Backoff;
 use understudy_core::writethrough;
 use worker::{
     console_log, Context, Delay, Env, Headers, Method, Request, RequestInit, Response, Url,
 };
 
 use crate::isolate::{self, now, random16};
-use crate::{identity, kv, race, respond::to_response};
+use crate::{guard, identity, kv, race, respond::to_response};
 
 /// Wrangler `[vars]` entry that points the origin elsewhere (local dev and tests).
 pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
@@ -34,6 +38,10 @@ struct Log {
     attempts: usize,
     origin_override: bool,
     policy_version: String,
+    /// The breaker's mode after this request (`X-Breaker-Mode`).
+    breaker_mode: &'static str,
+    /// `X-Degraded-Reason` of a fallback or unavailable answer, for the counters.
+    degraded_reason: Option<&'static str>,
 }
 
 pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
@@ -55,6 +63,8 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
         attempts: 0,
         origin_override: false,
         policy_version: "none".into(),
+        breaker_mode: "UNKNOWN",
+        degraded_reason: None,
     };
 
     let loaded = match isolate::loaded() {
@@ -71,6 +81,7 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
         correlation_id: &cid,
         policy_version: &bake.release_id,
     };
+    log.breaker_mode = loaded.breaker.borrow_mut().mode_name(started);
 
     // [E-INPUT] Nothing below runs before the parameters are valid.
     let (path, query) = match req.url() {
@@ -78,6 +89,18 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
         Err(_) => (req.path(), String::new()),
     };
     let method = req.method();
+    if let Some(r) = guard::admin(
+        &path,
+        &headers,
+        &env,
+        policy,
+        &mut loaded.breaker.borrow_mut(),
+        now(),
+        &meta,
+    ) {
+        log.outcome = "admin";
+        return finish(r, log, started);
+    }
     let claims = match identity::claims(&headers, &env, policy, now()) {
         Ok(c) => c,
         Err(e) => {
@@ -107,6 +130,33 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
             );
         }
     };
+    let subject = claims
+        .as_ref()
+        .and_then(|c| c.get("sub"))
+        .map(String::as_str);
+    if let Some(r) = guard::storm(
+        &env,
+        policy,
+        method.as_ref(),
+        &headers,
+        subject,
+        &params,
+        &meta,
+    )
+    .await
+    {
+        log.outcome = "storm_limited";
+        log.reason = Some("ERR_RETRY_STORM_DETECTED".into());
+        return finish(r, log, started);
+    }
+    // The client's idempotency key, forwarded unchanged to every attempt.
+    let idempotency_key = policy.origin.idempotency_key_header.as_ref().and_then(|h| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(h))
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty() && v.len() <= 256 && !v.chars().any(char::is_control))
+    });
 
     let override_url = env
         .var(ORIGIN_OVERRIDE_VAR)
@@ -122,13 +172,32 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
         params: &params,
         deadline: Deadline::new(started, policy.budget),
     };
-    let mut exchange = Exchange::new(ctx_core);
-    // The breaker issue replaces this with the isolate breaker's verdict.
-    let mut action = exchange.step(now(), Event::Start(Gate::Allow));
+    let retry = Backoff::new(
+        &policy.origin,
+        idempotency_key.is_some(),
+        js_sys::Math::random,
+    );
+    let mut exchange = Exchange::with_retry(ctx_core, retry);
+    // [E-BREAKER] The isolate's breaker decides whether this request may call the model.
+    let admission = loaded.breaker.borrow_mut().admit(now());
+    let gate = if admission.calls_origin() {
+        Gate::Allow
+    } else {
+        Gate::Open
+    };
+    let mut action = exchange.step(now(), Event::Start(gate));
     let answer = loop {
         action = match action {
             Action::FetchOrigin { timeout_ms, .. } => {
-                let result = match origin_request(policy, origin_url, &params, &cid, &env) {
+                let attempt_started = now();
+                let result = match origin_request(
+                    policy,
+                    origin_url,
+                    &params,
+                    &cid,
+                    idempotency_key.as_deref(),
+                    &env,
+                ) {
                     Ok(r) => {
                         race::race(
                             r,
@@ -138,12 +207,24 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
                         )
                         .await
                     }
-                    Err(e) => Err(understudy_core::classify::Failure::new(
-                        understudy_core::classify::FailureReason::MlConnect,
-                        e,
-                    )),
+                    Err(e) => Err(Failure::new(FailureReason::MlConnect, e)),
                 };
-                exchange.step(now(), Event::Origin(result))
+                let ended = now();
+                let latency = ended.since(attempt_started);
+                let outcome = match &result {
+                    Ok(_) => BreakerOutcome::success(latency),
+                    Err(f) if f.reason == FailureReason::MlTimeout => {
+                        BreakerOutcome::timeout(latency)
+                    }
+                    Err(_) => BreakerOutcome::failure(latency),
+                };
+                if admission != Admission::Reject {
+                    loaded
+                        .breaker
+                        .borrow_mut()
+                        .record(ended, admission, outcome);
+                }
+                exchange.step(ended, Event::Origin(result))
             }
             Action::Wait { ms } => {
                 Delay::from(Duration::from_millis(ms)).await;
@@ -169,10 +250,7 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
                     Ok(r) => {
                         race::race(r, timeout_ms, policy.origin.max_body_bytes, result_path).await
                     }
-                    Err(e) => Err(understudy_core::classify::Failure::new(
-                        understudy_core::classify::FailureReason::MlConnect,
-                        e,
-                    )),
+                    Err(e) => Err(Failure::new(FailureReason::MlConnect, e)),
                 };
                 exchange.step(now(), Event::Http(result))
             }
@@ -181,6 +259,7 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
     };
 
     log.attempts = exchange.attempts().len();
+    log.breaker_mode = loaded.breaker.borrow_mut().mode_name(now());
     log.notes = exchange
         .notes()
         .iter()
@@ -202,8 +281,12 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
         Answer::Fallback(f) => {
             log.outcome = "fallback";
             log.tier = Some(f.tier.clone());
+            log.degraded_reason = Some(f.reason.code());
         }
-        Answer::Unavailable { .. } => log.outcome = "unavailable",
+        Answer::Unavailable { failure, .. } => {
+            log.outcome = "unavailable";
+            log.degraded_reason = Some(failure.reason.code());
+        }
     }
     finish(disclosure::render(&answer, policy, &meta), log, started)
 }
@@ -215,6 +298,7 @@ fn origin_request(
     base: &str,
     params: &Params,
     cid: &str,
+    idempotency_key: Option<&str>,
     env: &Env,
 ) -> Result<Request, String> {
     let o = &policy.origin;
@@ -234,6 +318,9 @@ fn origin_request(
     let _ = headers.set(correlation::HEADER, cid);
     if let Some(name) = &o.credential_secret {
         set_credential(&headers, env, name, &o.credential_header);
+    }
+    if let (Some(h), Some(k)) = (&o.idempotency_key_header, idempotency_key) {
+        let _ = headers.set(h, k);
     }
     let mut init = RequestInit::new();
     init.with_method(Method::from(o.method.as_str().to_string()));
@@ -291,8 +378,29 @@ fn set_credential(headers: &Headers, env: &Env, secret: &str, header: &str) {
     }
 }
 
-fn finish(rendered: Rendered, mut log: Log, started: understudy_core::Millis) -> Response {
+fn finish(mut rendered: Rendered, mut log: Log, started: understudy_core::Millis) -> Response {
     log.status = rendered.status;
+    rendered
+        .headers
+        .push(("X-Breaker-Mode", log.breaker_mode.to_string()));
+    let counted = match log.outcome {
+        "live" => Some(Counted::Live),
+        "fallback" => Some(Counted::Fallback {
+            tier: log.tier.as_deref().unwrap_or(""),
+            reason: log.degraded_reason.unwrap_or(""),
+        }),
+        "unavailable" => Some(Counted::Unavailable {
+            reason: log.degraded_reason.unwrap_or(""),
+        }),
+        "rejected" if log.status == 401 => Some(Counted::Unauthorized),
+        "rejected" => Some(Counted::BadRequest),
+        "storm_limited" => Some(Counted::Storm),
+        "bake_invalid" => Some(Counted::BakeInvalid),
+        _ => None,
+    };
+    if let Some(c) = counted {
+        crate::isolate::with_counters(|k| k.record(c));
+    }
     let line = json!({
         "correlation_id": log.correlation_id,
         "correlation": log.provenance.as_str(),
@@ -305,6 +413,7 @@ fn finish(rendered: Rendered, mut log: Log, started: understudy_core::Millis) ->
         "latency_ms": now().since(started),
         "origin_override": log.origin_override,
         "policy_version": log.policy_version,
+        "breaker_mode": log.breaker_mode,
     });
     console_log!("{}", line);
     to_response(rendered)

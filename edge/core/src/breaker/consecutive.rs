@@ -26,7 +26,13 @@ enum State {
 
 impl Consecutive {
     pub fn new(threshold: u32, cooldown_ms: u64) -> Consecutive {
-        Consecutive { threshold: threshold.max(1), cooldown_ms, failures: 0, state: State::Closed, log: Vec::new() }
+        Consecutive {
+            threshold: threshold.max(1),
+            cooldown_ms,
+            failures: 0,
+            state: State::Closed,
+            log: Vec::new(),
+        }
     }
 
     fn set(&mut self, now: Millis, state: State) {
@@ -98,8 +104,16 @@ fn mode_of(s: State) -> Mode {
 mod tests {
     use super::*;
 
-    const OK: Outcome = Outcome { ok: true, latency_ms: 150, timed_out: false };
-    const FAIL: Outcome = Outcome { ok: false, latency_ms: 800, timed_out: true };
+    const OK: Outcome = Outcome {
+        ok: true,
+        latency_ms: 150,
+        timed_out: false,
+    };
+    const FAIL: Outcome = Outcome {
+        ok: false,
+        latency_ms: 800,
+        timed_out: true,
+    };
 
     fn t(s: u64) -> Millis {
         Millis(s * 1000)
@@ -111,7 +125,12 @@ mod tests {
         for i in 0..2 {
             assert_eq!(b.admit(t(i)), Admission::Call);
             b.record(t(i), Admission::Call, FAIL);
-            assert_eq!(b.mode(t(i)), Mode::Healthy, "still closed after {} failures", i + 1);
+            assert_eq!(
+                b.mode(t(i)),
+                Mode::Healthy,
+                "still closed after {} failures",
+                i + 1
+            );
         }
         assert_eq!(b.admit(t(2)), Admission::Call);
         b.record(t(2), Admission::Call, FAIL);
@@ -135,7 +154,11 @@ mod tests {
         b.record(t(0), Admission::Call, FAIL);
         assert_eq!(b.admit(Millis(3999)), Admission::Reject);
         assert_eq!(b.admit(t(4)), Admission::Probe);
-        assert_eq!(b.admit(Millis(4001)), Admission::Reject, "a second concurrent trial is refused");
+        assert_eq!(
+            b.admit(Millis(4001)),
+            Admission::Reject,
+            "a second concurrent trial is refused"
+        );
         b.record(Millis(4100), Admission::Probe, OK);
         assert_eq!(b.mode(Millis(4100)), Mode::Healthy);
         assert_eq!(b.admit(Millis(4200)), Admission::Call);
@@ -154,7 +177,12 @@ mod tests {
         let modes: Vec<(Mode, Mode)> = b.transitions().iter().map(|t| (t.from, t.to)).collect();
         assert_eq!(
             modes,
-            vec![(Mode::Healthy, Mode::Open), (Mode::Open, Mode::Probing), (Mode::Probing, Mode::Open), (Mode::Open, Mode::Probing)]
+            vec![
+                (Mode::Healthy, Mode::Open),
+                (Mode::Open, Mode::Probing),
+                (Mode::Probing, Mode::Open),
+                (Mode::Open, Mode::Probing)
+            ]
         );
     }
 
@@ -185,7 +213,15 @@ mod tests {
                 rejected.push(i);
                 continue;
             }
-            b.record(now, a, if ok { Outcome::success(150) } else { Outcome::timeout(800) });
+            b.record(
+                now,
+                a,
+                if ok {
+                    Outcome::success(150)
+                } else {
+                    Outcome::timeout(800)
+                },
+            );
             if ok {
                 served_by_model += 1;
             }

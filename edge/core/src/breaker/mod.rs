@@ -62,15 +62,27 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn success(latency_ms: u64) -> Outcome {
-        Outcome { ok: true, latency_ms, timed_out: false }
+        Outcome {
+            ok: true,
+            latency_ms,
+            timed_out: false,
+        }
     }
 
     pub fn failure(latency_ms: u64) -> Outcome {
-        Outcome { ok: false, latency_ms, timed_out: false }
+        Outcome {
+            ok: false,
+            latency_ms,
+            timed_out: false,
+        }
     }
 
     pub fn timeout(latency_ms: u64) -> Outcome {
-        Outcome { ok: false, latency_ms, timed_out: true }
+        Outcome {
+            ok: false,
+            latency_ms,
+            timed_out: true,
+        }
     }
 }
 
@@ -97,9 +109,10 @@ impl Breaker {
     pub fn new(cfg: &policy::Breaker) -> Breaker {
         match cfg {
             policy::Breaker::Off => Breaker::Off,
-            policy::Breaker::Consecutive { failures, cooldown_ms } => {
-                Breaker::Consecutive(consecutive::Consecutive::new(*failures, *cooldown_ms))
-            }
+            policy::Breaker::Consecutive {
+                failures,
+                cooldown_ms,
+            } => Breaker::Consecutive(consecutive::Consecutive::new(*failures, *cooldown_ms)),
             policy::Breaker::Rate(r) => Breaker::Rate(Box::new(rate::Rate::new(r.clone()))),
         }
     }

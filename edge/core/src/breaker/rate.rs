@@ -12,12 +12,14 @@
 //!
 //! Probe selection is deterministic (a credit that grows by `probe_fraction` per request), so
 //! the number of probe calls is exact and testable: with 2% the first request after the
-//! hold-down probes, then every 50th.
+//! hold-down probes, then the 51st, the 101st… one in fifty.
 
 use super::window::{Summary, Tally, Window};
 use super::{log_transition, Admission, Mode, Outcome, Transition};
 use crate::policy::RateBreaker;
 use crate::time::Millis;
+
+const PPM: u64 = 1_000_000;
 
 #[derive(Debug, Clone)]
 pub struct Rate {
@@ -25,7 +27,10 @@ pub struct Rate {
     state: State,
     window: Window,
     probes: Tally,
-    credit: f64,
+    /// Probe credit in millionths of a request: each request while probing adds
+    /// `probe_fraction`; a request that finds a whole credit is a probe. Integers, so 2% is
+    /// exactly one request in fifty.
+    credit_ppm: u64,
     log: Vec<Transition>,
 }
 
@@ -39,7 +44,14 @@ enum State {
 impl Rate {
     pub fn new(cfg: RateBreaker) -> Rate {
         let window = Window::new(cfg.window_ms);
-        Rate { cfg, state: State::Healthy, window, probes: Tally::default(), credit: 0.0, log: Vec::new() }
+        Rate {
+            cfg,
+            state: State::Healthy,
+            window,
+            probes: Tally::default(),
+            credit_ppm: 0,
+            log: Vec::new(),
+        }
     }
 
     fn set(&mut self, now: Millis, state: State) {
@@ -54,7 +66,7 @@ impl Rate {
             if now >= until {
                 self.probes = Tally::default();
                 // The first request after the hold-down probes at once.
-                self.credit = 1.0;
+                self.credit_ppm = PPM - self.fraction_ppm();
                 self.set(now, State::Probing);
             }
         }
@@ -66,11 +78,11 @@ impl Rate {
             State::Healthy => Admission::Call,
             State::Degraded { .. } => Admission::Reject,
             State::Probing => {
-                if self.credit >= 1.0 {
-                    self.credit -= 1.0;
+                self.credit_ppm += self.fraction_ppm();
+                if self.credit_ppm >= PPM {
+                    self.credit_ppm -= PPM;
                     Admission::Probe
                 } else {
-                    self.credit += self.cfg.probe_fraction;
                     Admission::Reject
                 }
             }
@@ -81,29 +93,54 @@ impl Rate {
         self.tick(now);
         match (self.state, admission) {
             (State::Healthy, Admission::Call) => {
-                self.window.record(now, outcome.ok, outcome.latency_ms, outcome.timed_out);
+                self.window
+                    .record(now, outcome.ok, outcome.latency_ms, outcome.timed_out);
                 let s = self.window.summary(now);
                 if self.trips(&s) {
-                    self.set(now, State::Degraded { until: now.plus(self.cfg.hold_down_ms) });
+                    self.set(
+                        now,
+                        State::Degraded {
+                            until: now.plus(self.cfg.hold_down_ms),
+                        },
+                    );
                 }
             }
             (State::Probing, Admission::Probe) => {
-                let ok = outcome.ok && !outcome.timed_out && outcome.latency_ms <= self.cfg.slow_call_p95_ms;
-                self.probes.record(ok, outcome.latency_ms, outcome.timed_out);
+                let ok = outcome.ok
+                    && !outcome.timed_out
+                    && outcome.latency_ms <= self.cfg.slow_call_p95_ms;
+                self.probes
+                    .record(ok, outcome.latency_ms, outcome.timed_out);
                 if !ok {
-                    self.set(now, State::Degraded { until: now.plus(self.cfg.failed_probe_hold_ms) });
+                    self.set(
+                        now,
+                        State::Degraded {
+                            until: now.plus(self.cfg.failed_probe_hold_ms),
+                        },
+                    );
                 } else if self.probes.calls >= self.cfg.probe_min_calls.max(1) {
-                    if self.probes.success_ratio() >= self.cfg.probe_success_ratio && self.probes.p95_ms() <= self.cfg.probe_p95_ms {
+                    if self.probes.success_ratio() >= self.cfg.probe_success_ratio
+                        && self.probes.p95_ms() <= self.cfg.probe_p95_ms
+                    {
                         self.window.clear();
                         self.set(now, State::Healthy);
                     } else {
-                        self.set(now, State::Degraded { until: now.plus(self.cfg.failed_probe_hold_ms) });
+                        self.set(
+                            now,
+                            State::Degraded {
+                                until: now.plus(self.cfg.failed_probe_hold_ms),
+                            },
+                        );
                     }
                 }
             }
             // Outcomes of calls admitted before a transition carry no news about this state.
             _ => {}
         }
+    }
+
+    fn fraction_ppm(&self) -> u64 {
+        ((self.cfg.probe_fraction * PPM as f64).round() as u64).clamp(1, PPM)
     }
 
     fn trips(&self, s: &Summary) -> bool {
@@ -163,7 +200,15 @@ mod tests {
     fn call(r: &mut Rate, now: u64, ok: bool, latency_ms: u64) -> Admission {
         let a = r.admit(Millis(now));
         if a.calls_origin() {
-            r.record(Millis(now), a, Outcome { ok, latency_ms, timed_out: !ok && latency_ms >= 45 });
+            r.record(
+                Millis(now),
+                a,
+                Outcome {
+                    ok,
+                    latency_ms,
+                    timed_out: !ok && latency_ms >= 45,
+                },
+            );
         }
         a
     }
@@ -216,9 +261,17 @@ mod tests {
         for i in 0..5 {
             call(&mut r, 95 + i, true, 46);
         }
-        assert_eq!(r.mode(Millis(99)), Mode::Healthy, "5 of 100 slow: the 95th value is 25 ms");
+        assert_eq!(
+            r.mode(Millis(99)),
+            Mode::Healthy,
+            "5 of 100 slow: the 95th value is 25 ms"
+        );
         call(&mut r, 100, true, 46);
-        assert_eq!(r.mode(Millis(100)), Mode::Open, "6 of 101 slow: the 96th value is 46 ms > 45 ms");
+        assert_eq!(
+            r.mode(Millis(100)),
+            Mode::Open,
+            "6 of 101 slow: the 96th value is 46 ms > 45 ms"
+        );
     }
 
     #[test]
@@ -248,7 +301,14 @@ mod tests {
         assert_eq!(probes, 20, "promotion after probe_min_calls probes");
         assert_eq!(r.mode(Millis(start + 1000)), Mode::Healthy);
         let modes: Vec<(Mode, Mode)> = r.transitions().iter().map(|t| (t.from, t.to)).collect();
-        assert_eq!(modes, vec![(Mode::Healthy, Mode::Open), (Mode::Open, Mode::Probing), (Mode::Probing, Mode::Healthy)]);
+        assert_eq!(
+            modes,
+            vec![
+                (Mode::Healthy, Mode::Open),
+                (Mode::Open, Mode::Probing),
+                (Mode::Probing, Mode::Healthy)
+            ]
+        );
     }
 
     #[test]
@@ -260,7 +320,11 @@ mod tests {
             call(&mut r, i, false, 45);
         }
         let start = 19 + 30_000;
-        let probes = (0..1000).filter(|i| r.admit(Millis(start + i)) == Admission::Probe).count();
+        let probes: Vec<u64> = (0..1000)
+            .filter(|i| r.admit(Millis(start + i)) == Admission::Probe)
+            .collect();
+        assert_eq!(&probes[..3], &[0, 50, 100], "the first request, then one in fifty");
+        let probes = probes.len();
         assert_eq!(probes, 20, "2% of 1000 requests, the first one included");
     }
 
@@ -273,7 +337,11 @@ mod tests {
         let start = 19 + 30_000;
         assert_eq!(r.admit(Millis(start)), Admission::Probe);
         r.record(Millis(start), Admission::Probe, Outcome::success(46));
-        assert_eq!(r.mode(Millis(start)), Mode::Open, "a probe slower than 45 ms aborts recovery");
+        assert_eq!(
+            r.mode(Millis(start)),
+            Mode::Open,
+            "a probe slower than 45 ms aborts recovery"
+        );
         assert_eq!(r.admit(Millis(start + 59_999)), Admission::Reject);
         assert_eq!(r.admit(Millis(start + 60_000)), Admission::Probe);
     }
@@ -296,7 +364,11 @@ mod tests {
             }
             t += 1;
         }
-        assert_eq!(r.mode(Millis(t)), Mode::Open, "hysteresis: p95 42 ms > 40 ms keeps it degraded");
+        assert_eq!(
+            r.mode(Millis(t)),
+            Mode::Open,
+            "hysteresis: p95 42 ms > 40 ms keeps it degraded"
+        );
     }
 
     #[test]

@@ -73,8 +73,16 @@ fn bin_upper(b: usize) -> u64 {
 impl Window {
     pub fn new(window_ms: u64) -> Window {
         let bucket_ms = (window_ms / BUCKETS as u64).max(1);
-        let empty = Bucket { epoch: u64::MAX, calls: 0, failures: 0, hist: Box::new([0; BINS]) };
-        Window { bucket_ms, buckets: vec![empty; BUCKETS] }
+        let empty = Bucket {
+            epoch: u64::MAX,
+            calls: 0,
+            failures: 0,
+            hist: Box::new([0; BINS]),
+        };
+        Window {
+            bucket_ms,
+            buckets: vec![empty; BUCKETS],
+        }
     }
 
     pub fn clear(&mut self) {
@@ -103,7 +111,9 @@ impl Window {
     /// Totals over the buckets still inside the window at `now`.
     pub fn summary(&self, now: Millis) -> Summary {
         let current = now.0 / self.bucket_ms;
-        let live = |b: &&Bucket| b.epoch != u64::MAX && b.epoch <= current && current - b.epoch < BUCKETS as u64;
+        let live = |b: &&Bucket| {
+            b.epoch != u64::MAX && b.epoch <= current && current - b.epoch < BUCKETS as u64
+        };
         let mut s = Summary::default();
         let mut hist = [0u32; BINS];
         for b in self.buckets.iter().filter(live) {
@@ -143,7 +153,11 @@ pub struct Tally {
 
 impl Default for Tally {
     fn default() -> Self {
-        Tally { calls: 0, successes: 0, hist: Box::new([0; BINS]) }
+        Tally {
+            calls: 0,
+            successes: 0,
+            hist: Box::new([0; BINS]),
+        }
     }
 }
 

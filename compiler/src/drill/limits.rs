@@ -1,0 +1,96 @@
+//! A scenario's `[drill]` table: the limits a drill against the real edge must meet, beyond
+//! the invariants every drill checks (docs/scenarios.md, "Drill limits").
+//!
+//! ```toml
+//! [drill]
+//! degrade_within = "3s"      # breaker degraded this soon after the fault's onset
+//! recover_within = "45s"     # healthy again, user tier rewritten, this soon after its end
+//! stalled_after = "60s"      # ALERT_RECOVERY_PROBE_STALLED past this (default 60s)
+//! p95_max = "55ms"           # p95 of every answer's latency, as the client measures it
+//! ```
+//!
+//! Durations of the incident's clock (`degrade_within`, `recover_within`, `stalled_after`)
+//! shrink with `--time-scale`; `p95_max` is one request's latency and does not.
+
+use serde::Deserialize;
+use understudy_core::time::parse_duration;
+
+/// Seed 000: "If recovery duration exceeds 60 seconds post fault removal, emit alert".
+pub const DEFAULT_STALLED_MS: u64 = 60_000;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    degrade_within: Option<String>,
+    recover_within: Option<String>,
+    stalled_after: Option<String>,
+    p95_max: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Limits {
+    pub degrade_within_ms: Option<u64>,
+    pub recover_within_ms: Option<u64>,
+    pub stalled_after_ms: u64,
+    pub p95_max_ms: Option<u64>,
+}
+
+impl Limits {
+    /// Reads `[drill]` (absent: no extra limits, the default stall alert).
+    pub fn parse(table: Option<&toml::Table>) -> Result<Limits, String> {
+        let raw: RawLimits = match table {
+            Some(t) => t.clone().try_into().map_err(|e| format!("[drill]: {e}"))?,
+            None => RawLimits::default(),
+        };
+        let d = |key: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+            v.as_deref().map(|s| parse_duration(s).map_err(|e| format!("[drill] {key}: {e}"))).transpose()
+        };
+        Ok(Limits {
+            degrade_within_ms: d("degrade_within", &raw.degrade_within)?,
+            recover_within_ms: d("recover_within", &raw.recover_within)?,
+            stalled_after_ms: d("stalled_after", &raw.stalled_after)?.unwrap_or(DEFAULT_STALLED_MS),
+            p95_max_ms: d("p95_max", &raw.p95_max)?,
+        })
+    }
+
+    /// The incident-clock limits times `f` (`--time-scale`).
+    pub fn scaled(self, f: f64) -> Limits {
+        let s = |x: u64| ((x as f64 * f).round() as u64).max(1);
+        Limits {
+            degrade_within_ms: self.degrade_within_ms.map(s),
+            recover_within_ms: self.recover_within_ms.map(s),
+            stalled_after_ms: s(self.stalled_after_ms),
+            p95_max_ms: self.p95_max_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(s: &str) -> toml::Table {
+        toml::from_str(s).expect("toml")
+    }
+
+    #[test]
+    fn reads_seed_000_limits_and_scales_only_the_incident_clock() {
+        let t = table("degrade_within = \"3s\"\nrecover_within = \"45s\"\np95_max = \"55ms\"");
+        let l = Limits::parse(Some(&t)).expect("valid");
+        assert_eq!(
+            l,
+            Limits { degrade_within_ms: Some(3000), recover_within_ms: Some(45_000), stalled_after_ms: 60_000, p95_max_ms: Some(55) }
+        );
+        let s = l.scaled(0.05);
+        assert_eq!((s.degrade_within_ms, s.recover_within_ms, s.stalled_after_ms, s.p95_max_ms), (Some(150), Some(2250), 3000, Some(55)));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_durations_are_named() {
+        let e = Limits::parse(Some(&table("recover_in = \"45s\""))).unwrap_err();
+        assert!(e.contains("recover_in"), "{e}");
+        let e = Limits::parse(Some(&table("p95_max = \"fast\""))).unwrap_err();
+        assert!(e.contains("p95_max"), "{e}");
+        assert_eq!(Limits::parse(None).expect("none").stalled_after_ms, DEFAULT_STALLED_MS);
+    }
+}

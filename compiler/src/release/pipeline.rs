@@ -1,0 +1,281 @@
+//! Validate and bake, for `understudy bake` and the registry: the same checks as `check`
+//! ([C-STUBS] listing every offending SKU), then `dist::assemble` into a module that is
+//! already built — a byte splice, never a Rust compile — then the size budget.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use understudy_core::catalog::Catalog;
+use understudy_core::policy::Policy;
+use understudy_core::Millis;
+
+use super::record::{self, CatalogInfo, Kind, ModuleInfo, PolicyInfo, Record, SourcesInfo};
+use super::registry::{is_inner_path, Staged};
+use super::{size, Invalid, DEPLOY_SCRIPT, SOURCES};
+use crate::dist::{self, edge::Edge, Built};
+use crate::load::{load_policy, Loaded};
+use crate::render::{self, Sources};
+use crate::validate::explicit::{self, CatalogFiles};
+
+/// Where the policy comes from.
+pub enum PolicySource {
+    /// A policy file on disk; its catalog is the one it names (unless overridden).
+    File(PathBuf),
+    /// Policy text, as if read from `path` (diagnostics point into it): a release's source.
+    Text { path: PathBuf, text: String },
+    /// A policy decoded from a built module's bake: no text, so only the catalog is checked
+    /// (the policy was validated when it was built).
+    Baked {
+        policy: Box<Policy>,
+        policy_hash: String,
+        file: String,
+    },
+}
+
+pub struct Request<'a> {
+    pub policy: PolicySource,
+    /// The catalog and inventory to validate and bake instead of the policy's own.
+    pub catalog: Option<CatalogFiles<'a>>,
+    pub edge: &'a Edge,
+    /// Validation time: freshness is judged as of now, and it is recorded in the bake.
+    pub now: Millis,
+    /// Gzipped module size limit in bytes.
+    pub size_limit: u64,
+}
+
+/// A validated bake, in memory.
+pub struct Baked {
+    pub built: Built,
+    pub policy: Policy,
+    pub catalog: Option<Catalog>,
+    /// The policy file's name.
+    pub policy_file: String,
+    /// The exact bytes validated: policy text (absent for `Baked`), catalog, inventory.
+    pub policy_text: Option<String>,
+    pub catalog_text: Option<String>,
+    pub inventory_text: Option<String>,
+    /// Warnings, rendered like `check` renders them.
+    pub warnings: String,
+    pub validated_at_ms: u64,
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+fn render_all(loaded: &Loaded) -> String {
+    let mut sources = Sources::default();
+    for (p, text) in &loaded.sources {
+        sources.add(p, text);
+    }
+    loaded
+        .diagnostics
+        .iter()
+        .map(|d| render::human(&sources, d))
+        .collect()
+}
+
+fn source_text(loaded: &Loaded, path: &Path) -> Option<String> {
+    loaded
+        .sources
+        .iter()
+        .find(|(p, _)| p == path)
+        .map(|(_, t)| t.clone())
+}
+
+/// Validates and bakes. An invalid policy or catalog, or a module over the size limit, is
+/// an [`Invalid`] error carrying the rendered diagnostics; nothing is written anywhere.
+pub fn bake(req: &Request<'_>) -> Result<Baked> {
+    let (loaded, policy_file, display_path) = match &req.policy {
+        PolicySource::File(path) => {
+            let loaded = match req.catalog {
+                None => load_policy(path, req.now),
+                Some(files) => {
+                    let text = crate::validate::read_text(path, crate::validate::MAX_POLICY_BYTES)
+                        .map_err(anyhow::Error::msg)?;
+                    explicit::load_text_with_catalog(path, text, req.now, files)
+                }
+            };
+            (loaded, file_name(path), path.clone())
+        }
+        PolicySource::Text { path, text } => {
+            let loaded = match req.catalog {
+                None => crate::validate::load_text(path, text.clone(), req.now),
+                Some(files) => explicit::load_text_with_catalog(path, text.clone(), req.now, files),
+            };
+            (loaded, file_name(path), path.clone())
+        }
+        PolicySource::Baked {
+            policy,
+            policy_hash,
+            file,
+        } => {
+            let files = req.catalog.context(
+                "a re-bake of a built module needs the new catalog: pass --catalog and --inventory",
+            )?;
+            let path = PathBuf::from(file);
+            let loaded = explicit::check_policy_catalog(policy, &path, policy_hash, req.now, files);
+            (loaded, file.clone(), path)
+        }
+    };
+    let rendered = render_all(&loaded);
+    let Some(policy) = loaded.policy.clone().filter(|_| !loaded.has_errors()) else {
+        let errors = loaded.diagnostics.iter().filter(|d| d.is_error()).count();
+        return Err(anyhow::Error::new(Invalid {
+            message: format!(
+                "{} is invalid with this catalog ({errors} error(s)); nothing was baked",
+                display_path.display()
+            ),
+            rendered,
+        }));
+    };
+
+    // The exact texts that were validated (the catalog pair only when the policy has one).
+    let (catalog_path, inventory_path) = match (req.catalog, policy.catalog.as_ref()) {
+        (_, None) => (None, None),
+        (Some(f), Some(_)) => (Some(f.stubs.to_path_buf()), Some(f.inventory.to_path_buf())),
+        (None, Some(rules)) => {
+            let base = display_path.parent().unwrap_or(Path::new("."));
+            (
+                Some(base.join(&rules.stubs)),
+                Some(base.join(&rules.inventory)),
+            )
+        }
+    };
+    let catalog_text = catalog_path
+        .as_deref()
+        .and_then(|p| source_text(&loaded, p));
+    let inventory_text = inventory_path
+        .as_deref()
+        .and_then(|p| source_text(&loaded, p));
+    let policy_text = match &req.policy {
+        PolicySource::Baked { .. } => None,
+        _ => source_text(&loaded, &display_path),
+    };
+
+    let inputs = dist::Inputs {
+        policy: &policy,
+        catalog: loaded.catalog.as_ref(),
+        policy_hash: &loaded.policy_hash,
+        catalog_hash: &loaded.catalog_hash,
+        policy_file: &policy_file,
+        validated_at_ms: req.now.0,
+    };
+    let built = dist::assemble(&inputs, req.edge)?;
+    let items = loaded.catalog.as_ref().map_or(0, |c| c.items.len());
+    let about = catalog_path.clone().unwrap_or_else(|| display_path.clone());
+    if let Some(d) = size::check(&built.manifest.module, items, req.size_limit, &about) {
+        return Err(anyhow::Error::new(Invalid {
+            message: format!(
+                "the module for {} is over the size limit; nothing was baked",
+                display_path.display()
+            ),
+            rendered: render::human(&Sources::default(), &d),
+        }));
+    }
+    Ok(Baked {
+        built,
+        policy,
+        catalog: loaded.catalog,
+        policy_file,
+        policy_text,
+        catalog_text,
+        inventory_text,
+        warnings: rendered,
+        validated_at_ms: req.now.0,
+    })
+}
+
+/// Where a source file goes inside `sources/`: the policy's own relative path when it is a
+/// plain one (so `understudy check sources/POLICY` works as it is), else `fallback`.
+fn source_slot(declared: &str, fallback: &str) -> String {
+    if is_inner_path(declared) {
+        format!("{SOURCES}/{declared}")
+    } else {
+        format!("{SOURCES}/{fallback}")
+    }
+}
+
+/// The release directory's files and record for `baked`. The policy text must be known.
+pub fn stage(
+    baked: &Baked,
+    kind: Kind,
+    parent: Option<&str>,
+    note: &str,
+    created_at_ms: u64,
+) -> Result<Staged> {
+    let id = baked.built.release_id.clone();
+    let policy_text = baked.policy_text.as_deref().context(
+        "the policy's source is not known (a plain build output was given); publish the \
+         policy with `understudy releases add POLICY --registry R` first",
+    )?;
+    let mut files: BTreeMap<String, Vec<u8>> = baked.built.files.clone();
+    let m = &baked.built.manifest;
+    files.insert(
+        DEPLOY_SCRIPT.into(),
+        super::deploy_script(&id, &m.policy.service, &m.policy.version).into_bytes(),
+    );
+    let policy_slot = source_slot(&baked.policy_file, "policy.toml");
+    files.insert(policy_slot.clone(), policy_text.as_bytes().to_vec());
+    let mut sources = SourcesInfo {
+        catalog: None,
+        inventory: None,
+        policy: policy_slot,
+    };
+    let mut catalog_info = None;
+    if let (Some(rules), Some(cat)) = (baked.policy.catalog.as_ref(), baked.catalog.as_ref()) {
+        let (Some(ct), Some(it)) = (&baked.catalog_text, &baked.inventory_text) else {
+            anyhow::bail!("the catalog's source text was not kept; this is a bug in understudy");
+        };
+        let c_slot = source_slot(&rules.stubs, "catalog.json");
+        let mut i_slot = source_slot(&rules.inventory, "inventory.json");
+        if i_slot == c_slot || i_slot == sources.policy {
+            i_slot = format!("{SOURCES}/inventory.json");
+        }
+        files.insert(c_slot.clone(), ct.as_bytes().to_vec());
+        files.insert(i_slot.clone(), it.as_bytes().to_vec());
+        sources.catalog = Some(c_slot);
+        sources.inventory = Some(i_slot);
+        catalog_info = Some(CatalogInfo {
+            items: cat.items.len() as u64,
+            max_age_ms: rules.max_age_ms,
+            on_expired: format!("{:?}", rules.on_expired).to_lowercase(),
+            sha256: m
+                .catalog
+                .as_ref()
+                .map(|c| c.sha256.clone())
+                .unwrap_or_default(),
+            snapshot_at: record::rfc3339(cat.snapshot_at_ms),
+            snapshot_at_ms: cat.snapshot_at_ms,
+        });
+    }
+    let record = Record {
+        catalog: catalog_info,
+        created_at: record::rfc3339(created_at_ms),
+        created_at_ms,
+        files: BTreeMap::new(),
+        format: record::FORMAT,
+        id,
+        kind,
+        module: ModuleInfo {
+            bytes: m.module.bytes,
+            gzip_bytes: m.module.gzip_bytes,
+            sha256: m.module.sha256.clone(),
+        },
+        note: note.to_string(),
+        parent: parent.map(str::to_string),
+        policy: PolicyInfo {
+            file: baked.policy_file.clone(),
+            sha256: m.policy.sha256.clone(),
+            version: m.policy.version.clone(),
+        },
+        service: m.policy.service.clone(),
+        sources,
+        validated_at: record::rfc3339(baked.validated_at_ms),
+        validated_at_ms: baked.validated_at_ms,
+    };
+    Ok(Staged { record, files })
+}

@@ -1,0 +1,130 @@
+//! [E-OBSERVE] Counters an isolate keeps: the degraded share by tier and reason is a
+//! first-class metric, because a shell that answers 100% of the time can hide a model that
+//! has been down for a week (seed 002's "missed consequence").
+//!
+//! Bounded: tiers and reasons come from the policy and a fixed list, so the maps cannot
+//! grow with traffic.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// How one request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    Live,
+    Fallback {
+        tier: &'a str,
+        reason: &'a str,
+    },
+    /// 504 / 503 with the envelope.
+    Unavailable {
+        reason: &'a str,
+    },
+    /// 400: refused before any I/O.
+    BadRequest,
+    /// 401: token refused.
+    Unauthorized,
+    /// 429: retry storm.
+    Storm,
+    /// 503: the bake could not be read.
+    BakeInvalid,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Counters {
+    pub requests: u64,
+    pub live: u64,
+    pub degraded: u64,
+    pub unavailable: u64,
+    pub bad_request: u64,
+    pub unauthorized: u64,
+    pub storm_limited: u64,
+    pub bake_invalid: u64,
+    /// Degraded answers per tier.
+    pub by_tier: BTreeMap<String, u64>,
+    /// Degraded and unavailable answers per reason (`ML_TIMEOUT`, `BREAKER_OPEN`, …).
+    pub by_reason: BTreeMap<String, u64>,
+}
+
+/// At most this many distinct tier or reason labels are kept (policies have a handful).
+const MAX_LABELS: usize = 64;
+
+fn bump(map: &mut BTreeMap<String, u64>, label: &str) {
+    if let Some(n) = map.get_mut(label) {
+        *n += 1;
+    } else if map.len() < MAX_LABELS {
+        map.insert(label.to_string(), 1);
+    }
+}
+
+impl Counters {
+    pub fn record(&mut self, o: Outcome<'_>) {
+        self.requests += 1;
+        match o {
+            Outcome::Live => self.live += 1,
+            Outcome::Fallback { tier, reason } => {
+                self.degraded += 1;
+                bump(&mut self.by_tier, tier);
+                bump(&mut self.by_reason, reason);
+            }
+            Outcome::Unavailable { reason } => {
+                self.unavailable += 1;
+                bump(&mut self.by_reason, reason);
+            }
+            Outcome::BadRequest => self.bad_request += 1,
+            Outcome::Unauthorized => self.unauthorized += 1,
+            Outcome::Storm => self.storm_limited += 1,
+            Outcome::BakeInvalid => self.bake_invalid += 1,
+        }
+    }
+
+    /// Degraded answers over answers that reached the model-or-fallback decision.
+    pub fn degraded_share(&self) -> f64 {
+        let answered = self.live + self.degraded + self.unavailable;
+        if answered == 0 {
+            0.0
+        } else {
+            (self.degraded + self.unavailable) as f64 / answered as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn degraded_share_counts_fallbacks_and_errors_not_bad_requests() {
+        let mut c = Counters::default();
+        c.record(Outcome::Live);
+        c.record(Outcome::Fallback {
+            tier: "user",
+            reason: "ML_TIMEOUT",
+        });
+        c.record(Outcome::Fallback {
+            tier: "curated",
+            reason: "BREAKER_OPEN",
+        });
+        c.record(Outcome::Unavailable { reason: "ML_5XX" });
+        c.record(Outcome::BadRequest);
+        assert_eq!(c.requests, 5);
+        assert!((c.degraded_share() - 0.75).abs() < 1e-9);
+        assert_eq!(c.by_tier.get("user"), Some(&1));
+        assert_eq!(c.by_reason.get("ML_5XX"), Some(&1));
+    }
+
+    #[test]
+    fn labels_are_bounded() {
+        let mut c = Counters::default();
+        for i in 0..1000 {
+            let tier = format!("t{i}");
+            c.record(Outcome::Fallback {
+                tier: &tier,
+                reason: "ML_TIMEOUT",
+            });
+        }
+        assert_eq!(c.by_tier.len(), MAX_LABELS);
+        assert_eq!(c.degraded, 1000);
+    }
+}

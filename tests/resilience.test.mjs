@@ -1,0 +1,230 @@
+// Issue #4 end to end: the circuit breaker (both modes) in the real Worker, the retry-storm
+// limit through the Rate Limiting binding, verified identity, and the admin status
+// endpoint. Each test runs the built Worker in workerd (Miniflare) against the simulated
+// origin on loopback; every loop below is bounded in count and time.
+
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+
+import {
+  EDGE_DIR,
+  edgeBuilt,
+  startOrigin,
+  tempDir,
+  preparePolicy,
+  buildPolicy,
+  timedFetch,
+  mintToken,
+  devSecret,
+} from "./harness.mjs";
+import { startEdge } from "../scripts/edge-server.mjs";
+
+const skip = edgeBuilt() ? false : `no prebuilt edge in ${EDGE_DIR}; run scripts/build-edge.sh`;
+const ISS = "https://auth.mercado.example";
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const identityHash = (v) => createHash("sha256").update(v).digest("hex").slice(0, 32);
+
+/** Builds `policyName` after `edit(text)`, starts origin + edge. Returns the stack. */
+async function stack(policyName, { edit = (t) => t, seed } = {}) {
+  const tmp = await tempDir();
+  const policy = await preparePolicy(policyName, tmp.dir);
+  await writeFile(policy, edit(await readFile(policy, "utf8")));
+  const build = await buildPolicy(policy, join(tmp.dir, "dist"));
+  const origin = await startOrigin();
+  const edge = await startEdge({ dist: build.dir, originUrl: origin.url, seed });
+  return {
+    origin,
+    edge,
+    release: build.manifest.release_id,
+    get: (path, headers = {}) => timedFetch(`${edge.url}${path}`, { headers }),
+    dispose: async () => {
+      await edge.dispose().catch(() => {});
+      await origin.stop().catch(() => {});
+      await tmp.cleanup().catch(() => {});
+    },
+  };
+}
+
+const bearer = (sub, extra = {}) => ({
+  authorization: `Bearer ${mintToken(devSecret("TOKEN_HMAC_KEY"), { sub, iss: ISS, aud: "recommendations", ...extra })}`,
+});
+
+describe("consecutive breaker (seed 002) in the Worker", { skip }, () => {
+  let s;
+  before(async () => {
+    s = await stack("semantic-search");
+  });
+  after(() => s?.dispose());
+
+  test("opens after 3 failures, keeps the model uncalled while open, recovers through one trial", async () => {
+    await s.origin.setFault({ kind: "status", code: 503 });
+    const modes = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await s.get(`/v1/search?q=headphones`);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers["x-degraded-reason"], "ML_5XX");
+      modes.push(r.headers["x-breaker-mode"]);
+    }
+    assert.deepEqual(modes, ["CLOSED", "CLOSED", "OPEN"], "opens exactly at the third consecutive failure");
+
+    await s.origin.reset();
+    for (let i = 0; i < 5; i++) {
+      const r = await s.get(`/v1/search?q=keyboard`);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers["x-degraded"], "true");
+      assert.equal(r.headers["x-degraded-reason"], "BREAKER_OPEN");
+      assert.equal(r.headers["x-fallback-tier"], "keyword");
+      assert.equal(r.json.is_personalized, false);
+      assert.ok(r.elapsedMs < 500, `an open breaker answers without waiting for the model (${r.elapsedMs} ms)`);
+    }
+    assert.equal((await s.origin.stats()).requests, 0, "no model call while the breaker is open");
+
+    // Cool-down 4 s, then one half-open trial against a healed model closes it.
+    await s.origin.clearFault();
+    await sleep(4_100);
+    const trial = await s.get(`/v1/search?q=keyboard`);
+    assert.equal(trial.headers["x-result-source"], "origin", trial.text);
+    assert.equal(trial.headers["x-breaker-mode"], "CLOSED");
+    assert.equal((await s.origin.stats()).requests, 1, "exactly one trial call");
+  });
+});
+
+describe("rate breaker (seed 000's machine) in the Worker", { skip }, () => {
+  let s;
+  // Seed 000's shape with short windows so the test runs in seconds: trip at ≥ 15%
+  // failures or p95 > 45 ms over 2 s with 5 calls; hold 1 s; probe half the traffic;
+  // promote after 2 good probes.
+  const edit = (t) =>
+    t
+      .replace('window = "30s"', 'window = "2s"')
+      .replace("min_calls = 20", "min_calls = 5")
+      .replace('hold_down = "30s"', 'hold_down = "1s"')
+      .replace("probe_fraction = 0.02", "probe_fraction = 0.5")
+      .replace("probe_min_calls = 20", "probe_min_calls = 2")
+      .replace('failed_probe_hold = "60s"', 'failed_probe_hold = "1s"');
+  before(async () => {
+    s = await stack("recommendations", { edit });
+  });
+  after(() => s?.dispose());
+
+  test("degrades on slow calls, probes a fraction of traffic, promotes back", async () => {
+    // A new user per request: one user repeating a request would meet the storm limit.
+    let n = 0;
+    const next = () => bearer(`rate-user-${n++}`);
+    await s.origin.setFault({ kind: "latency", ms: 500 });
+    let mode;
+    for (let i = 0; i < 5; i++) {
+      const r = await s.get(`/v1/recommendations?category=audio`, next());
+      assert.equal(r.headers["x-degraded"], "true", r.text);
+      mode = r.headers["x-breaker-mode"];
+    }
+    assert.equal(mode, "DEGRADED_FALLBACK", "the fifth slow call trips the breaker");
+
+    await s.origin.clearFault();
+    await s.origin.reset();
+    const r = await s.get(`/v1/recommendations?category=audio`, next());
+    assert.equal(r.headers["x-degraded-reason"], "BREAKER_OPEN", "held down right after the trip");
+    assert.equal((await s.origin.stats()).requests, 0);
+
+    await sleep(1_100);
+    const sources = [];
+    for (let i = 0; i < 4; i++) {
+      const p = await s.get(`/v1/recommendations?category=audio`, next());
+      sources.push(p.headers["x-result-source"]);
+      mode = p.headers["x-breaker-mode"];
+    }
+    // Credit starts full: probe, skip, probe (2 good probes → promoted), then live.
+    assert.deepEqual(sources, ["origin", "fallback", "origin", "origin"]);
+    assert.equal(mode, "PRIMARY_HEALTHY");
+    assert.equal((await s.origin.stats()).requests, 3, "two probes and one live call");
+  });
+});
+
+describe("retry storms, identity and the status endpoint", { skip }, () => {
+  let s;
+  before(async () => {
+    s = await stack("recommendations", {
+      seed: {
+        USER_RECS: [{ key: `user_rec:${identityHash("alice")}`, value: { items: [{ sku: "ALICE-PRIVATE" }] }, age_ms: 60_000 }],
+      },
+    });
+  });
+  after(() => s?.dispose());
+
+  test("a client retrying the same request more than twice in 10 s gets 429 ERR_RETRY_STORM_DETECTED", async () => {
+    // Miniflare's local limiter counts in fixed 10 s windows aligned to the clock: if a
+    // window boundary falls inside the burst, the burst is retried once in the new window.
+    for (let round = 0; round < 2; round++) {
+      const windowAtStart = Math.floor(Date.now() / 10_000);
+      const h = bearer(`stormy-${round}`);
+      const statuses = [];
+      let last;
+      for (let i = 0; i < 4; i++) {
+        last = await s.get(`/v1/recommendations?category=kitchen`, h);
+        statuses.push(last.status);
+      }
+      if (Math.floor(Date.now() / 10_000) !== windowAtStart && round === 0) continue;
+      assert.deepEqual(statuses, [200, 200, 200, 429]);
+      assert.equal(last.json.code, "ERR_RETRY_STORM_DETECTED");
+      assert.equal(last.json.retryable, true);
+      assert.ok(last.json.correlationId);
+      assert.equal(last.headers["retry-after"], "10");
+      // Another client, or another request, is not limited.
+      assert.equal((await s.get(`/v1/recommendations?category=kitchen`, bearer(`calm-${round}`))).status, 200);
+      assert.equal((await s.get(`/v1/recommendations?category=audio`, h)).status, 200);
+      return;
+    }
+  });
+
+  test("forged, expired and alg=none tokens are refused alike", async () => {
+    const good = mintToken(devSecret("TOKEN_HMAC_KEY"), { sub: "alice", iss: ISS, aud: "recommendations" });
+    const forged = mintToken("not-the-key", { sub: "alice", iss: ISS, aud: "recommendations" });
+    const expired = mintToken(devSecret("TOKEN_HMAC_KEY"), { sub: "alice", iss: ISS, aud: "recommendations" }, { ttlS: -3600 });
+    const [h, p] = good.split(".");
+    const none = `${Buffer.from(JSON.stringify({ alg: "none", typ: "JWT" })).toString("base64url")}.${p}.`;
+    const messages = new Set();
+    for (const tok of [forged, expired, none, `${h}.${p}`]) {
+      const r = await s.get(`/v1/recommendations`, { authorization: `Bearer ${tok}` });
+      assert.equal(r.status, 401, r.text);
+      assert.equal(r.json.code, "INVALID_TOKEN");
+      assert.equal(r.headers["www-authenticate"], "Bearer");
+      messages.add(r.json.message);
+    }
+    assert.equal(messages.size, 1, "the client learns nothing about which check failed");
+  });
+
+  test("one user cannot read another user's tier", async () => {
+    await s.origin.setFault({ kind: "hang" });
+    try {
+      const alice = await s.get(`/v1/recommendations?category=audio`, bearer("alice"));
+      assert.equal(alice.headers["x-fallback-tier"], "user");
+      assert.match(alice.text, /ALICE-PRIVATE/);
+      assert.match(alice.headers["cache-control"], /private/);
+
+      // Bob, even naming Alice in the query string, gets no answer from her tier.
+      const bob = await s.get(`/v1/recommendations?category=audio&user_id=alice&sub=alice`, bearer("bob"));
+      assert.equal(bob.status, 200, bob.text);
+      assert.notEqual(bob.headers["x-fallback-tier"], "user");
+      assert.doesNotMatch(bob.text, /ALICE-PRIVATE/);
+    } finally {
+      await s.origin.clearFault();
+    }
+  });
+
+  test("the status endpoint needs the admin token and reports the breaker and counters", async () => {
+    const denied = await s.get(`/__understudy/status`);
+    assert.equal(denied.status, 401);
+    const wrong = await s.get(`/__understudy/status`, { authorization: "Bearer nope" });
+    assert.equal(wrong.status, 401);
+    const ok = await s.get(`/__understudy/status`, { authorization: `Bearer ${devSecret("ADMIN_TOKEN")}` });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.json.release_id, s.release);
+    assert.ok(["PRIMARY_HEALTHY", "DEGRADED_FALLBACK", "RECOVERING_PROBE"].includes(ok.json.breaker.mode));
+    assert.ok(ok.json.counters.requests >= 1);
+    assert.ok(ok.json.counters.storm_limited >= 1, "the storm test's 429 was counted");
+    assert.ok(typeof ok.json.degraded_share === "number");
+  });
+});
