@@ -18,6 +18,18 @@ cd "$root"
 scripts/build-edge.sh
 cargo build -p understudy --locked --quiet
 if [[ $# -eq 0 ]]; then
-    set -- policies/recommendations.toml --demo
+    # The sample inventory snapshot in policies/ carries a fixed date, and the compiler
+    # (rightly) refuses stubs validated against a snapshot older than 24 h. So that the demo
+    # works on any day, it runs on a copy whose snapshot is re-dated to an hour ago — the
+    # same thing the end-to-end tests do (tests/harness.mjs, preparePolicy). Your own
+    # policies are validated as they are.
+    demo_dir="$root/.understudy/demo"
+    rm -rf "$demo_dir" && mkdir -p "$demo_dir"
+    node --input-type=module -e '
+        import { preparePolicy } from "./tests/harness.mjs";
+        const p = await preparePolicy("recommendations", process.argv[1]);
+        console.error(`demo: policies/recommendations.toml, its catalog and its inventory snapshot (re-dated to an hour ago) copied to ${p}`);
+    ' "$demo_dir"
+    set -- "$demo_dir/recommendations.toml" --demo
 fi
 exec target/debug/understudy dev "$@"
