@@ -69,7 +69,24 @@ export async function seedKv(mf, seed, { now = Date.now() } = {}) {
  * `originUrl` overrides the baked origin (var UNDERSTUDY_ORIGIN_URL); `vars` and `secrets`
  * override further bindings; `port` 0 picks a free one.
  */
-export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, secrets = {}, verbose = false }) {
+/**
+ * A KV namespace whose reads take `delayMs` longer (tests of tiers whose read overruns its
+ * timeout). Miniflare's wrapped bindings: the Worker sees an object with the KV methods,
+ * implemented by a second worker that waits, then reads the real local namespace.
+ */
+const SLOW_KV_WORKER = `
+export default function (env) {
+  const wait = () => new Promise((r) => setTimeout(r, env.delayMs));
+  return {
+    async get(key, opts) { await wait(); return env.INNER.get(key, opts); },
+    async getWithMetadata(key, opts) { await wait(); return env.INNER.getWithMetadata(key, opts); },
+    async put(key, value, opts) { return env.INNER.put(key, value, opts); },
+    async delete(key) { return env.INNER.delete(key); },
+    async list(opts) { return env.INNER.list(opts); },
+  };
+}`;
+
+export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, secrets = {}, verbose = false, slowKv = {} }) {
   dist = resolve(dist);
   const manifest = await readManifest(dist);
   const b = manifest.bindings;
@@ -91,7 +108,21 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
       if (verbose) echo.write(line + "\n");
     });
   };
+  // Slow namespaces are bound through a wrapper worker each; the rest directly.
+  const kvNamespaces = b.kv.filter((name) => !(name in slowKv));
+  const wrappedBindings = {};
+  const wrappers = [];
+  for (const [name, delayMs] of Object.entries(slowKv)) {
+    if (!b.kv.includes(name)) throw new Error(`slowKv: ${name} is not a KV binding of this build (${b.kv.join(", ")})`);
+    const scriptName = `slow-kv-${name.toLowerCase()}`;
+    wrappedBindings[name] = { scriptName, bindings: { delayMs } };
+    wrappers.push({ name: scriptName, modules: true, script: SLOW_KV_WORKER, kvNamespaces: { INNER: name } });
+  }
   const mf = new Miniflare({
+    host: "127.0.0.1",
+    port,
+    log: new Log(verbose ? LogLevel.INFO : LogLevel.WARN),
+    workers: [{
     name: "understudy-edge",
     modules: true,
     scriptPath: join(dist, "entry.mjs"),
@@ -101,12 +132,11 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
       { type: "CompiledWasm", include: ["**/*.wasm"] },
     ],
     compatibilityDate: await compatibilityDate(dist),
-    kvNamespaces: b.kv,
+    kvNamespaces,
+    wrappedBindings,
     ratelimits,
     bindings,
-    host: "127.0.0.1",
-    port,
-    log: new Log(verbose ? LogLevel.INFO : LogLevel.WARN),
+    }, ...wrappers],
     // A placeholder `request.cf` instead of fetching the real one from Cloudflare.
     cf: false,
     handleRuntimeStdio(stdout, stderr) {
@@ -114,6 +144,8 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
       collect(stderr, process.stderr);
     },
   });
+  // The namespace behind binding `name`: the wrapper's inner one for slow bindings.
+  const kvOf = (name) => (name in slowKv ? mf.getKVNamespace("INNER", `slow-kv-${name.toLowerCase()}`) : mf.getKVNamespace(name));
   let url;
   try {
     url = await mf.ready;
@@ -123,7 +155,7 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
   }
   if (seed) {
     try {
-      await seedKv(mf, seed);
+      await seedKv({ getKVNamespace: kvOf }, seed);
     } catch (e) {
       await mf.dispose().catch(() => {});
       throw e;
@@ -133,7 +165,7 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
     url: new URL(url).origin,
     mf,
     manifest,
-    kv: (binding) => mf.getKVNamespace(binding),
+    kv: kvOf,
     /** The runtime's output lines so far; `logs(true)` parses the JSON ones. */
     logs: (json = false) =>
       json

@@ -28,13 +28,13 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const identityHash = (v) => createHash("sha256").update(v).digest("hex").slice(0, 32);
 
 /** Builds `policyName` after `edit(text)`, starts origin + edge. Returns the stack. */
-async function stack(policyName, { edit = (t) => t, seed } = {}) {
+async function stack(policyName, { edit = (t) => t, seed, slowKv } = {}) {
   const tmp = await tempDir();
   const policy = await preparePolicy(policyName, tmp.dir);
   await writeFile(policy, edit(await readFile(policy, "utf8")));
   const build = await buildPolicy(policy, join(tmp.dir, "dist"));
   const origin = await startOrigin();
-  const edge = await startEdge({ dist: build.dir, originUrl: origin.url, seed });
+  const edge = await startEdge({ dist: build.dir, originUrl: origin.url, seed, slowKv });
   return {
     origin,
     edge,
@@ -226,5 +226,44 @@ describe("retry storms, identity and the status endpoint", { skip }, () => {
     assert.ok(ok.json.counters.requests >= 1);
     assert.ok(ok.json.counters.storm_limited >= 1, "the storm test's 429 was counted");
     assert.ok(typeof ok.json.degraded_share === "number");
+  });
+});
+
+describe("a KV read slower than its timeout (issue #3)", { skip }, () => {
+  let s;
+  // The seed's 60 ms leaves 7 ms after the race and the user tier's 8 ms, so a timer that
+  // fires 3 ms late on a busy machine would skip the category tier for lack of budget —
+  // correct, but not what this case is about. 100 ms isolates the fall-through.
+  const BUDGET_MS = 100;
+  const SLACK_MS = Number(process.env.UNDERSTUDY_E2E_SLACK_MS ?? 40);
+  before(async () => {
+    s = await stack("recommendations", {
+      edit: (t) => t.replace('total = "60ms"', 'total = "100ms"'),
+      // The user tier's reads take 200 ms; its read timeout is 8 ms.
+      slowKv: { USER_RECS: 200 },
+      seed: {
+        USER_RECS: [{ key: `user_rec:${identityHash("slow-reader")}`, value: { items: [{ sku: "USER-1" }] }, age_ms: 60_000 }],
+        CATEGORY_TOP: [{ key: "category_top:audio", value: { items: [{ sku: "CAT-AUDIO-1" }] }, age_ms: 60_000 }],
+      },
+    });
+    // Warm the isolate (module instantiation and bake decoding happen once).
+    await s.get(`/v1/recommendations?category=kitchen`, bearer("warm-up"));
+  });
+  after(() => s?.dispose());
+
+  test("the next tier answers within the budget", async () => {
+    await s.origin.setFault({ kind: "hang" });
+    const r = await s.get(`/v1/recommendations?category=audio`, bearer("slow-reader"));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers["x-degraded"], "true");
+    assert.equal(r.headers["x-degraded-reason"], "ML_TIMEOUT");
+    const notes = JSON.stringify(s.edge.logs(true).filter((l) => l.outcome === "fallback").at(-1)?.notes);
+    assert.equal(r.headers["x-fallback-tier"], "category", `the user tier's read overran its 8 ms timeout; notes: ${notes}`);
+    assert.match(r.text, /CAT-AUDIO-1/);
+    assert.doesNotMatch(r.text, /USER-1/);
+    assert.ok(r.elapsedMs < BUDGET_MS + SLACK_MS, `answered in ${r.elapsedMs.toFixed(1)} ms, not after the 200 ms read`);
+    // The Worker's log line records why the user tier was passed over.
+    const line = s.edge.logs(true).filter((l) => l.outcome === "fallback").at(-1);
+    assert.ok(line.notes.some((n) => n.tier === "user"), JSON.stringify(line.notes));
   });
 });
