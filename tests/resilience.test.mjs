@@ -267,3 +267,75 @@ describe("a KV read slower than its timeout (issue #3)", { skip }, () => {
     assert.ok(line.notes.some((n) => n.tier === "user"), JSON.stringify(line.notes));
   });
 });
+
+describe("retries inside the budget (orders API, seed 004)", { skip }, () => {
+  let s;
+  const tok = (sub) => ({
+    authorization: `Bearer ${mintToken(devSecret("API_TOKEN_KEY"), { sub, tenant: "acme", iss: ISS, aud: "orders-api" })}`,
+  });
+  before(async () => {
+    // Seed 004's shape — 3 attempts, full-jitter backoff from 100 ms up to 1 s, Retry-After
+    // honoured — with the 10 s budget scaled to 3 s so the cases run in a test's time.
+    s = await stack("api", {
+      edit: (t) =>
+        t
+          .replace(/^total = .*$/m, 'total = "3s"')
+          .replace(/^deadline = .*$/m, 'deadline = "2500ms"')
+          .replace(/^attempt_timeout = .*$/m, 'attempt_timeout = "800ms"'),
+    });
+  });
+  after(() => s?.dispose());
+
+  test("a 503 then a success: retried once, answered live", async () => {
+    await s.origin.reset();
+    await s.origin.setFault({ kind: "status", code: 503 });
+    // Heal the origin as soon as the first attempt has been seen.
+    const heal = (async () => {
+      for (let i = 0; i < 200 && (await s.origin.stats()).requests < 1; i++) await sleep(2);
+      await s.origin.clearFault();
+    })();
+    const r = await s.get(`/v1/orders/ORDER-RETRY1`, tok("retry-user-1"));
+    await heal;
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers["x-result-source"], "origin");
+    assert.equal((await s.origin.stats()).requests, 2, "one retry");
+    const line = s.edge.logs(true).filter((l) => l.outcome === "live").at(-1);
+    assert.equal(line.attempts, 2);
+  });
+
+  test("a failure that is not retryable (404) is not retried", async () => {
+    await s.origin.reset();
+    await s.origin.setFault({ kind: "status", code: 404 });
+    const r = await s.get(`/v1/orders/ORDER-NOTFOUND`, tok("retry-user-2"));
+    await s.origin.clearFault();
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.headers["x-degraded-reason"], "ML_4XX");
+    assert.equal((await s.origin.stats()).requests, 1);
+  });
+
+  test("429 with Retry-After: 1 is honoured when it fits the remaining budget", async () => {
+    await s.origin.reset();
+    await s.origin.setFault({ kind: "rate_limited", retry_after_s: 1 });
+    const heal = (async () => {
+      for (let i = 0; i < 200 && (await s.origin.stats()).requests < 1; i++) await sleep(2);
+      await s.origin.clearFault();
+    })();
+    const r = await s.get(`/v1/orders/ORDER-RETRY2`, tok("retry-user-3"));
+    await heal;
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers["x-result-source"], "origin");
+    assert.ok(r.elapsedMs >= 1_000, `waited the origin's Retry-After (${r.elapsedMs.toFixed(0)} ms)`);
+    assert.ok(r.elapsedMs < 3_000 + 100, "inside the total budget");
+  });
+
+  test("a Retry-After longer than the budget left skips the attempt", async () => {
+    await s.origin.reset();
+    await s.origin.setFault({ kind: "rate_limited", retry_after_s: 30 });
+    const r = await s.get(`/v1/orders/ORDER-RETRY3`, tok("retry-user-4"));
+    await s.origin.clearFault();
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.headers["x-degraded-reason"], "ML_429");
+    assert.equal((await s.origin.stats()).requests, 1, "no attempt made early against the origin's wish");
+    assert.ok(r.elapsedMs < 1_000, `answered at once (${r.elapsedMs.toFixed(0)} ms)`);
+  });
+});
