@@ -18,10 +18,19 @@ if [[ -z "${WASM_BINDGEN_BIN:-}" || -z "${ESBUILD_BIN:-}" || -z "${WORKER_BUILD_
 fi
 
 out="$root/edge/worker/build"
+crate_dir="$root/edge/worker"
+# `--bare` builds the floor `understudy bench` measures against instead (edge/bare, a
+# pass-through Worker) into edge/bare/build, with the same tools and the same caching.
+if [[ "${1:-}" == "--bare" || "${2:-}" == "--bare" ]]; then
+    out="$root/edge/bare/build"
+    crate_dir="$root/edge/bare"
+    [[ "${1:-}" == "--force" || "${2:-}" == "--force" ]] && force=true
+fi
 fingerprint() {
     cd "$root"
     {
-        find edge -path edge/worker/build -prune -o -type f -print | LC_ALL=C sort | xargs sha256sum
+        echo "${crate_dir#"$root"/}"
+        find edge -path edge/worker/build -prune -o -path edge/bare/build -prune -o -type f -print | LC_ALL=C sort | xargs sha256sum
         sha256sum Cargo.toml Cargo.lock
         rustc --version
         "$WORKER_BUILD_BIN" --version
@@ -37,13 +46,13 @@ command -v flock >/dev/null && flock 9
 
 want="$(fingerprint)"
 if ! $force && [[ -f "$out/.fingerprint" && "$(cat "$out/.fingerprint")" == "$want" && -f "$out/index_bg.wasm" && -f "$out/index.js" ]]; then
-    echo "build-edge: edge/worker/build is up to date" >&2
+    echo "build-edge: ${out#"$root"/} is up to date" >&2
     exit 0
 fi
 
-echo "build-edge: building edge/worker with worker-build --release" >&2
+echo "build-edge: building ${crate_dir#"$root"/} with worker-build --release" >&2
 start=$(date +%s)
-(cd "$root/edge/worker" && "$WORKER_BUILD_BIN" --release >&2)
+(cd "$crate_dir" && "$WORKER_BUILD_BIN" --release >&2)
 [[ -f "$out/index_bg.wasm" && -f "$out/index.js" ]] \
     || { echo "build-edge: error: worker-build did not produce $out/index_bg.wasm and $out/index.js" >&2; exit 1; }
 printf '%s\n' "$want" >"$out/.fingerprint"

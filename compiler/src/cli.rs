@@ -37,6 +37,10 @@ pub enum Command {
     Dev(DevArgs),
     /// Mint an HS256 bearer token for a policy's [identity] (development and tests).
     Token(TokenArgs),
+    /// Play a scenario against the real edge in workerd; check the invariants, write a report.
+    Drill(DrillArgs),
+    /// Measure the edge against a bare pass-through Worker in workerd (the floor).
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,6 +90,9 @@ pub struct BuildArgs {
     /// Prebuilt edge module directory (worker-build output); built when absent.
     #[arg(long)]
     pub edge: Option<PathBuf>,
+    /// Refuse modules over this gzipped size: `free` (3 MiB, default), `paid` (10 MiB), or a size.
+    #[arg(long)]
+    pub size_limit: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -156,6 +163,68 @@ pub struct SimulateArgs {
     /// Scenario file (TOML, see docs/scenarios.md).
     #[arg(long)]
     pub scenario: PathBuf,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DrillArgs {
+    pub policy: PathBuf,
+    /// Scenario file (TOML, see docs/scenarios.md); `[drill]` holds its limits.
+    #[arg(long)]
+    pub scenario: PathBuf,
+    /// Write drill.json and timeline.svg into this directory.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Shrink the incident's clock (0 < F <= 1): run length, time phases, breaker clocks and
+    /// time limits scale by F; the arrival rate and latencies do not.
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Most requests in flight at once (connections).
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Arrivals per second instead of the scenario's (the run keeps its duration).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Per-request timeout in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub timeout_ms: u64,
+    /// Prebuilt edge module directory (worker-build output); the checkout's by default.
+    #[arg(long)]
+    pub edge: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The policy whose edge is measured.
+    #[arg(default_value = "policies/recommendations.toml")]
+    pub policy: PathBuf,
+    /// Save the figures (JSON) here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Sequential request pairs (edge, bare) on the healthy path.
+    #[arg(long, default_value_t = 1000)]
+    pub rounds: usize,
+    /// Requests with the model hung.
+    #[arg(long, default_value_t = 200)]
+    pub hung_rounds: usize,
+    /// Connections of the throughput loop.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Seconds of throughput measurement, split between the two in alternating slices.
+    #[arg(long, default_value_t = 6.0)]
+    pub throughput_secs: f64,
+    /// The simulated model's latency on the healthy path (seed 000's baseline: 25).
+    #[arg(long, default_value_t = 25)]
+    pub origin_latency_ms: u64,
+    /// Prebuilt edge module directory; the checkout's by default.
+    #[arg(long)]
+    pub edge: Option<PathBuf>,
+    /// Prebuilt bare Worker directory (scripts/build-edge.sh --bare); built when absent.
+    #[arg(long)]
+    pub bare: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
 }

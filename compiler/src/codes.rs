@@ -26,6 +26,7 @@ pub const BREAKER_NEVER_TRIGGERS: &str = "ERR_BREAKER_NEVER_TRIGGERS";
 pub const CATALOG_UNREADABLE: &str = "ERR_CATALOG_UNREADABLE";
 pub const CATALOG_MALFORMED: &str = "ERR_CATALOG_MALFORMED";
 pub const POLICY_UNREADABLE: &str = "ERR_POLICY_UNREADABLE";
+pub const MODULE_TOO_LARGE: &str = "ERR_MODULE_TOO_LARGE";
 
 /// One code's documentation.
 pub struct CodeDoc {
@@ -222,6 +223,15 @@ pub const ALL: &[CodeDoc] = &[
         page: "The file is not the expected JSON (see docs/policy.md, \"Catalog files\"): the\n\
                message gives the line and column. Duplicate SKUs, empty SKUs and a snapshot time\n\
                that is not RFC 3339 are reported here too.",
+    },
+    CodeDoc {
+        code: MODULE_TOO_LARGE,
+        rule: "B-DIST",
+        title: "the baked module is over the platform's size limit",
+        page: "Workers refuses scripts over its compressed size limit (3 MiB on the free plan,\n\
+               10 MiB on paid plans). The baked catalog is the part that grows: the message gives\n\
+               the module's raw and gzipped size and the SKU count. Trim the catalog (the final net\n\
+               needs a curated list, not the whole inventory) or pass `--size-limit paid`.",
     },
 ];
 

@@ -29,6 +29,19 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// Nothing loaded yet from `path`.
+    pub fn empty(path: &Path) -> Loaded {
+        Loaded {
+            path: path.to_path_buf(),
+            diagnostics: Vec::new(),
+            policy: None,
+            catalog: None,
+            policy_hash: String::new(),
+            catalog_hash: String::new(),
+            sources: Vec::new(),
+        }
+    }
+
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(|d| d.is_error())
     }

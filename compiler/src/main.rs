@@ -23,6 +23,8 @@ fn main() -> ExitCode {
         Command::Origin(args) => cmd::origin::run(args),
         Command::Dev(args) => cmd::dev::run(args),
         Command::Token(args) => cmd::token::run(args),
+        Command::Drill(args) => cmd::drill::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
     };
     match result {
         Ok(code) => code,

@@ -91,6 +91,18 @@ pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
         validated_at_ms: now.0,
     };
     let built = dist::assemble(&inputs, &edge)?;
+    // Refuse, before writing anything, a module Workers would refuse to deploy.
+    let limit = match &args.size_limit {
+        Some(s) => crate::release::size::parse_limit(s)
+            .map_err(|e| anyhow::anyhow!("--size-limit: {e}"))?,
+        None => crate::release::size::FREE_PLAN_LIMIT,
+    };
+    let items = loaded.catalog.as_ref().map_or(0, |c| c.items.len());
+    if let Some(d) = crate::release::size::check(&built.manifest.module, items, limit, &args.policy)
+    {
+        eprintln!("{}", render::human(&sources, &d));
+        return Ok(Err(ExitCode::from(1)));
+    }
     let dir = args
         .out
         .clone()

@@ -73,6 +73,7 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
         out: Some(out),
         now: None,
         edge: None,
+        size_limit: None,
     };
     let built = match super::build::build(&build_args)? {
         Ok(b) => b,

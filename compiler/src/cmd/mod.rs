@@ -1,8 +1,10 @@
 //! One module per subcommand.
 pub mod bake;
+pub mod bench;
 pub mod build;
 pub mod check;
 pub mod dev;
+pub mod drill;
 pub mod explain;
 pub mod origin;
 pub mod releases;

@@ -39,11 +39,19 @@ pub struct Verdict {
 
 impl Verdict {
     fn new(name: &'static str, ok: bool, detail: impl Into<String>) -> Verdict {
-        Verdict { name, ok: Some(ok), detail: detail.into() }
+        Verdict {
+            name,
+            ok: Some(ok),
+            detail: detail.into(),
+        }
     }
 
     fn skipped(name: &'static str, detail: impl Into<String>) -> Verdict {
-        Verdict { name, ok: None, detail: detail.into() }
+        Verdict {
+            name,
+            ok: None,
+            detail: detail.into(),
+        }
     }
 
     pub fn broken(&self) -> bool {
@@ -102,7 +110,10 @@ pub struct Figures {
 }
 
 pub fn figures(obs: &[Observed]) -> Figures {
-    let mut f = Figures { requests: obs.len() as u64, ..Figures::default() };
+    let mut f = Figures {
+        requests: obs.len() as u64,
+        ..Figures::default()
+    };
     for o in obs {
         if o.status != 0 {
             f.answered += 1;
@@ -111,7 +122,9 @@ pub fn figures(obs: &[Observed]) -> Figures {
             f.live += 1;
         } else if o.is_degraded() && o.status == 200 {
             f.degraded += 1;
-            *f.by_tier.entry(o.headers.tier.clone().unwrap_or_default()).or_default() += 1;
+            *f.by_tier
+                .entry(o.headers.tier.clone().unwrap_or_default())
+                .or_default() += 1;
         } else {
             f.errors += 1;
         }
@@ -119,14 +132,25 @@ pub fn figures(obs: &[Observed]) -> Figures {
             *f.by_reason.entry(r.clone()).or_default() += 1;
         }
     }
-    f.degraded_share = if f.requests == 0 { 0.0 } else { f.degraded as f64 / f.requests as f64 };
+    f.degraded_share = if f.requests == 0 {
+        0.0
+    } else {
+        f.degraded as f64 / f.requests as f64
+    };
     f.latency = Latency::of(obs.iter().filter(|o| o.status != 0).map(|o| o.latency_ms));
     f.degraded_latency = Latency::of(obs.iter().filter(|o| o.is_degraded()).map(|o| o.latency_ms));
     f.send_lag = Latency::of(obs.iter().map(|o| (o.sent_ms - o.scheduled_ms).max(0.0)));
     let first = obs.iter().map(|o| o.sent_ms).fold(f64::INFINITY, f64::min);
-    let last = obs.iter().map(|o| o.sent_ms + o.latency_ms).fold(0.0, f64::max);
+    let last = obs
+        .iter()
+        .map(|o| o.sent_ms + o.latency_ms)
+        .fold(0.0, f64::max);
     f.duration_ms = if obs.is_empty() { 0.0 } else { last - first };
-    f.throughput_rps = if f.duration_ms > 0.0 { f.answered as f64 * 1000.0 / f.duration_ms } else { 0.0 };
+    f.throughput_rps = if f.duration_ms > 0.0 {
+        f.answered as f64 * 1000.0 / f.duration_ms
+    } else {
+        0.0
+    };
     f
 }
 
@@ -155,6 +179,18 @@ pub struct Context<'a> {
     pub slack_ms: f64,
     /// `None`: not probed (no write-through tier, or no recovery).
     pub user_probes: Option<&'a [UserProbe]>,
+    /// `--time-scale` (1 for a full-length run).
+    pub time_scale: f64,
+}
+
+impl Context<'_> {
+    /// What a scaled run's recovery limits must add back. The time scale shrinks the
+    /// breaker's clocks, but not the delay before it trips (its minimum calls at the
+    /// arrival rate, plus the deadline), and every later clock starts from that trip: a run
+    /// at scale F is late by `trip × (1 − F)` compared with the full run shrunk by F.
+    pub fn unscaled_ms(&self, degraded_after_ms: Option<f64>) -> f64 {
+        degraded_after_ms.map_or(0.0, |d| d * (1.0 - self.time_scale.clamp(0.0, 1.0)))
+    }
 }
 
 /// When every answer was live again after the fault: the scheduled time of the first request
@@ -189,36 +225,67 @@ pub struct Recovery {
 }
 
 pub fn recovery(obs: &[Observed], cx: &Context<'_>) -> Recovery {
-    let Some((start, end)) = cx.fault else { return Recovery::default() };
+    let Some((start, end)) = cx.fault else {
+        return Recovery::default();
+    };
     let kind = |t: &SeenTransition| mode_kind(t.to);
-    let degraded_after_ms =
-        cx.transitions.iter().filter(|t| kind(t) == Some(Mode::Open) && t.at_ms >= start).map(|t| t.at_ms - start).reduce(f64::min);
+    let degraded_after_ms = cx
+        .transitions
+        .iter()
+        .filter(|t| kind(t) == Some(Mode::Open) && t.at_ms >= start)
+        .map(|t| t.at_ms - start)
+        .reduce(f64::min);
     let breaker_healthy_after_ms = if cx.breaker_visible {
-        cx.transitions.iter().filter(|t| kind(t) == Some(Mode::Healthy) && t.at_ms >= end).map(|t| t.at_ms - end).reduce(f64::max)
+        cx.transitions
+            .iter()
+            .filter(|t| kind(t) == Some(Mode::Healthy) && t.at_ms >= end)
+            .map(|t| t.at_ms - end)
+            .reduce(f64::max)
     } else {
         None
     };
     let normalized_after_ms = normalized_at(obs, end).map(|t| (t - end).max(0.0));
-    let last = obs.iter().map(|o| o.sent_ms + o.latency_ms).fold(0.0, f64::max);
+    let last = obs
+        .iter()
+        .map(|o| o.sent_ms + o.latency_ms)
+        .fold(0.0, f64::max);
     let observed_after_end_ms = (last - end).max(0.0);
     // With a visible breaker, recovered means the breaker is healthy AND answers are live.
-    let recovered_after_ms = match (cx.breaker_visible, breaker_healthy_after_ms, normalized_after_ms) {
+    let recovered_after_ms = match (
+        cx.breaker_visible,
+        breaker_healthy_after_ms,
+        normalized_after_ms,
+    ) {
         (true, Some(b), Some(n)) => Some(b.max(n)),
         (true, None, Some(n)) if breaker_healthy_at_end(cx) => Some(n),
         (true, _, _) => None,
         (false, _, n) => n,
     };
+    let stall_ms = cx.limits.stalled_after_ms as f64 + cx.unscaled_ms(degraded_after_ms);
     let stalled = match recovered_after_ms {
-        Some(r) => r > cx.limits.stalled_after_ms as f64,
-        None => observed_after_end_ms >= cx.limits.stalled_after_ms as f64,
+        Some(r) => r > stall_ms,
+        None => observed_after_end_ms >= stall_ms,
     };
-    let alerts = if stalled { vec![ALERT_STALLED.to_string()] } else { Vec::new() };
-    Recovery { degraded_after_ms, breaker_healthy_after_ms, normalized_after_ms, recovered_after_ms, observed_after_end_ms, alerts }
+    let alerts = if stalled {
+        vec![ALERT_STALLED.to_string()]
+    } else {
+        Vec::new()
+    };
+    Recovery {
+        degraded_after_ms,
+        breaker_healthy_after_ms,
+        normalized_after_ms,
+        recovered_after_ms,
+        observed_after_end_ms,
+        alerts,
+    }
 }
 
 /// The breaker never left healthy after the fault (e.g. a fault too short to trip it).
 fn breaker_healthy_at_end(cx: &Context<'_>) -> bool {
-    cx.transitions.last().is_none_or(|t| mode_kind(t.to) == Some(Mode::Healthy))
+    cx.transitions
+        .last()
+        .is_none_or(|t| mode_kind(t.to) == Some(Mode::Healthy))
 }
 
 fn has(v: &Option<String>) -> bool {
@@ -265,7 +332,11 @@ pub fn disclosure_gaps(o: &Observed) -> Vec<&'static str> {
 
 fn can_always_answer(policy: &Policy) -> bool {
     policy.cascade.promise == Promise::AlwaysAnswer
-        || policy.cascade.tiers.iter().any(|t| matches!(t.kind, TierKind::Embedded(_)))
+        || policy
+            .cascade
+            .tiers
+            .iter()
+            .any(|t| matches!(t.kind, TierKind::Embedded(_)))
 }
 
 fn first_few(v: &[String]) -> String {
@@ -285,12 +356,22 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
     let unanswered: Vec<String> = obs
         .iter()
         .filter(|o| o.status == 0)
-        .map(|o| format!("request {}: {}", o.index, o.error.as_deref().unwrap_or("no answer")))
+        .map(|o| {
+            format!(
+                "request {}: {}",
+                o.index,
+                o.error.as_deref().unwrap_or("no answer")
+            )
+        })
         .collect();
     out.push(Verdict::new(
         "ANSWERED",
         unanswered.is_empty(),
-        if unanswered.is_empty() { format!("{} of {} answered", obs.len(), obs.len()) } else { first_few(&unanswered) },
+        if unanswered.is_empty() {
+            format!("{} of {} answered", obs.len(), obs.len())
+        } else {
+            first_few(&unanswered)
+        },
     ));
 
     let undisclosed: Vec<String> = obs
@@ -298,32 +379,64 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
         .filter(|o| o.status != 0 && (o.is_degraded() || o.status == 503 || o.status == 504))
         .filter_map(|o| {
             let gaps = disclosure_gaps(o);
-            (!gaps.is_empty()).then(|| format!("request {} (HTTP {}) lacks {}", o.index, o.status, gaps.join(", ")))
+            (!gaps.is_empty()).then(|| {
+                format!(
+                    "request {} (HTTP {}) lacks {}",
+                    o.index,
+                    o.status,
+                    gaps.join(", ")
+                )
+            })
         })
         .collect();
     let degraded = obs.iter().filter(|o| o.is_degraded()).count();
     out.push(Verdict::new(
         "DISCLOSED",
         undisclosed.is_empty(),
-        if undisclosed.is_empty() { format!("{degraded} degraded answers, all fully disclosed") } else { first_few(&undisclosed) },
+        if undisclosed.is_empty() {
+            format!("{degraded} degraded answers, all fully disclosed")
+        } else {
+            first_few(&undisclosed)
+        },
     ));
 
     let always = can_always_answer(cx.policy);
     let empty: Vec<String> = obs
         .iter()
         .filter(|o| o.status != 0)
-        .filter(|o| (o.status == 200 && o.items == Some(0)) || (always && o.status != 200) || (o.status == 200 && o.items.is_none()))
-        .map(|o| format!("request {} (HTTP {}, {} items)", o.index, o.status, o.items.map_or("no".into(), |n| n.to_string())))
+        .filter(|o| {
+            let empty_body = o.items.is_none_or(|n| n == 0);
+            if o.status == 200 {
+                empty_body
+            } else {
+                always
+            }
+        })
+        .map(|o| {
+            format!(
+                "request {} (HTTP {}, {} items)",
+                o.index,
+                o.status,
+                o.items.map_or("no".into(), |n| n.to_string())
+            )
+        })
         .collect();
     out.push(Verdict::new(
         "NOT_EMPTY",
         empty.is_empty(),
-        if empty.is_empty() { "every answer has items".to_string() } else { first_few(&empty) },
+        if empty.is_empty() {
+            "every answer has items".to_string()
+        } else {
+            first_few(&empty)
+        },
     ));
 
     let lat = Latency::of(obs.iter().filter(|o| o.status != 0).map(|o| o.latency_ms));
     let ceiling = cx.policy.budget.total_ms as f64 + cx.slack_ms;
-    let over = obs.iter().filter(|o| o.status != 0 && o.latency_ms > ceiling).count();
+    let over = obs
+        .iter()
+        .filter(|o| o.status != 0 && o.latency_ms > ceiling)
+        .count();
     out.push(Verdict::new(
         "LATENCY_BUDGET",
         lat.p99_ms <= ceiling,
@@ -334,7 +447,11 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
     ));
 
     match cx.limits.p95_max_ms {
-        Some(max) => out.push(Verdict::new("P95_MAX", lat.p95_ms <= max as f64, format!("p95 {:.1} ms, limit {max} ms", lat.p95_ms))),
+        Some(max) => out.push(Verdict::new(
+            "P95_MAX",
+            lat.p95_ms <= max as f64,
+            format!("p95 {:.1} ms, limit {max} ms", lat.p95_ms),
+        )),
         None => out.push(Verdict::skipped("P95_MAX", "no [drill] p95_max")),
     }
 
@@ -343,38 +460,79 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
             let from = start + limit as f64;
             let live_in_fault: Vec<String> = obs
                 .iter()
-                .filter(|o| o.sent_ms >= from && o.sent_ms < end - FAULT_END_GUARD_MS && !o.is_degraded())
-                .map(|o| format!("request {} at {:.0} ms was not degraded", o.index, o.sent_ms))
+                .filter(|o| {
+                    o.sent_ms >= from && o.sent_ms < end - FAULT_END_GUARD_MS && !o.is_degraded()
+                })
+                .map(|o| {
+                    format!(
+                        "request {} at {:.0} ms was not degraded",
+                        o.index, o.sent_ms
+                    )
+                })
                 .collect();
-            let in_fault = obs.iter().filter(|o| o.sent_ms >= from && o.sent_ms < end - FAULT_END_GUARD_MS).count();
+            let in_fault = obs
+                .iter()
+                .filter(|o| o.sent_ms >= from && o.sent_ms < end - FAULT_END_GUARD_MS)
+                .count();
             let breaker = match (cx.breaker_visible, rec.degraded_after_ms) {
-                (true, Some(d)) if d <= limit as f64 => Ok(format!("breaker degraded {d:.0} ms after onset (limit {limit} ms)")),
-                (true, Some(d)) => Err(format!("breaker degraded {d:.0} ms after onset, limit {limit} ms")),
+                (true, Some(d)) if d <= limit as f64 => Ok(format!(
+                    "breaker degraded {d:.0} ms after onset (limit {limit} ms)"
+                )),
+                (true, Some(d)) => Err(format!(
+                    "breaker degraded {d:.0} ms after onset, limit {limit} ms"
+                )),
                 (true, None) => Err("the breaker never entered its degraded mode".to_string()),
-                (false, _) => Ok("breaker mode not exposed by the edge: transition not checked".to_string()),
+                (false, _) => {
+                    Ok("breaker mode not exposed by the edge: transition not checked".to_string())
+                }
             };
             let ok = live_in_fault.is_empty() && breaker.is_ok();
             let mut detail = match &breaker {
                 Ok(s) | Err(s) => s.clone(),
             };
-            detail.push_str(&format!("; {} of {in_fault} answers during the fault disclosed", in_fault - live_in_fault.len()));
+            detail.push_str(&format!(
+                "; {} of {in_fault} answers during the fault disclosed",
+                in_fault - live_in_fault.len()
+            ));
             if !live_in_fault.is_empty() {
                 detail.push_str(&format!(": {}", first_few(&live_in_fault)));
             }
             out.push(Verdict::new("DEGRADE_WITHIN", ok, detail));
         }
-        _ => out.push(Verdict::skipped("DEGRADE_WITHIN", "no [drill] degrade_within or no fault")),
+        _ => out.push(Verdict::skipped(
+            "DEGRADE_WITHIN",
+            "no [drill] degrade_within or no fault",
+        )),
     }
 
     match (cx.limits.recover_within_ms, cx.fault) {
         (Some(limit), Some(_)) => {
+            let extra = cx.unscaled_ms(rec.degraded_after_ms);
+            let allowed = limit as f64 + extra;
+            let shown = if extra > 0.0 {
+                format!("{limit} ms + {extra:.0} ms unscaled trip delay")
+            } else {
+                format!("{limit} ms")
+            };
             let (ok, detail) = match rec.recovered_after_ms {
-                Some(r) => (r <= limit as f64, format!("healthy {r:.0} ms after the fault's end (limit {limit} ms)")),
-                None => (false, format!("not healthy again in the {:.0} ms observed after the fault's end", rec.observed_after_end_ms)),
+                Some(r) => (
+                    r <= allowed,
+                    format!("healthy {r:.0} ms after the fault's end (limit {shown})"),
+                ),
+                None => (
+                    false,
+                    format!(
+                        "not healthy again in the {:.0} ms observed after the fault's end",
+                        rec.observed_after_end_ms
+                    ),
+                ),
             };
             out.push(Verdict::new("RECOVER_WITHIN", ok, detail));
         }
-        _ => out.push(Verdict::skipped("RECOVER_WITHIN", "no [drill] recover_within or no fault")),
+        _ => out.push(Verdict::skipped(
+            "RECOVER_WITHIN",
+            "no [drill] recover_within or no fault",
+        )),
     }
 
     match (cx.user_probes, cx.limits.recover_within_ms, cx.fault) {
@@ -383,11 +541,20 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
             let stale: Vec<String> = probes
                 .iter()
                 .filter(|p| {
-                    let fresh = p.age_s.is_some_and(|a| (a * 1000) as f64 <= p.since_fault_end_ms);
-                    let on_time = p.age_s.is_some_and(|a| p.since_fault_end_ms - (a * 1000 + 999) as f64 <= limit as f64);
+                    let fresh = p
+                        .age_s
+                        .is_some_and(|a| (a * 1000) as f64 <= p.since_fault_end_ms);
+                    let on_time = p.age_s.is_some_and(|a| {
+                        p.since_fault_end_ms - (a * 1000 + 999) as f64 <= limit as f64
+                    });
                     p.tier.as_deref() != Some(tier.as_str()) || !fresh || !on_time
                 })
-                .map(|p| format!("user {} answered by {:?}, age {:?} s, {:.0} ms after the fault's end", p.user, p.tier, p.age_s, p.since_fault_end_ms))
+                .map(|p| {
+                    format!(
+                        "user {} answered by {:?}, age {:?} s, {:.0} ms after the fault's end",
+                        p.user, p.tier, p.age_s, p.since_fault_end_ms
+                    )
+                })
                 .collect();
             out.push(Verdict::new(
                 "USER_TIER_REPOPULATED",
@@ -399,15 +566,27 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
                 },
             ));
         }
-        (Some(_), Some(_), Some(_)) => out.push(Verdict::new("USER_TIER_REPOPULATED", false, "no user was answered live after the fault: nothing to repopulate from")),
-        _ => out.push(Verdict::skipped("USER_TIER_REPOPULATED", "no write-through tier, no recover_within, or no fault")),
+        (Some(_), Some(_), Some(_)) => out.push(Verdict::new(
+            "USER_TIER_REPOPULATED",
+            false,
+            "no user was answered live after the fault: nothing to repopulate from",
+        )),
+        _ => out.push(Verdict::skipped(
+            "USER_TIER_REPOPULATED",
+            "no write-through tier, no recover_within, or no fault",
+        )),
     }
     out
 }
 
 /// The policy's first KV tier that live answers are written to.
 pub fn write_through_tier(policy: &Policy) -> Option<String> {
-    policy.cascade.tiers.iter().find(|t| matches!(&t.kind, TierKind::Kv(k) if k.write_through)).map(|t| t.name.clone())
+    policy
+        .cascade
+        .tiers
+        .iter()
+        .find(|t| matches!(&t.kind, TierKind::Kv(k) if k.write_through))
+        .map(|t| t.name.clone())
 }
 
 #[cfg(test)]
@@ -455,8 +634,22 @@ mod tests {
         crate::dist::tests::sample_policy()
     }
 
-    fn cx<'a>(p: &'a Policy, limits: Limits, fault: Option<(f64, f64)>, tr: &'a [SeenTransition]) -> Context<'a> {
-        Context { policy: p, limits, fault, transitions: tr, breaker_visible: !tr.is_empty(), slack_ms: 10.0, user_probes: None }
+    fn cx<'a>(
+        p: &'a Policy,
+        limits: Limits,
+        fault: Option<(f64, f64)>,
+        tr: &'a [SeenTransition],
+    ) -> Context<'a> {
+        Context {
+            policy: p,
+            limits,
+            fault,
+            transitions: tr,
+            breaker_visible: !tr.is_empty(),
+            slack_ms: 10.0,
+            user_probes: None,
+            time_scale: 1.0,
+        }
     }
 
     fn verdict<'v>(v: &'v [Verdict], name: &str) -> &'v Verdict {
@@ -477,7 +670,12 @@ mod tests {
 
     #[test]
     fn figures_count_sources_reasons_and_throughput() {
-        let obs = vec![live(0, 0.0, 10.0), fallback(1, 100.0, 50.0), fallback(2, 200.0, 50.0), live(3, 300.0, 700.0)];
+        let obs = vec![
+            live(0, 0.0, 10.0),
+            fallback(1, 100.0, 50.0),
+            fallback(2, 200.0, 50.0),
+            live(3, 300.0, 700.0),
+        ];
         let f = figures(&obs);
         assert_eq!((f.live, f.degraded, f.errors), (2, 2, 0));
         assert_eq!(f.by_tier.get("curated"), Some(&2));
@@ -494,14 +692,26 @@ mod tests {
         bad.headers.retry_after = None;
         bad.body_personalized = Some(true);
         let obs = vec![live(0, 0.0, 10.0), bad];
-        let v = check(&obs, &cx(&p, Limits::default(), None, &[]), &Recovery::default());
+        let v = check(
+            &obs,
+            &cx(&p, Limits::default(), None, &[]),
+            &Recovery::default(),
+        );
         let d = verdict(&v, "DISCLOSED");
         assert!(d.broken());
-        assert!(d.detail.contains("Retry-After") && d.detail.contains("is_personalized: false"), "{}", d.detail);
+        assert!(
+            d.detail.contains("Retry-After") && d.detail.contains("is_personalized: false"),
+            "{}",
+            d.detail
+        );
         // A "live" answer that says it came from a fallback is caught too.
         let mut liar = live(2, 0.0, 10.0);
         liar.headers.source = Some("fallback".into());
-        let v = check(&[liar], &cx(&p, Limits::default(), None, &[]), &Recovery::default());
+        let v = check(
+            &[liar],
+            &cx(&p, Limits::default(), None, &[]),
+            &Recovery::default(),
+        );
         assert!(verdict(&v, "DISCLOSED").broken());
     }
 
@@ -512,22 +722,42 @@ mod tests {
         empty.items = Some(0);
         let mut err = fallback(1, 0.0, 50.0);
         err.status = 504;
-        let v = check(&[empty, err], &cx(&p, Limits::default(), None, &[]), &Recovery::default());
+        let v = check(
+            &[empty, err],
+            &cx(&p, Limits::default(), None, &[]),
+            &Recovery::default(),
+        );
         let d = verdict(&v, "NOT_EMPTY");
-        assert!(d.broken() && d.detail.contains("request 0") && d.detail.contains("request 1"), "{}", d.detail);
+        assert!(
+            d.broken() && d.detail.contains("request 0") && d.detail.contains("request 1"),
+            "{}",
+            d.detail
+        );
     }
 
     #[test]
     fn latency_limits_use_p99_plus_slack_and_p95() {
         let p = policy();
         let budget = p.budget.total_ms as f64;
-        let obs: Vec<Observed> = (0..100).map(|i| live(i, i as f64, if i < 95 { 20.0 } else { budget + 30.0 })).collect();
-        let limits = Limits { p95_max_ms: Some(25), ..Limits::default() };
+        let obs: Vec<Observed> = (0..100)
+            .map(|i| live(i, i as f64, if i < 95 { 20.0 } else { budget + 30.0 }))
+            .collect();
+        let limits = Limits {
+            p95_max_ms: Some(25),
+            ..Limits::default()
+        };
         let v = check(&obs, &cx(&p, limits, None, &[]), &Recovery::default());
-        assert!(verdict(&v, "LATENCY_BUDGET").broken(), "p99 is budget + 30 > budget + 10");
+        assert!(
+            verdict(&v, "LATENCY_BUDGET").broken(),
+            "p99 is budget + 30 > budget + 10"
+        );
         assert_eq!(verdict(&v, "P95_MAX").ok, Some(true));
         let ok: Vec<Observed> = (0..100).map(|i| live(i, i as f64, budget + 5.0)).collect();
-        let v = check(&ok, &cx(&p, Limits::default(), None, &[]), &Recovery::default());
+        let v = check(
+            &ok,
+            &cx(&p, Limits::default(), None, &[]),
+            &Recovery::default(),
+        );
         assert_eq!(verdict(&v, "LATENCY_BUDGET").ok, Some(true));
         assert_eq!(verdict(&v, "P95_MAX").ok, None);
     }
@@ -538,12 +768,28 @@ mod tests {
         let mut obs = Vec::new();
         for i in 0..90u64 {
             let t = i as f64 * 100.0;
-            obs.push(if (1000.0..healthy_at).contains(&t) { fallback(i, t, 48.0) } else { live(i, t, 30.0) });
+            obs.push(if (1000.0..healthy_at).contains(&t) {
+                fallback(i, t, 48.0)
+            } else {
+                live(i, t, 30.0)
+            });
         }
         let tr = vec![
-            SeenTransition { at_ms: 1100.0, from: "PRIMARY_HEALTHY", to: "DEGRADED_FALLBACK" },
-            SeenTransition { at_ms: 2500.0, from: "DEGRADED_FALLBACK", to: "RECOVERING_PROBE" },
-            SeenTransition { at_ms: healthy_at, from: "RECOVERING_PROBE", to: "PRIMARY_HEALTHY" },
+            SeenTransition {
+                at_ms: 1100.0,
+                from: "PRIMARY_HEALTHY",
+                to: "DEGRADED_FALLBACK",
+            },
+            SeenTransition {
+                at_ms: 2500.0,
+                from: "DEGRADED_FALLBACK",
+                to: "RECOVERING_PROBE",
+            },
+            SeenTransition {
+                at_ms: healthy_at,
+                from: "RECOVERING_PROBE",
+                to: "PRIMARY_HEALTHY",
+            },
         ];
         (obs, tr)
     }
@@ -552,7 +798,12 @@ mod tests {
     fn degrade_and_recover_within_their_limits() {
         let p = policy();
         let (obs, tr) = incident(6000.0);
-        let limits = Limits { degrade_within_ms: Some(300), recover_within_ms: Some(2000), stalled_after_ms: 3000, p95_max_ms: None };
+        let limits = Limits {
+            degrade_within_ms: Some(300),
+            recover_within_ms: Some(2000),
+            stalled_after_ms: 3000,
+            p95_max_ms: None,
+        };
         let c = cx(&p, limits, Some((1000.0, 5000.0)), &tr);
         let rec = recovery(&obs, &c);
         assert_eq!(rec.degraded_after_ms, Some(100.0));
@@ -560,7 +811,12 @@ mod tests {
         assert_eq!(rec.normalized_after_ms, Some(1000.0));
         assert!(rec.alerts.is_empty());
         let v = check(&obs, &c, &rec);
-        assert_eq!(verdict(&v, "DEGRADE_WITHIN").ok, Some(true), "{}", verdict(&v, "DEGRADE_WITHIN").detail);
+        assert_eq!(
+            verdict(&v, "DEGRADE_WITHIN").ok,
+            Some(true),
+            "{}",
+            verdict(&v, "DEGRADE_WITHIN").detail
+        );
         assert_eq!(verdict(&v, "RECOVER_WITHIN").ok, Some(true));
     }
 
@@ -568,15 +824,30 @@ mod tests {
     fn a_slow_recovery_breaks_recover_within_and_raises_the_stall_alert() {
         let p = policy();
         let (obs, tr) = incident(8500.0);
-        let limits = Limits { degrade_within_ms: Some(50), recover_within_ms: Some(2000), stalled_after_ms: 3000, p95_max_ms: None };
+        let limits = Limits {
+            degrade_within_ms: Some(50),
+            recover_within_ms: Some(2000),
+            stalled_after_ms: 3000,
+            p95_max_ms: None,
+        };
         let c = cx(&p, limits, Some((1000.0, 5000.0)), &tr);
         let rec = recovery(&obs, &c);
         assert_eq!(rec.recovered_after_ms, Some(3500.0));
         assert_eq!(rec.alerts, vec![ALERT_STALLED.to_string()]);
         let v = check(&obs, &c, &rec);
         assert!(verdict(&v, "RECOVER_WITHIN").broken());
+        // At time scale 0.5 the 100 ms trip delay was not halved: 50 ms more are allowed,
+        // still not enough for 3.5 s against 2 s.
+        let mut half = cx(&p, limits, Some((1000.0, 5000.0)), &tr);
+        half.time_scale = 0.5;
+        assert_eq!(half.unscaled_ms(rec.degraded_after_ms), 50.0);
+        assert!(verdict(&check(&obs, &half, &rec), "RECOVER_WITHIN").broken());
         let d = verdict(&v, "DEGRADE_WITHIN");
-        assert!(d.broken() && d.detail.contains("100 ms after onset"), "{}", d.detail);
+        assert!(
+            d.broken() && d.detail.contains("100 ms after onset"),
+            "{}",
+            d.detail
+        );
     }
 
     #[test]
@@ -584,18 +855,31 @@ mod tests {
         let p = policy();
         let (mut obs, tr) = incident(6000.0);
         obs[30] = live(30, 3000.0, 30.0);
-        let limits = Limits { degrade_within_ms: Some(300), ..Limits::default() };
+        let limits = Limits {
+            degrade_within_ms: Some(300),
+            ..Limits::default()
+        };
         let c = cx(&p, limits, Some((1000.0, 5000.0)), &tr);
         let v = check(&obs, &c, &recovery(&obs, &c));
         let d = verdict(&v, "DEGRADE_WITHIN");
-        assert!(d.broken() && d.detail.contains("request 30"), "{}", d.detail);
+        assert!(
+            d.broken() && d.detail.contains("request 30"),
+            "{}",
+            d.detail
+        );
     }
 
     #[test]
     fn without_a_visible_breaker_recovery_is_read_from_the_answers() {
         let p = policy();
         let (obs, _) = incident(6000.0);
-        let limits = Limits { recover_within_ms: Some(2000), ..Limits { stalled_after_ms: 60_000, ..Limits::default() } };
+        let limits = Limits {
+            recover_within_ms: Some(2000),
+            ..Limits {
+                stalled_after_ms: 60_000,
+                ..Limits::default()
+            }
+        };
         let c = cx(&p, limits, Some((1000.0, 5000.0)), &[]);
         let rec = recovery(&obs, &c);
         assert_eq!(rec.recovered_after_ms, Some(1000.0));
@@ -605,18 +889,40 @@ mod tests {
     #[test]
     fn user_tier_entries_must_be_newer_than_the_fault() {
         let mut p = policy();
-        if let Some(TierKind::Kv(k)) = p.cascade.tiers.iter_mut().map(|t| &mut t.kind).find(|k| matches!(k, TierKind::Kv(_))) {
+        if let Some(TierKind::Kv(k)) = p
+            .cascade
+            .tiers
+            .iter_mut()
+            .map(|t| &mut t.kind)
+            .find(|k| matches!(k, TierKind::Kv(_)))
+        {
             k.write_through = true;
         }
-        let Some(tier) = write_through_tier(&p) else { panic!("sample policy has a KV tier") };
+        let Some(tier) = write_through_tier(&p) else {
+            panic!("sample policy has a KV tier")
+        };
         let (obs, tr) = incident(6000.0);
-        let limits = Limits { recover_within_ms: Some(2000), stalled_after_ms: 3000, ..Limits::default() };
-        let fresh = [UserProbe { user: "u1".into(), tier: Some(tier.clone()), age_s: Some(2), since_fault_end_ms: 3500.0 }];
+        let limits = Limits {
+            recover_within_ms: Some(2000),
+            stalled_after_ms: 3000,
+            ..Limits::default()
+        };
+        let fresh = [UserProbe {
+            user: "u1".into(),
+            tier: Some(tier.clone()),
+            age_s: Some(2),
+            since_fault_end_ms: 3500.0,
+        }];
         let mut c = cx(&p, limits, Some((1000.0, 5000.0)), &tr);
         c.user_probes = Some(&fresh);
         let v = check(&obs, &c, &recovery(&obs, &c));
         assert_eq!(verdict(&v, "USER_TIER_REPOPULATED").ok, Some(true));
-        let old = [UserProbe { user: "u1".into(), tier: Some(tier), age_s: Some(3600), since_fault_end_ms: 3500.0 }];
+        let old = [UserProbe {
+            user: "u1".into(),
+            tier: Some(tier),
+            age_s: Some(3600),
+            since_fault_end_ms: 3500.0,
+        }];
         c.user_probes = Some(&old);
         let v = check(&obs, &c, &recovery(&obs, &c));
         assert!(verdict(&v, "USER_TIER_REPOPULATED").broken());

@@ -59,9 +59,13 @@ impl Progress for () {
 type Conn = SendRequest<Full<Bytes>>;
 
 async fn connect(addr: SocketAddr) -> Result<Conn> {
-    let stream = tokio::net::TcpStream::connect(addr).await.with_context(|| format!("cannot connect to {addr}"))?;
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("cannot connect to {addr}"))?;
     let _ = stream.set_nodelay(true);
-    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.context("HTTP handshake")?;
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .context("HTTP handshake")?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -76,7 +80,10 @@ struct Answer {
 
 async fn send_one(conn: &mut Conn, addr: SocketAddr, p: &Planned) -> Result<Answer> {
     conn.ready().await.context("connection closed")?;
-    let mut b = hyper::Request::builder().method(p.method.as_str()).uri(p.target.as_str()).header("host", addr.to_string());
+    let mut b = hyper::Request::builder()
+        .method(p.method.as_str())
+        .uri(p.target.as_str())
+        .header("host", addr.to_string());
     for (k, v) in &p.headers {
         b = b.header(k.as_str(), v.as_str());
     }
@@ -86,24 +93,46 @@ async fn send_one(conn: &mut Conn, addr: SocketAddr, p: &Planned) -> Result<Answ
     let headers = res
         .headers()
         .iter()
-        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
     let body = res.into_body().collect().await.context("body")?.to_bytes();
-    Ok(Answer { status, headers, body })
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
 }
 
 /// Fills the body-derived fields of `o`.
 pub fn read_body(o: &mut Observed, body: &[u8]) {
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else { return };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return;
+    };
     o.items = v.get("items").and_then(|i| i.as_array()).map(Vec::len);
     o.body_degraded = v.get("degraded").and_then(serde_json::Value::as_bool);
-    o.body_personalized = v.get("is_personalized").and_then(serde_json::Value::as_bool);
+    o.body_personalized = v
+        .get("is_personalized")
+        .and_then(serde_json::Value::as_bool);
 }
 
 /// Sends one request now (outside a drive), e.g. a calibration or a probe.
-pub async fn once(conn: &mut Option<Conn>, addr: SocketAddr, p: &Planned, timeout: Duration) -> Observed {
+pub async fn once(
+    conn: &mut Option<Conn>,
+    addr: SocketAddr,
+    p: &Planned,
+    timeout: Duration,
+) -> Observed {
     let start = Instant::now();
-    let mut o = Observed { index: p.index, user: p.user.clone(), ..Observed::default() };
+    let mut o = Observed {
+        index: p.index,
+        user: p.user.clone(),
+        ..Observed::default()
+    };
     let result = tokio::time::timeout(timeout, async {
         if conn.is_none() {
             *conn = Some(connect(addr).await?);
@@ -118,7 +147,8 @@ pub async fn once(conn: &mut Option<Conn>, addr: SocketAddr, p: &Planned, timeou
     match result {
         Ok(Ok(a)) => {
             o.status = a.status;
-            o.headers = Disclosed::from_headers(a.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            o.headers =
+                Disclosed::from_headers(a.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             read_body(&mut o, &a.body);
         }
         Ok(Err(e)) => {
@@ -135,9 +165,17 @@ pub async fn once(conn: &mut Option<Conn>, addr: SocketAddr, p: &Planned, timeou
 
 /// Plays `plan` (sorted by due time) and returns one observation per planned request, in
 /// index order. `start` is the instant due times count from.
-pub async fn drive(cfg: Config, plan: Vec<Planned>, start: Instant, mut progress: Box<dyn Progress>) -> Result<Vec<Observed>> {
+pub async fn drive(
+    cfg: Config,
+    plan: Vec<Planned>,
+    start: Instant,
+    mut progress: Box<dyn Progress>,
+) -> Result<Vec<Observed>> {
     if plan.len() > MAX_REQUESTS {
-        bail!("{} requests is more than a drill may send ({MAX_REQUESTS})", plan.len());
+        bail!(
+            "{} requests is more than a drill may send ({MAX_REQUESTS})",
+            plan.len()
+        );
     }
     if !cfg.addr.ip().is_loopback() {
         bail!("the drill sends traffic to loopback only, not {}", cfg.addr);
@@ -158,7 +196,11 @@ pub async fn drive(cfg: Config, plan: Vec<Planned>, start: Instant, mut progress
                 tokio::time::sleep_until(due.into()).await;
                 let sent = Instant::now();
                 let mut o = if sent >= deadline {
-                    Observed { index: p.index, error: Some("not sent: the drill's time limit was reached".into()), ..Observed::default() }
+                    Observed {
+                        index: p.index,
+                        error: Some("not sent: the drill's time limit was reached".into()),
+                        ..Observed::default()
+                    }
                 } else {
                     once(&mut conn, cfg.addr, p, cfg.timeout).await
                 };
@@ -188,8 +230,14 @@ mod tests {
     #[test]
     fn bodies_give_items_and_disclosure_fields() {
         let mut o = Observed::default();
-        read_body(&mut o, br#"{"items":[{"sku":"A"},{"sku":"B"}],"degraded":true,"is_personalized":false}"#);
-        assert_eq!((o.items, o.body_degraded, o.body_personalized), (Some(2), Some(true), Some(false)));
+        read_body(
+            &mut o,
+            br#"{"items":[{"sku":"A"},{"sku":"B"}],"degraded":true,"is_personalized":false}"#,
+        );
+        assert_eq!(
+            (o.items, o.body_degraded, o.body_personalized),
+            (Some(2), Some(true), Some(false))
+        );
         let mut bad = Observed::default();
         read_body(&mut bad, b"not json");
         assert_eq!(bad.items, None);
@@ -197,14 +245,19 @@ mod tests {
 
     #[test]
     fn a_drive_refuses_non_loopback_targets() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
         let cfg = Config {
             addr: "192.0.2.1:80".parse().expect("addr"),
             concurrency: 1,
             timeout: Duration::from_millis(10),
             limit: Duration::from_millis(10),
         };
-        let e = rt.block_on(drive(cfg, Vec::new(), Instant::now(), Box::new(()))).unwrap_err();
+        let e = rt
+            .block_on(drive(cfg, Vec::new(), Instant::now(), Box::new(())))
+            .unwrap_err();
         assert!(e.to_string().contains("loopback"), "{e}");
     }
 }

@@ -32,7 +32,12 @@ pub struct EdgeProcess {
 impl EdgeProcess {
     /// Starts the Worker in `dist` against `origin`, with KV seeded from `seed` (a JSON file
     /// in edge-server.mjs's format).
-    pub fn start(root: &Path, dist: &Path, origin: &str, seed: Option<&PathBuf>) -> Result<EdgeProcess> {
+    pub fn start(
+        root: &Path,
+        dist: &Path,
+        origin: &str,
+        seed: Option<&PathBuf>,
+    ) -> Result<EdgeProcess> {
         let server_js = root.join("scripts/edge-server.mjs");
         if !root.join("node_modules/miniflare").is_dir() {
             bail!("{} has no node_modules/miniflare; run `scripts/setup.sh` there first (it runs `npm ci`)", root.display());
@@ -50,9 +55,13 @@ impl EdgeProcess {
         if let Some(seed) = seed {
             cmd.arg("--seed").arg(seed);
         }
-        let mut child = cmd.spawn().context("cannot run `node`; install Node.js 20 or newer (see scripts/setup.sh)")?;
+        let mut child = cmd
+            .spawn()
+            .context("cannot run `node`; install Node.js 20 or newer (see scripts/setup.sh)")?;
         let stdin = child.stdin.take();
-        let Some(stdout) = child.stdout.take() else { bail!("no stdout from the edge server") };
+        let Some(stdout) = child.stdout.take() else {
+            bail!("no stdout from the edge server")
+        };
         let (tx, rx) = mpsc::channel::<String>();
         std::thread::spawn(move || {
             // Keep draining so the child never blocks on a full pipe.
@@ -67,7 +76,10 @@ impl EdgeProcess {
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("the edge ({}) did not start: {e}; its errors are above", server_js.display());
+                bail!(
+                    "the edge ({}) did not start: {e}; its errors are above",
+                    server_js.display()
+                );
             }
         };
         let addr: SocketAddr = url
@@ -77,7 +89,12 @@ impl EdgeProcess {
         if !addr.ip().is_loopback() {
             bail!("the edge listens on {addr}, not loopback");
         }
-        Ok(EdgeProcess { url, addr, child, stdin })
+        Ok(EdgeProcess {
+            url,
+            addr,
+            child,
+            stdin,
+        })
     }
 }
 

@@ -9,8 +9,10 @@
 //! p95_max = "55ms"           # p95 of every answer's latency, as the client measures it
 //! ```
 //!
-//! Durations of the incident's clock (`degrade_within`, `recover_within`, `stalled_after`)
-//! shrink with `--time-scale`; `p95_max` is one request's latency and does not.
+//! `--time-scale` shrinks the durations that follow the breaker's clocks (`recover_within`,
+//! `stalled_after`: hold-downs and probe holds scale with it). `degrade_within` does not: how
+//! soon the breaker trips is set by its minimum calls at the arrival rate and by the
+//! deadline, neither of which the time scale changes. `p95_max` is one request's latency.
 
 use serde::Deserialize;
 use understudy_core::time::parse_duration;
@@ -43,7 +45,9 @@ impl Limits {
             None => RawLimits::default(),
         };
         let d = |key: &str, v: &Option<String>| -> Result<Option<u64>, String> {
-            v.as_deref().map(|s| parse_duration(s).map_err(|e| format!("[drill] {key}: {e}"))).transpose()
+            v.as_deref()
+                .map(|s| parse_duration(s).map_err(|e| format!("[drill] {key}: {e}")))
+                .transpose()
         };
         Ok(Limits {
             degrade_within_ms: d("degrade_within", &raw.degrade_within)?,
@@ -53,11 +57,11 @@ impl Limits {
         })
     }
 
-    /// The incident-clock limits times `f` (`--time-scale`).
+    /// The breaker-clock limits times `f` (`--time-scale`).
     pub fn scaled(self, f: f64) -> Limits {
         let s = |x: u64| ((x as f64 * f).round() as u64).max(1);
         Limits {
-            degrade_within_ms: self.degrade_within_ms.map(s),
+            degrade_within_ms: self.degrade_within_ms,
             recover_within_ms: self.recover_within_ms.map(s),
             stalled_after_ms: s(self.stalled_after_ms),
             p95_max_ms: self.p95_max_ms,
@@ -79,10 +83,23 @@ mod tests {
         let l = Limits::parse(Some(&t)).expect("valid");
         assert_eq!(
             l,
-            Limits { degrade_within_ms: Some(3000), recover_within_ms: Some(45_000), stalled_after_ms: 60_000, p95_max_ms: Some(55) }
+            Limits {
+                degrade_within_ms: Some(3000),
+                recover_within_ms: Some(45_000),
+                stalled_after_ms: 60_000,
+                p95_max_ms: Some(55)
+            }
         );
         let s = l.scaled(0.05);
-        assert_eq!((s.degrade_within_ms, s.recover_within_ms, s.stalled_after_ms, s.p95_max_ms), (Some(150), Some(2250), 3000, Some(55)));
+        assert_eq!(
+            (
+                s.degrade_within_ms,
+                s.recover_within_ms,
+                s.stalled_after_ms,
+                s.p95_max_ms
+            ),
+            (Some(3000), Some(2250), 3000, Some(55))
+        );
     }
 
     #[test]
@@ -91,6 +108,9 @@ mod tests {
         assert!(e.contains("recover_in"), "{e}");
         let e = Limits::parse(Some(&table("p95_max = \"fast\""))).unwrap_err();
         assert!(e.contains("p95_max"), "{e}");
-        assert_eq!(Limits::parse(None).expect("none").stalled_after_ms, DEFAULT_STALLED_MS);
+        assert_eq!(
+            Limits::parse(None).expect("none").stalled_after_ms,
+            DEFAULT_STALLED_MS
+        );
     }
 }

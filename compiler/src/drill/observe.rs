@@ -79,30 +79,64 @@ impl Observed {
     }
 
     pub fn is_live(&self) -> bool {
-        self.status == 200 && self.headers.source.as_deref() == Some("origin") && !self.is_degraded()
+        self.status == 200
+            && self.headers.source.as_deref() == Some("origin")
+            && !self.is_degraded()
     }
 
     pub fn source(&self) -> Source {
         match (self.status, self.headers.source.as_deref()) {
             (200, Some("origin")) => Source::Origin,
-            (200, Some("fallback")) => Source::Tier(self.headers.tier.clone().unwrap_or_else(|| "unnamed tier".into())),
+            (200, Some("fallback")) => Source::Tier(
+                self.headers
+                    .tier
+                    .clone()
+                    .unwrap_or_else(|| "unnamed tier".into()),
+            ),
             (status, _) => Source::Error(status),
         }
     }
 }
 
-const REASONS: [&str; 8] =
-    ["ML_TIMEOUT", "ML_CONNECT", "ML_5XX", "ML_429", "ML_408", "ML_4XX", "ML_BAD_RESPONSE", "BREAKER_OPEN"];
+const REASONS: [&str; 8] = [
+    "ML_TIMEOUT",
+    "ML_CONNECT",
+    "ML_5XX",
+    "ML_429",
+    "ML_408",
+    "ML_4XX",
+    "ML_BAD_RESPONSE",
+    "BREAKER_OPEN",
+];
 
 fn static_reason(r: Option<&str>) -> Option<&'static str> {
     let r = r?;
-    Some(REASONS.iter().find(|k| **k == r).copied().unwrap_or("OTHER"))
+    Some(
+        REASONS
+            .iter()
+            .find(|k| **k == r)
+            .copied()
+            .unwrap_or("OTHER"),
+    )
 }
 
 /// A breaker mode name as `simulate` spells it; `UNKNOWN` when the edge did not say.
 pub fn mode_name(m: Option<&str>) -> &'static str {
-    const NAMES: [&str; 6] = ["CLOSED", "OPEN", "HALF_OPEN", "PRIMARY_HEALTHY", "DEGRADED_FALLBACK", "RECOVERING_PROBE"];
-    m.and_then(|m| NAMES.iter().find(|n| n.eq_ignore_ascii_case(m.trim())).copied()).unwrap_or("UNKNOWN")
+    const NAMES: [&str; 6] = [
+        "CLOSED",
+        "OPEN",
+        "HALF_OPEN",
+        "PRIMARY_HEALTHY",
+        "DEGRADED_FALLBACK",
+        "RECOVERING_PROBE",
+    ];
+    m.and_then(|m| {
+        NAMES
+            .iter()
+            .find(|n| n.eq_ignore_ascii_case(m.trim()))
+            .copied()
+    })
+    .unwrap_or("UNKNOWN")
 }
 
 /// Whether a mode name is the breaker's healthy / degraded state.
@@ -125,14 +159,21 @@ pub struct SeenTransition {
 
 /// The latest request sent at or before `at_ms` (the one whose handling caused it).
 fn request_at(obs: &[Observed], at_ms: f64) -> u64 {
-    obs.iter().filter(|o| o.sent_ms <= at_ms + 0.5).map(|o| o.index).max().unwrap_or(0)
+    obs.iter()
+        .filter(|o| o.sent_ms <= at_ms + 0.5)
+        .map(|o| o.index)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Transitions from the response headers alone: a change of `X-Breaker-Mode` between
 /// consecutive requests. (Coarser than the status endpoint's log: a trial that opens and
 /// closes within one request shows as no change.)
 pub fn transitions_from_headers(obs: &[Observed]) -> Vec<SeenTransition> {
-    let mut sorted: Vec<&Observed> = obs.iter().filter(|o| o.headers.breaker_mode.is_some()).collect();
+    let mut sorted: Vec<&Observed> = obs
+        .iter()
+        .filter(|o| o.headers.breaker_mode.is_some())
+        .collect();
     sorted.sort_by_key(|o| o.index);
     let mut out = Vec::new();
     let mut last: Option<&'static str> = None;
@@ -143,7 +184,11 @@ pub fn transitions_from_headers(obs: &[Observed]) -> Vec<SeenTransition> {
         }
         if let Some(prev) = last {
             if prev != m {
-                out.push(SeenTransition { at_ms: o.sent_ms + o.latency_ms, from: prev, to: m });
+                out.push(SeenTransition {
+                    at_ms: o.sent_ms + o.latency_ms,
+                    from: prev,
+                    to: m,
+                });
             }
         }
         last = Some(m);
@@ -152,7 +197,13 @@ pub fn transitions_from_headers(obs: &[Observed]) -> Vec<SeenTransition> {
 }
 
 /// The observations as a `simulate` run. `model_calls` is what the origin counted.
-pub fn to_run(policy: &Policy, sc: &Scenario, obs: &[Observed], transitions: &[SeenTransition], model_calls: u64) -> Run {
+pub fn to_run(
+    policy: &Policy,
+    sc: &Scenario,
+    obs: &[Observed],
+    transitions: &[SeenTransition],
+    model_calls: u64,
+) -> Run {
     let budget = policy.budget.total_ms;
     let mut results: Vec<RequestResult> = obs
         .iter()
@@ -174,9 +225,18 @@ pub fn to_run(policy: &Policy, sc: &Scenario, obs: &[Observed], transitions: &[S
     results.sort_by_key(|r| r.index);
     let breaker = transitions
         .iter()
-        .map(|t| BreakerEvent { request: request_at(obs, t.at_ms), at_ms: t.at_ms.max(0.0) as u64, from: t.from, to: t.to })
+        .map(|t| BreakerEvent {
+            request: request_at(obs, t.at_ms),
+            at_ms: t.at_ms.max(0.0) as u64,
+            from: t.from,
+            to: t.to,
+        })
         .collect();
-    Run { results, breaker, model_calls }
+    Run {
+        results,
+        breaker,
+        model_calls,
+    }
 }
 
 #[cfg(test)]
@@ -190,14 +250,23 @@ mod tests {
             sent_ms: sent,
             latency_ms: 10.0,
             status: 200,
-            headers: Disclosed { breaker_mode: Some(mode.into()), source: Some("origin".into()), ..Disclosed::default() },
+            headers: Disclosed {
+                breaker_mode: Some(mode.into()),
+                source: Some("origin".into()),
+                ..Disclosed::default()
+            },
             ..Observed::default()
         }
     }
 
     #[test]
     fn headers_are_read_case_insensitively() {
-        let d = Disclosed::from_headers([("X-Degraded", "true"), ("x-fallback-tier", "cache"), ("Retry-After", "5"), ("X-Other", "x")]);
+        let d = Disclosed::from_headers([
+            ("X-Degraded", "true"),
+            ("x-fallback-tier", "cache"),
+            ("Retry-After", "5"),
+            ("X-Other", "x"),
+        ]);
         assert_eq!(d.degraded.as_deref(), Some("true"));
         assert_eq!(d.tier.as_deref(), Some("cache"));
         assert_eq!(d.retry_after.as_deref(), Some("5"));
@@ -206,12 +275,20 @@ mod tests {
 
     #[test]
     fn header_modes_become_transitions_located_at_the_request() {
-        let o = vec![obs(0, 0.0, "CLOSED"), obs(1, 1000.0, "OPEN"), obs(2, 2000.0, "open"), obs(3, 3000.0, "CLOSED")];
+        let o = vec![
+            obs(0, 0.0, "CLOSED"),
+            obs(1, 1000.0, "OPEN"),
+            obs(2, 2000.0, "open"),
+            obs(3, 3000.0, "CLOSED"),
+        ];
         let t = transitions_from_headers(&o);
         assert_eq!(t.len(), 2);
         assert_eq!((t[0].from, t[0].to), ("CLOSED", "OPEN"));
         let run = to_run(&crate::dist::tests::sample_policy(), &sc(), &o, &t, 4);
-        assert_eq!(run.breaker.iter().map(|e| e.request).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(
+            run.breaker.iter().map(|e| e.request).collect::<Vec<_>>(),
+            vec![1, 3]
+        );
         assert_eq!(run.results[1].mode, "OPEN");
         assert_eq!(mode_name(Some("weird")), "UNKNOWN");
     }

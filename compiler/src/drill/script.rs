@@ -25,10 +25,21 @@ pub fn behavior(f: ModelFault) -> Behavior {
     let with = |fault, delay_ms| Behavior { fault, delay_ms };
     match f {
         ModelFault::Ok { latency_ms } => with(Fault::Latency { ms: latency_ms }, 0),
-        ModelFault::Status { code, latency_ms } => with(Fault::Status { code: u64::from(code) }, latency_ms),
-        ModelFault::RateLimited { retry_after_s, latency_ms } => {
-            with(Fault::RateLimited { retry_after_s: retry_after_s.unwrap_or(1) }, latency_ms)
-        }
+        ModelFault::Status { code, latency_ms } => with(
+            Fault::Status {
+                code: u64::from(code),
+            },
+            latency_ms,
+        ),
+        ModelFault::RateLimited {
+            retry_after_s,
+            latency_ms,
+        } => with(
+            Fault::RateLimited {
+                retry_after_s: retry_after_s.unwrap_or(1),
+            },
+            latency_ms,
+        ),
         ModelFault::Hang => with(Fault::Hang, 0),
         ModelFault::Reset => with(Fault::Reset, 0),
         ModelFault::Malformed { latency_ms } => with(Fault::Malformed, latency_ms),
@@ -55,25 +66,35 @@ fn window_us(sc: &Scenario, p: &crate::simulate::scenario::Phase) -> (u64, u64) 
 /// The origin script that plays `sc`'s model: disjoint time rules, earlier phases winning,
 /// and the model's normal latency as the default.
 pub fn origin_script(sc: &Scenario) -> Script {
-    let windows: Vec<((u64, u64), ModelFault)> =
-        sc.phases.iter().map(|p| (window_us(sc, p), p.fault)).filter(|((a, b), _)| a < b).collect();
+    let windows: Vec<((u64, u64), ModelFault)> = sc
+        .phases
+        .iter()
+        .map(|p| (window_us(sc, p), p.fault))
+        .filter(|((a, b), _)| a < b)
+        .collect();
     let mut cuts: Vec<u64> = windows.iter().flat_map(|((a, b), _)| [*a, *b]).collect();
     cuts.sort_unstable();
     cuts.dedup();
     let mut rules: Vec<Rule> = Vec::new();
     let mut last: Option<(u64, u64, ModelFault)> = None;
-    let mut flush = |seg: Option<(u64, u64, ModelFault)>, rules: &mut Vec<Rule>| {
+    let flush = |seg: Option<(u64, u64, ModelFault)>, rules: &mut Vec<Rule>| {
         if let Some((a, b, f)) = seg {
             rules.push(Rule {
                 requests: None,
-                seconds: Some(TimeRange { from: a as f64 / 1e6, to: Some(b as f64 / 1e6) }),
+                seconds: Some(TimeRange {
+                    from: a as f64 / 1e6,
+                    to: Some(b as f64 / 1e6),
+                }),
                 behavior: behavior(f),
             });
         }
     };
     for pair in cuts.windows(2) {
         let (a, b) = (pair[0], pair[1]);
-        let winner = windows.iter().find(|((wa, wb), _)| *wa <= a && b <= *wb).map(|(_, f)| *f);
+        let winner = windows
+            .iter()
+            .find(|((wa, wb), _)| *wa <= a && b <= *wb)
+            .map(|(_, f)| *f);
         last = match (last, winner) {
             (Some((la, lb, lf)), Some(f)) if lb == a && lf == f => Some((la, b, lf)),
             (prev, Some(f)) => {
@@ -87,7 +108,12 @@ pub fn origin_script(sc: &Scenario) -> Script {
         };
     }
     flush(last, &mut rules);
-    Script { default: behavior(ModelFault::Ok { latency_ms: sc.model_latency_ms }), rules }
+    Script {
+        default: behavior(ModelFault::Ok {
+            latency_ms: sc.model_latency_ms,
+        }),
+        rules,
+    }
 }
 
 /// The fault window of a scenario, in ms since the first arrival: from the first moment any
@@ -121,6 +147,19 @@ pub fn scale_scenario(sc: &Scenario, f: f64) -> Scenario {
         }
         if let Some((a, b)) = p.time {
             p.time = Some((s(a), s(b).max(s(a) + 1)));
+        }
+    }
+    out
+}
+
+/// The scenario's schedule slowed by `f` ≥ 1: arrivals further apart and time phases later
+/// by the same factor, so request-index phases keep their requests (see `TIE_STRETCH`).
+pub fn stretch(sc: &Scenario, f: f64) -> Scenario {
+    let mut out = sc.clone();
+    out.interval_us = (sc.interval_us as f64 * f).round() as u64;
+    for p in &mut out.phases {
+        if let Some((a, b)) = p.time {
+            p.time = Some(((a as f64 * f).round() as u64, (b as f64 * f).round() as u64));
         }
     }
     out
@@ -177,20 +216,52 @@ mod tests {
     /// Seed 002: down for requests 12–20, hangs on 5 and 25, one request a second.
     #[test]
     fn seed_002_phases_become_disjoint_windows_centred_on_their_requests() {
-        let down = ModelFault::Status { code: 503, latency_ms: 0 };
+        let down = ModelFault::Status {
+            code: 503,
+            latency_ms: 0,
+        };
         let sc = scenario(
             1000,
             30,
             vec![
-                Phase { requests: Some((12, 20)), time: None, fault: down },
-                Phase { requests: Some((5, 5)), time: None, fault: ModelFault::Hang },
-                Phase { requests: Some((25, 25)), time: None, fault: ModelFault::Hang },
+                Phase {
+                    requests: Some((12, 20)),
+                    time: None,
+                    fault: down,
+                },
+                Phase {
+                    requests: Some((5, 5)),
+                    time: None,
+                    fault: ModelFault::Hang,
+                },
+                Phase {
+                    requests: Some((25, 25)),
+                    time: None,
+                    fault: ModelFault::Hang,
+                },
             ],
         );
         let s = origin_script(&sc);
-        assert_eq!(s.default, Behavior { fault: Fault::Latency { ms: 150 }, delay_ms: 0 });
-        let got: Vec<((f64, f64), &str)> = s.rules.iter().map(|r| (secs(r), r.behavior.fault.kind())).collect();
-        assert_eq!(got, vec![((4.5, 5.5), "hang"), ((11.5, 20.5), "status"), ((24.5, 25.5), "hang")]);
+        assert_eq!(
+            s.default,
+            Behavior {
+                fault: Fault::Latency { ms: 150 },
+                delay_ms: 0
+            }
+        );
+        let got: Vec<((f64, f64), &str)> = s
+            .rules
+            .iter()
+            .map(|r| (secs(r), r.behavior.fault.kind()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ((4.5, 5.5), "hang"),
+                ((11.5, 20.5), "status"),
+                ((24.5, 25.5), "hang")
+            ]
+        );
         assert_eq!(fault_window_ms(&sc), Some((4500, 25500)));
     }
 
@@ -200,17 +271,37 @@ mod tests {
             100,
             100,
             vec![
-                Phase { requests: None, time: Some((2000, 4000)), fault: ModelFault::Hang },
-                Phase { requests: None, time: Some((0, 6000)), fault: ModelFault::Ok { latency_ms: 500 } },
+                Phase {
+                    requests: None,
+                    time: Some((2000, 4000)),
+                    fault: ModelFault::Hang,
+                },
+                Phase {
+                    requests: None,
+                    time: Some((0, 6000)),
+                    fault: ModelFault::Ok { latency_ms: 500 },
+                },
             ],
         );
         let s = origin_script(&sc);
         let got: Vec<((f64, f64), u64)> = s
             .rules
             .iter()
-            .map(|r| (secs(r), if let Fault::Latency { ms } = r.behavior.fault { ms } else { 0 }))
+            .map(|r| {
+                (
+                    secs(r),
+                    if let Fault::Latency { ms } = r.behavior.fault {
+                        ms
+                    } else {
+                        0
+                    },
+                )
+            })
             .collect();
-        assert_eq!(got, vec![((0.0, 2.0), 500), ((2.0, 4.0), 0), ((4.0, 6.0), 500)]);
+        assert_eq!(
+            got,
+            vec![((0.0, 2.0), 500), ((2.0, 4.0), 0), ((4.0, 6.0), 500)]
+        );
         assert_eq!(s.rules[1].behavior.fault, Fault::Hang);
         // The script the origin receives passes its own validation (no overlaps).
         let json = serde_json::json!({
@@ -224,14 +315,36 @@ mod tests {
 
     #[test]
     fn every_scenario_fault_maps_to_an_origin_fault() {
-        assert_eq!(behavior(ModelFault::Ok { latency_ms: 25 }).fault, Fault::Latency { ms: 25 });
-        assert_eq!(behavior(ModelFault::Status { code: 503, latency_ms: 0 }).fault, Fault::Status { code: 503 });
-        let rl = behavior(ModelFault::RateLimited { retry_after_s: Some(7), latency_ms: 5 });
-        assert_eq!((rl.fault, rl.delay_ms), (Fault::RateLimited { retry_after_s: 7 }, 5));
+        assert_eq!(
+            behavior(ModelFault::Ok { latency_ms: 25 }).fault,
+            Fault::Latency { ms: 25 }
+        );
+        assert_eq!(
+            behavior(ModelFault::Status {
+                code: 503,
+                latency_ms: 0
+            })
+            .fault,
+            Fault::Status { code: 503 }
+        );
+        let rl = behavior(ModelFault::RateLimited {
+            retry_after_s: Some(7),
+            latency_ms: 5,
+        });
+        assert_eq!(
+            (rl.fault, rl.delay_ms),
+            (Fault::RateLimited { retry_after_s: 7 }, 5)
+        );
         assert_eq!(behavior(ModelFault::Hang).fault, Fault::Hang);
         assert_eq!(behavior(ModelFault::Reset).fault, Fault::Reset);
-        assert_eq!(behavior(ModelFault::Malformed { latency_ms: 3 }).fault, Fault::Malformed);
-        assert_eq!(behavior(ModelFault::Empty { latency_ms: 3 }).fault, Fault::Empty);
+        assert_eq!(
+            behavior(ModelFault::Malformed { latency_ms: 3 }).fault,
+            Fault::Malformed
+        );
+        assert_eq!(
+            behavior(ModelFault::Empty { latency_ms: 3 }).fault,
+            Fault::Empty
+        );
     }
 
     #[test]
@@ -239,7 +352,11 @@ mod tests {
         let sc = scenario(
             10,
             18_000,
-            vec![Phase { requests: None, time: Some((0, 120_000)), fault: ModelFault::Ok { latency_ms: 500 } }],
+            vec![Phase {
+                requests: None,
+                time: Some((0, 120_000)),
+                fault: ModelFault::Ok { latency_ms: 500 },
+            }],
         );
         let small = scale_scenario(&sc, 0.05);
         assert_eq!(small.requests, 900);
@@ -260,9 +377,17 @@ mod tests {
             probe_p95_ms: 40,
             failed_probe_hold_ms: 60_000,
         });
-        let Breaker::Rate(r) = scale_policy(&p, 0.05).breaker else { panic!("rate") };
-        assert_eq!((r.window_ms, r.hold_down_ms, r.failed_probe_hold_ms), (1500, 1500, 3000));
+        let Breaker::Rate(r) = scale_policy(&p, 0.05).breaker else {
+            panic!("rate")
+        };
+        assert_eq!(
+            (r.window_ms, r.hold_down_ms, r.failed_probe_hold_ms),
+            (1500, 1500, 3000)
+        );
         assert!((r.probe_fraction - 0.4).abs() < 1e-9);
-        assert_eq!((r.min_calls, r.probe_min_calls, r.slow_call_p95_ms), (20, 20, 45));
+        assert_eq!(
+            (r.min_calls, r.probe_min_calls, r.slow_call_p95_ms),
+            (20, 20, 45)
+        );
     }
 }

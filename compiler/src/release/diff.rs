@@ -22,6 +22,9 @@ fn show(key: &str, v: &Value) -> (String, String) {
     if let (Some(name), Some(ms)) = (key.strip_suffix("_ms"), v.as_u64()) {
         return (name.to_string(), format_duration(ms));
     }
+    if let (Some(name), Some(s)) = (key.strip_suffix("_s"), v.as_u64()) {
+        return (name.to_string(), format!("{s}s"));
+    }
     let text = match v {
         Value::Null => "none".to_string(),
         Value::String(s) => format!("{s:?}"),

@@ -8,7 +8,7 @@
 //!
 //! - [`pipeline`]: validate (exactly as `check`) and bake into a prebuilt or built module;
 //! - [`registry`]: the directory of immutable, content-addressed releases and `ACTIVE`;
-//! - [`record`]: `release.json`;
+//! - [`record`]: the `release.json` of each release;
 //! - [`freshness`]: how old a release's catalog is against its policy's ceiling;
 //! - [`diff`]: a human-readable policy diff and the catalog delta between two releases;
 //! - [`ops`]: publish, promote, rollback — the rules that keep `ACTIVE` safe;

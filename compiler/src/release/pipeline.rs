@@ -78,18 +78,18 @@ fn render_all(loaded: &Loaded) -> String {
         .collect()
 }
 
-fn source_text(loaded: &Loaded, path: &Path) -> Option<String> {
-    loaded
-        .sources
-        .iter()
+/// Takes the text read from `path` out of `sources` (catalogs are megabytes: no copy).
+fn take_source(sources: &mut [(PathBuf, String)], path: &Path) -> Option<String> {
+    sources
+        .iter_mut()
         .find(|(p, _)| p == path)
-        .map(|(_, t)| t.clone())
+        .map(|(_, t)| std::mem::take(t))
 }
 
 /// Validates and bakes. An invalid policy or catalog, or a module over the size limit, is
 /// an [`Invalid`] error carrying the rendered diagnostics; nothing is written anywhere.
 pub fn bake(req: &Request<'_>) -> Result<Baked> {
-    let (loaded, policy_file, display_path) = match &req.policy {
+    let (mut loaded, policy_file, display_path) = match &req.policy {
         PolicySource::File(path) => {
             let loaded = match req.catalog {
                 None => load_policy(path, req.now),
@@ -145,15 +145,16 @@ pub fn bake(req: &Request<'_>) -> Result<Baked> {
             )
         }
     };
+    let mut sources = std::mem::take(&mut loaded.sources);
     let catalog_text = catalog_path
         .as_deref()
-        .and_then(|p| source_text(&loaded, p));
+        .and_then(|p| take_source(&mut sources, p));
     let inventory_text = inventory_path
         .as_deref()
-        .and_then(|p| source_text(&loaded, p));
+        .and_then(|p| take_source(&mut sources, p));
     let policy_text = match &req.policy {
         PolicySource::Baked { .. } => None,
-        _ => source_text(&loaded, &display_path),
+        _ => take_source(&mut sources, &display_path),
     };
 
     let inputs = dist::Inputs {

@@ -9,7 +9,7 @@ use crate::diag::{Diagnostic, Severity};
 use crate::dist::manifest::Module;
 
 /// The diagnostic code for a module over the size limit.
-pub const MODULE_TOO_LARGE: &str = "ERR_MODULE_TOO_LARGE";
+pub use crate::codes::MODULE_TOO_LARGE;
 
 pub const MIB: u64 = 1 << 20;
 /// Workers free plan: 3 MiB compressed.

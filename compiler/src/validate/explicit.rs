@@ -7,12 +7,14 @@
 //! `catalog.stubs` / `catalog.inventory` keep their declared values), so its hash and its
 //! bake do not depend on where tonight's files were.
 
+use std::io::Read as _;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 use understudy_core::policy::Policy;
 use understudy_core::Millis;
 
+use crate::codes;
 use crate::diag::Diagnostic;
 use crate::load::Loaded;
 use crate::parse::{self, node::Ctx};
@@ -22,6 +24,43 @@ use crate::parse::{self, node::Ctx};
 pub struct CatalogFiles<'a> {
     pub stubs: &'a Path,
     pub inventory: &'a Path,
+}
+
+/// A catalog export in the wrong encoding often still "reads": UTF-16 text of ASCII is
+/// valid UTF-8 with a NUL after every letter, and serde_json then reports a baffling
+/// syntax error. Name the encoding instead.
+pub fn encoding_problem(path: &Path) -> Option<Diagnostic> {
+    // The first 64 KiB tell: a byte-order mark, or NULs between ASCII letters.
+    let mut bytes = Vec::with_capacity(64 << 10);
+    std::fs::File::open(path)
+        .ok()?
+        .take(64 << 10)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let problem = if bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]) {
+        "is UTF-16 (it starts with a UTF-16 byte-order mark)".to_string()
+    } else if bytes.starts_with(&[0xef, 0xbb, 0xbf]) {
+        "starts with a UTF-8 byte-order mark, which JSON does not allow".to_string()
+    } else if let Some(at) = bytes.iter().position(|&b| b == 0) {
+        format!("contains a NUL byte at offset {at}: it is probably UTF-16 or UTF-32, not UTF-8")
+    } else {
+        return None;
+    };
+    Some(super::file_error(
+        codes::CATALOG_UNREADABLE,
+        path,
+        format!("`{}` {problem}", path.display()),
+        "export the catalog and the inventory snapshot as UTF-8 JSON without a byte-order mark",
+    ))
+}
+
+/// The encoding problems of both files; when there is one, the catalog check is skipped
+/// (its JSON errors would only restate it, less clearly).
+fn encoding_problems(files: CatalogFiles<'_>) -> Vec<Diagnostic> {
+    [files.stubs, files.inventory]
+        .into_iter()
+        .filter_map(encoding_problem)
+        .collect()
 }
 
 fn empty(path: &Path) -> Loaded {
@@ -64,7 +103,11 @@ pub fn load_text_with_catalog(
     if let Some(policy) = policy {
         super::rules::check_all(&mut ctx, &policy);
         let pointed = pointed_at(&policy, files);
-        if let Some(c) = super::stubs::check_catalog(&mut ctx, &pointed, Path::new(""), now) {
+        let encoding = encoding_problems(files);
+        if !encoding.is_empty() && policy.catalog.is_some() {
+            ctx.diags.extend(encoding);
+        } else if let Some(c) = super::stubs::check_catalog(&mut ctx, &pointed, Path::new(""), now)
+        {
             loaded.catalog_hash = c.hash;
             loaded.catalog = c.catalog;
             loaded.sources.extend(c.sources);
@@ -90,7 +133,10 @@ pub fn check_policy_catalog(
     loaded.policy_hash = policy_hash.to_string();
     let mut ctx = Ctx::new(policy_file.to_path_buf());
     let pointed = pointed_at(policy, files);
-    if let Some(c) = super::stubs::check_catalog(&mut ctx, &pointed, Path::new(""), now) {
+    let encoding = encoding_problems(files);
+    if !encoding.is_empty() && policy.catalog.is_some() {
+        ctx.diags.extend(encoding);
+    } else if let Some(c) = super::stubs::check_catalog(&mut ctx, &pointed, Path::new(""), now) {
         loaded.catalog_hash = c.hash;
         loaded.catalog = c.catalog;
         loaded.sources.extend(c.sources);

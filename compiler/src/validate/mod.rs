@@ -19,15 +19,7 @@ use crate::parse::{self, node::Ctx};
 pub const MAX_POLICY_BYTES: u64 = 1 << 20;
 
 pub fn load(path: &Path, now: Millis) -> Loaded {
-    let mut loaded = Loaded {
-        path: path.to_path_buf(),
-        diagnostics: Vec::new(),
-        policy: None,
-        catalog: None,
-        policy_hash: String::new(),
-        catalog_hash: String::new(),
-        sources: Vec::new(),
-    };
+    let mut loaded = Loaded::empty(path);
     let text = match read_text(path, MAX_POLICY_BYTES) {
         Ok(t) => t,
         Err(msg) => {
@@ -45,15 +37,7 @@ pub fn load(path: &Path, now: Millis) -> Loaded {
 
 /// Validates policy `text` as if read from `path` (catalog paths resolve next to it).
 pub fn load_text(path: &Path, text: String, now: Millis) -> Loaded {
-    let loaded = Loaded {
-        path: path.to_path_buf(),
-        diagnostics: Vec::new(),
-        policy: None,
-        catalog: None,
-        policy_hash: String::new(),
-        catalog_hash: String::new(),
-        sources: Vec::new(),
-    };
+    let loaded = Loaded::empty(path);
     load_source(loaded, text, now)
 }
 

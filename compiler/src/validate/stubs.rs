@@ -105,6 +105,11 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
     let inv_path = base.join(&rules.inventory);
     let mut sources = Vec::new();
     let mut read = |ctx: &mut Ctx, key: &str, path: &Path| -> Option<String> {
+        // UTF-16 (with or without a byte-order mark) is named as such, not as bad JSON.
+        if let Some(d) = super::explicit::encoding_problem(path) {
+            ctx.diags.push(d);
+            return None;
+        }
         match super::read_text(path, MAX_CATALOG_BYTES) {
             Ok(t) => {
                 sources.push((path.to_path_buf(), t.clone()));

@@ -283,8 +283,8 @@ impl Walker {
     }
 }
 
-/// Answers from the baked catalog: the items, their age (since the stubs were validated)
-/// and whether they are past the catalog's validation ceiling.
+/// Answers from the baked catalog: the items, their age (since the inventory snapshot the
+/// stubs were validated against) and whether they are past the catalog's ceiling.
 fn embedded(
     ctx: &Ctx<'_>,
     tier: &EmbeddedTier,
@@ -293,7 +293,7 @@ fn embedded(
     let catalog = ctx
         .catalog
         .ok_or(("NO_CATALOG", "the bake carries no catalog".to_string()))?;
-    let age_ms = now.since(Millis(catalog.validated_at_ms));
+    let age_ms = now.since(Millis(catalog.evidence_at_ms()));
     let mut expired = false;
     if let Some(rules) = &ctx.policy.catalog {
         if age_ms > rules.max_age_ms {
@@ -302,7 +302,7 @@ fn embedded(
                     return Err((
                         "CATALOG_EXPIRED",
                         format!(
-                            "stubs validated {age_ms} ms ago, past the {} ms ceiling; re-bake",
+                            "stubs checked against an inventory snapshot {age_ms} ms old, past the {} ms ceiling; re-bake",
                             rules.max_age_ms
                         ),
                     ))
@@ -433,7 +433,8 @@ mod tests {
             f.items,
             vec![c.items[0].json.clone(), c.items[4].json.clone()]
         );
-        assert_eq!(f.age_ms, HOUR + 13);
+        // Age counts from the inventory snapshot (2 h before NOW), not the bake (1 h).
+        assert_eq!(f.age_ms, 2 * HOUR + 13);
         let codes: Vec<_> = w.notes.iter().map(|n| (n.tier.as_str(), n.code)).collect();
         assert_eq!(codes, [("user", "KV_TIMEOUT"), ("category", "KV_ABSENT")]);
     }
@@ -548,6 +549,25 @@ mod tests {
             panic!()
         };
         assert!(f.catalog_expired);
+    }
+
+    #[test]
+    fn stub_age_counts_from_the_inventory_snapshot_not_the_bake() {
+        // Baked 5 h ago from a snapshot that was already 20 h old: 25 h of evidence age.
+        let (mut p, mut c, q) = (seed_policy(), seed_catalog(), params());
+        p.cascade.tiers.drain(0..2);
+        c.validated_at_ms = NOW - 5 * HOUR;
+        c.snapshot_at_ms = NOW - 25 * HOUR;
+        let cx = ctx(&p, &c, &q, 45);
+        let mut w = Walker::new(timeout());
+        assert_eq!(w.next(&cx, Millis(NOW), 0), TierStep::Exhausted);
+        assert_eq!(w.notes[0].code, "CATALOG_EXPIRED");
+        c.snapshot_at_ms = NOW - 23 * HOUR;
+        let cx = ctx(&p, &c, &q, 45);
+        assert!(matches!(
+            Walker::new(timeout()).next(&cx, Millis(NOW), 0),
+            TierStep::Answer(_)
+        ));
     }
 
     #[test]

@@ -55,6 +55,17 @@ impl Catalog {
         }
     }
 
+    /// What the stubs' freshness is measured from: the inventory snapshot they were checked
+    /// against, since a re-bake today of yesterday's snapshot knows nothing newer than the
+    /// snapshot. (Never later than the validation itself; 0 means unknown.)
+    pub fn evidence_at_ms(&self) -> u64 {
+        if self.snapshot_at_ms == 0 {
+            self.validated_at_ms
+        } else {
+            self.snapshot_at_ms.min(self.validated_at_ms)
+        }
+    }
+
     /// The curated list: items of `category` (all items when `None`), in catalog order.
     /// Falls back to the global list when the category has no items, so the final net
     /// always holds something.

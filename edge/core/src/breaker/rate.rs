@@ -323,7 +323,11 @@ mod tests {
         let probes: Vec<u64> = (0..1000)
             .filter(|i| r.admit(Millis(start + i)) == Admission::Probe)
             .collect();
-        assert_eq!(&probes[..3], &[0, 50, 100], "the first request, then one in fifty");
+        assert_eq!(
+            &probes[..3],
+            &[0, 50, 100],
+            "the first request, then one in fifty"
+        );
         let probes = probes.len();
         assert_eq!(probes, 20, "2% of 1000 requests, the first one included");
     }

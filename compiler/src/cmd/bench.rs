@@ -1,0 +1,34 @@
+//! `understudy bench [POLICY] [--out FILE]`: the edge against a bare pass-through Worker in
+//! workerd (see [`crate::bench`]). Prints the figures and their ratios; targets are reported,
+//! not asserted. Exit 0 when it ran; 2 on usage or I/O errors.
+
+use std::process::ExitCode;
+
+use crate::bench;
+use crate::cli::{BenchArgs, Format};
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if !(args.throughput_secs > 0.0 && args.throughput_secs <= 600.0) {
+        anyhow::bail!(
+            "--throughput-secs {} must be between 0 and 600",
+            args.throughput_secs
+        );
+    }
+    let opts = bench::Options {
+        policy: args.policy,
+        out: args.out,
+        rounds: args.rounds.clamp(1, 100_000),
+        hung_rounds: args.hung_rounds.clamp(1, 10_000),
+        concurrency: args.concurrency,
+        throughput_secs: args.throughput_secs,
+        origin_latency_ms: args.origin_latency_ms,
+        edge: args.edge,
+        bare: args.bare,
+    };
+    let doc = bench::run(&opts)?;
+    match args.format {
+        Format::Human => print!("{}", bench::human(&doc)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&doc)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,60 @@
+//! `understudy drill POLICY --scenario FILE [--report DIR] [--time-scale F]`: the scenario
+//! against the real edge in workerd (see [`crate::drill`]). Prints the same table as
+//! `simulate`, then every invariant's verdict. Exit 0 when every checked invariant holds;
+//! 1 when one breaks (named on stderr) or the policy is invalid; 2 on usage or I/O errors.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::cli::{DrillArgs, Format};
+use crate::drill;
+
+pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
+    let opts = drill::Options {
+        policy: args.policy,
+        scenario: args.scenario,
+        report: args.report,
+        time_scale: args.time_scale,
+        concurrency: args.concurrency,
+        rate: args.rate,
+        edge: args.edge,
+        timeout: Duration::from_millis(args.timeout_ms.clamp(1, 60_000)),
+    };
+    let outcome = match drill::run(&opts)? {
+        Ok(o) => o,
+        Err(code) => return Ok(code),
+    };
+    if let Some(dir) = &opts.report {
+        drill::write_report(dir, &outcome)?;
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&outcome.json)?),
+        Format::Human => {
+            print!("{}", outcome.table);
+            println!("\nInvariants:");
+            for v in &outcome.verdicts {
+                let mark = match v.ok {
+                    Some(true) => "ok  ",
+                    Some(false) => "FAIL",
+                    None => "--  ",
+                };
+                println!("  {mark} {:<22} {}", v.name, v.detail);
+            }
+            if let Some(dir) = &opts.report {
+                println!("\nReport: {} (drill.json, timeline.svg)", dir.display());
+            }
+        }
+    }
+    for a in &outcome.alerts {
+        eprintln!("ALERT {a}: recovery took longer than the stall limit after the fault's end");
+    }
+    let broken = outcome.broken();
+    if broken.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        for v in &broken {
+            eprintln!("error: invariant {} broken: {}", v.name, v.detail);
+        }
+        Ok(ExitCode::from(1))
+    }
+}

@@ -1,0 +1,129 @@
+// [B-DRILL] `understudy drill` end to end: scenarios played against the built Worker in
+// workerd and the simulated origin, by the compiler itself (it starts both, drives the
+// load on loopback, checks the invariants and writes the report). Regression guards for
+// issue 6, "Evidence": the drill for both seed scenarios, time-scaled, asserting the
+// invariants; and a run that cannot meet its limits exits non-zero naming the invariant.
+//
+// Cost: seed 002 runs at its own pace (30 requests, one a second: ~35 s); the recovery
+// drill at --time-scale 0.1 takes ~22 s (a 12 s fault); the broken run ~3 s.
+
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import { readFile, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+
+import { EDGE_DIR, ROOT, edgeBuilt, understudy, tempDir } from "./harness.mjs";
+
+const skip = edgeBuilt() ? false : `no prebuilt edge in ${EDGE_DIR}; run scripts/build-edge.sh`;
+const POLICIES = join(ROOT, "policies");
+const SCENARIOS = join(ROOT, "scenarios");
+
+/** The table's lines that depend on wall-clock time (transition times, latencies) masked. */
+const masked = (table) =>
+  table
+    .replace(/\(t=\s*[\d.]+s\)/g, "(t=…)")
+    .replace(/^Latency: .*$/m, "Latency: …")
+    .trim();
+
+/** The table `simulate` and `drill` both print: from `Scenario` to the `Latency` line. */
+const tableOf = (stdout) => {
+  const m = /^Scenario [\s\S]*?^Latency: .*$/m.exec(stdout);
+  assert.ok(m, `no table in:\n${stdout}`);
+  return m[0];
+};
+
+async function drill(policy, scenario, extra = [], timeoutMs = 120_000) {
+  const tmp = await tempDir("understudy-drill-");
+  const report = join(tmp.dir, "report");
+  const r = understudy(["drill", join(POLICIES, policy), "--scenario", scenario, "--report", report, ...extra], { timeoutMs });
+  const json = existsSync(join(report, "drill.json")) ? JSON.parse(await readFile(join(report, "drill.json"), "utf8")) : null;
+  const svg = existsSync(join(report, "timeline.svg")) ? await readFile(join(report, "timeline.svg"), "utf8") : null;
+  await tmp.cleanup();
+  return { ...r, json, svg };
+}
+
+const verdict = (json, name) => json.verdicts.find((v) => v.name === name);
+
+describe("understudy drill [B-DRILL]", { skip }, () => {
+  test("seed 002's incident on the real edge prints the same table as simulate", { timeout: 150_000 }, async () => {
+    const scenario = join(SCENARIOS, "seed-002-incident.toml");
+    const sim = understudy(["simulate", join(POLICIES, "semantic-search.toml"), "--scenario", scenario]);
+    assert.equal(sim.status, 0, sim.stderr);
+    const d = await drill("semantic-search.toml", scenario);
+    assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
+    assert.equal(masked(tableOf(d.stdout)), masked(tableOf(sim.stdout)));
+    // The breaker's log came from the status endpoint (half-open trials included).
+    assert.equal(d.json.breaker.from_status_endpoint, true);
+    assert.deepEqual(
+      d.json.summary.breaker_transitions.map((t) => `${t.request} ${t.from}→${t.to}`),
+      ["14 CLOSED→OPEN", "18 OPEN→HALF_OPEN", "18 HALF_OPEN→OPEN", "22 OPEN→HALF_OPEN", "22 HALF_OPEN→CLOSED"],
+    );
+    for (const name of ["ANSWERED", "DISCLOSED", "NOT_EMPTY", "LATENCY_BUDGET", "EXPECT"]) {
+      assert.equal(verdict(d.json, name).ok, true, JSON.stringify(verdict(d.json, name)));
+    }
+    assert.match(d.svg, /^<svg/);
+  });
+
+  test("seed 000's recovery drill (time scale 0.1) meets its invariants", { timeout: 90_000 }, async () => {
+    const d = await drill("recommendations.toml", join(SCENARIOS, "seed-000-recovery.toml"), ["--time-scale", "0.1"]);
+    const verdicts = d.json?.verdicts ?? [];
+    assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
+    for (const name of ["ANSWERED", "DISCLOSED", "NOT_EMPTY", "LATENCY_BUDGET", "P95_MAX", "DEGRADE_WITHIN", "RECOVER_WITHIN", "USER_TIER_REPOPULATED"]) {
+      const v = verdicts.find((x) => x.name === name);
+      assert.equal(v?.ok, true, `${name}: ${JSON.stringify(v)}`);
+    }
+    assert.deepEqual(d.json.alerts, []);
+    const modes = d.json.breaker.transitions.map((t) => t.to);
+    assert.ok(modes.includes("DEGRADED_FALLBACK") && modes.at(-1) === "PRIMARY_HEALTHY", modes.join(" "));
+    assert.ok(d.json.summary.tiers.user > 0, "the user tier answered during the fault");
+    assert.match(d.svg, /model faulty/);
+  });
+
+  test("a scenario whose limits cannot be met exits 1 naming the broken invariant", { timeout: 60_000 }, async () => {
+    const tmp = await tempDir("understudy-drill-broken-");
+    const scenario = join(tmp.dir, "hang.toml");
+    // The model hangs throughout: every answer waits for the 800 ms deadline, so a p95 of
+    // 100 ms cannot be met.
+    await writeFile(
+      scenario,
+      [
+        'name = "hang-all"',
+        'start = "2026-11-30T12:00:00Z"',
+        "requests = 12",
+        'interval = "100ms"',
+        "[params]",
+        'q = ["headphones", "keyboard", "backpack", "coffee maker"]',
+        "[model]",
+        'latency = "150ms"',
+        "[[model.phase]]",
+        "requests = [0, 11]",
+        'fault = "hang"',
+        "[drill]",
+        'p95_max = "100ms"',
+        "",
+      ].join("\n"),
+    );
+    const d = await drill("semantic-search.toml", scenario);
+    await tmp.cleanup();
+    assert.equal(d.status, 1, `${d.stdout}\n${d.stderr}`);
+    assert.match(d.stderr, /invariant P95_MAX broken/);
+    assert.equal(verdict(d.json, "P95_MAX").ok, false);
+    // Everything else held: the answers were degraded, disclosed and not empty.
+    assert.equal(verdict(d.json, "DISCLOSED").ok, true);
+    assert.equal(verdict(d.json, "NOT_EMPTY").ok, true);
+  });
+
+  test("a scenario with a bad [drill] table is refused before anything starts", async () => {
+    const tmp = await tempDir("understudy-drill-bad-");
+    const scenario = join(tmp.dir, "bad.toml");
+    await writeFile(
+      scenario,
+      'name = "bad"\nstart = "2026-11-30T12:00:00Z"\nrequests = 1\ninterval = "1s"\n[params]\nq = ["a"]\n[model]\nlatency = "1ms"\n[drill]\nrecover_in = "45s"\n',
+    );
+    const r = understudy(["drill", join(POLICIES, "semantic-search.toml"), "--scenario", scenario]);
+    await tmp.cleanup();
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /\[drill\].*recover_in/);
+  });
+});
