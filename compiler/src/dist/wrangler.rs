@@ -114,6 +114,17 @@ pub fn render(service: &str, release_id: &str, policy_file: &str, bindings: &Bin
             rl.limit, rl.period
         );
     }
+    let _ = writeln!(
+        t,
+        "\n# One data point per request (docs/observability.md); unbound, the Worker writes none."
+    );
+    let _ = writeln!(t, "[[analytics_engine_datasets]]");
+    let _ = writeln!(t, "binding = \"UNDERSTUDY_ANALYTICS\"");
+    let _ = writeln!(
+        t,
+        "dataset = {}",
+        toml_str(&format!("understudy_{}", worker_name(service).replace('-', "_")))
+    );
     if !bindings.vars.is_empty() {
         let _ = writeln!(t, "\n[vars]");
         for (k, v) in &bindings.vars {

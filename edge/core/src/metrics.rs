@@ -128,3 +128,89 @@ mod tests {
         assert_eq!(c.degraded, 1000);
     }
 }
+
+/// One request as a Workers Analytics Engine data point. The index is the service (AE
+/// samples per index); blobs are low-cardinality labels — never user IDs or tokens — and
+/// doubles the figures to sum and average. The field order is the schema documented in
+/// docs/observability.md: dashboards query `blob1`…`blob5`, `double1`…`double2`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataPoint {
+    pub index: String,
+    /// release, outcome, tier, reason, breaker mode
+    pub blobs: [String; 5],
+    /// latency in ms, 1.0 when the answer was degraded (so `SUM(double2)/COUNT()` is the
+    /// degraded share)
+    pub doubles: [f64; 2],
+}
+
+pub fn data_point(
+    service: &str,
+    release: &str,
+    outcome: Outcome<'_>,
+    latency_ms: u64,
+    breaker_mode: &str,
+) -> DataPoint {
+    let (name, tier, reason, degraded) = match outcome {
+        Outcome::Live => ("live", "", "", false),
+        Outcome::Fallback { tier, reason } => ("fallback", tier, reason, true),
+        Outcome::Unavailable { reason } => ("unavailable", "", reason, true),
+        Outcome::BadRequest => ("bad_request", "", "", false),
+        Outcome::Unauthorized => ("unauthorized", "", "", false),
+        Outcome::Storm => ("storm_limited", "", "", false),
+        Outcome::BakeInvalid => ("bake_invalid", "", "", false),
+    };
+    DataPoint {
+        index: service.to_string(),
+        blobs: [
+            release.to_string(),
+            name.to_string(),
+            tier.to_string(),
+            reason.to_string(),
+            breaker_mode.to_string(),
+        ],
+        doubles: [latency_ms as f64, if degraded { 1.0 } else { 0.0 }],
+    }
+}
+
+#[cfg(test)]
+mod data_point_tests {
+    use super::*;
+
+    #[test]
+    fn a_fallback_is_labelled_and_counts_as_degraded() {
+        let p = data_point(
+            "recs",
+            "r-1",
+            Outcome::Fallback {
+                tier: "user",
+                reason: "ML_TIMEOUT",
+            },
+            52,
+            "PRIMARY_HEALTHY",
+        );
+        assert_eq!(p.index, "recs");
+        assert_eq!(
+            p.blobs,
+            ["r-1", "fallback", "user", "ML_TIMEOUT", "PRIMARY_HEALTHY"].map(String::from)
+        );
+        assert_eq!(p.doubles, [52.0, 1.0]);
+    }
+
+    #[test]
+    fn live_and_refused_answers_are_not_degraded() {
+        for o in [Outcome::Live, Outcome::BadRequest, Outcome::Storm] {
+            assert_eq!(data_point("s", "r", o, 3, "CLOSED").doubles[1], 0.0);
+        }
+        assert_eq!(
+            data_point(
+                "s",
+                "r",
+                Outcome::Unavailable { reason: "ML_5XX" },
+                3,
+                "OPEN"
+            )
+            .doubles[1],
+            1.0
+        );
+    }
+}

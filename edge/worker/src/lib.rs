@@ -5,6 +5,7 @@
 //! the served path returns `Err` or unwraps.
 #![forbid(unsafe_code)]
 
+mod analytics;
 mod guard;
 mod identity;
 mod isolate;

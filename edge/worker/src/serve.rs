@@ -11,7 +11,7 @@ use understudy_core::correlation::{self, Provenance};
 use understudy_core::deadline::Deadline;
 use understudy_core::disclosure::{self, Meta, Rendered};
 use understudy_core::exchange::{Action, Answer, Event, Exchange, Gate};
-use understudy_core::metrics::Outcome as Counted;
+use understudy_core::metrics::{data_point, Outcome as Counted};
 use understudy_core::policy::{Method as PolicyMethod, Policy};
 use understudy_core::request::{Params, RequestParts};
 use understudy_core::retry::Backoff;
@@ -21,7 +21,7 @@ use worker::{
 };
 
 use crate::isolate::{self, now, random16};
-use crate::{guard, identity, kv, race, respond::to_response};
+use crate::{analytics, guard, identity, kv, race, respond::to_response};
 
 /// Wrangler `[vars]` entry that points the origin elsewhere (local dev and tests).
 pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
@@ -42,6 +42,9 @@ struct Log {
     breaker_mode: &'static str,
     /// `X-Degraded-Reason` of a fallback or unavailable answer, for the counters.
     degraded_reason: Option<&'static str>,
+    service: String,
+    /// Where the request's Analytics Engine data point goes.
+    analytics: Box<dyn analytics::Sink>,
 }
 
 pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
@@ -65,6 +68,8 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
         policy_version: "none".into(),
         breaker_mode: "UNKNOWN",
         degraded_reason: None,
+        service: "unknown".into(),
+        analytics: analytics::sink(&env),
     };
 
     let loaded = match isolate::loaded() {
@@ -77,6 +82,7 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
     let bake = &loaded.bake;
     let policy = &bake.policy;
     log.policy_version = bake.release_id.clone();
+    log.service = policy.service.name.clone();
     let meta = Meta {
         correlation_id: &cid,
         policy_version: &bake.release_id,
@@ -398,8 +404,16 @@ fn finish(mut rendered: Rendered, mut log: Log, started: understudy_core::Millis
         "bake_invalid" => Some(Counted::BakeInvalid),
         _ => None,
     };
+    let latency_ms = now().since(started);
     if let Some(c) = counted {
         crate::isolate::with_counters(|k| k.record(c));
+        log.analytics.write(&data_point(
+            &log.service,
+            &log.policy_version,
+            c,
+            latency_ms,
+            log.breaker_mode,
+        ));
     }
     let line = json!({
         "correlation_id": log.correlation_id,
@@ -410,7 +424,7 @@ fn finish(mut rendered: Rendered, mut log: Log, started: understudy_core::Millis
         "reason": log.reason,
         "notes": log.notes,
         "attempts": log.attempts,
-        "latency_ms": now().since(started),
+        "latency_ms": latency_ms,
         "origin_override": log.origin_override,
         "policy_version": log.policy_version,
         "breaker_mode": log.breaker_mode,
