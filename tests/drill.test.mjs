@@ -36,7 +36,8 @@ const tableOf = (stdout) => {
 async function drill(policy, scenario, extra = [], timeoutMs = 120_000) {
   const tmp = await tempDir("understudy-drill-");
   const report = join(tmp.dir, "report");
-  const r = understudy(["drill", join(POLICIES, policy), "--scenario", scenario, "--report", report, ...extra], { timeoutMs });
+  const args = ["drill", join(POLICIES, policy), "--scenario", scenario, "--report", report, "--edge", EDGE_DIR, ...extra];
+  const r = understudy(args, { timeoutMs });
   const json = existsSync(join(report, "drill.json")) ? JSON.parse(await readFile(join(report, "drill.json"), "utf8")) : null;
   const svg = existsSync(join(report, "timeline.svg")) ? await readFile(join(report, "timeline.svg"), "utf8") : null;
   await tmp.cleanup();

@@ -225,6 +225,9 @@ pub struct BenchArgs {
     /// Prebuilt bare Worker directory (scripts/build-edge.sh --bare); built when absent.
     #[arg(long)]
     pub bare: Option<PathBuf>,
+    /// Bake only the policy's embedded tiers: the hung phase then times the baked tier alone.
+    #[arg(long)]
+    pub embedded_only: bool,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
 }

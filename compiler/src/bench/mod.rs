@@ -44,6 +44,9 @@ pub struct Options {
     pub origin_latency_ms: u64,
     pub edge: Option<PathBuf>,
     pub bare: Option<PathBuf>,
+    /// Drop every tier but the embedded ones, so the hung phase measures the baked tier
+    /// alone (no KV read before it).
+    pub embedded_only: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -211,6 +214,18 @@ pub fn run(opts: &Options) -> Result<Value> {
     let mut policy = base.clone();
     policy.breaker = Breaker::Off;
     policy.storm = None;
+    if opts.embedded_only {
+        policy
+            .cascade
+            .tiers
+            .retain(|t| matches!(t.kind, understudy_core::policy::TierKind::Embedded(_)));
+        if policy.cascade.tiers.is_empty() {
+            bail!(
+                "{} has no embedded tier to keep (--embedded-only)",
+                opts.policy.display()
+            );
+        }
+    }
     let edge_src = dist::edge::locate(opts.edge.as_deref())?;
     let file = opts
         .policy
@@ -371,6 +386,8 @@ pub fn run(opts: &Options) -> Result<Value> {
         "policy": policy.service.name,
         "release": built.release_id,
         "origin_latency_ms": opts.origin_latency_ms,
+        "embedded_only": opts.embedded_only,
+        "tiers": policy.cascade.tiers.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
         "rounds": opts.rounds,
         "concurrency": opts.concurrency,
         "edge": edge_side,
@@ -467,4 +484,46 @@ pub fn human(d: &Value) -> String {
         d["targets"]
     ));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_round_to_three_places_and_survive_a_zero_floor() {
+        assert_eq!(ratio(33.0, 30.0), 1.1);
+        assert_eq!(ratio(1.0, 3.0), 0.333);
+        assert_eq!(ratio(5.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn the_summary_prints_both_sides_the_ratios_and_the_hung_path() {
+        let side = |p50: f64| {
+            json!({"healthy": {"p50_ms": p50, "p99_ms": p50 * 1.5}, "throughput_rps": 400.0,
+                   "module_gzip_bytes": 1000, "module_bytes": 4000, "startup_ms": 700.0, "first_request_ms": 50.0})
+        };
+        let doc = json!({
+            "policy": "recommendation-service", "origin_latency_ms": 25,
+            "edge": side(31.0), "bare": side(30.0),
+            "ratios": {"healthy_p50": 1.033, "healthy_p99": 1.033, "throughput": 1.0, "module_gzip": 1.0},
+            "hung": {"deadline_ms": 45.0, "answers": 10, "degraded": 10, "latency": {"p50_ms": 49.0, "p99_ms": 55.0},
+                     "p99_minus_deadline_ms": 10.0, "bare": "no answer within 1000 ms",
+                     "by_tier": {"curated": {"answers": 10, "ms_after_deadline": {"p50_ms": 4.0, "p99_ms": 10.0}}}},
+            "targets": {"healthy_p50_within_10_percent": true},
+        });
+        let h = human(&doc);
+        assert!(
+            h.contains("healthy p50 (ms)")
+                && h.contains("31.00")
+                && h.contains("30.00")
+                && h.contains("1.03"),
+            "{h}"
+        );
+        assert!(h.contains("p99 - deadline = 10.00 ms"), "{h}");
+        assert!(
+            h.contains("curated") && h.contains("deadline to answer: p50 4.00 ms"),
+            "{h}"
+        );
+    }
 }

@@ -24,6 +24,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         origin_latency_ms: args.origin_latency_ms,
         edge: args.edge,
         bare: args.bare,
+        embedded_only: args.embedded_only,
     };
     let doc = bench::run(&opts)?;
     match args.format {

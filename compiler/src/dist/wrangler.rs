@@ -123,7 +123,10 @@ pub fn render(service: &str, release_id: &str, policy_file: &str, bindings: &Bin
     let _ = writeln!(
         t,
         "dataset = {}",
-        toml_str(&format!("understudy_{}", worker_name(service).replace('-', "_")))
+        toml_str(&format!(
+            "understudy_{}",
+            worker_name(service).replace('-', "_")
+        ))
     );
     if !bindings.vars.is_empty() {
         let _ = writeln!(t, "\n[vars]");

@@ -19,19 +19,22 @@
 pub mod check;
 pub mod driver;
 pub mod edge;
+pub mod figures;
 pub mod limits;
 pub mod observe;
 pub mod plot;
+pub mod prepare;
 pub mod script;
+pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
-use understudy_core::policy::{Admin, Breaker, ParamSource, Policy};
+use understudy_core::policy::{Admin, Breaker, Policy};
 use understudy_core::Millis;
 
 use crate::dist::{self, edge::workspace_root};
@@ -39,12 +42,15 @@ use crate::load::load_policy;
 use crate::origin::{Fault, OriginServer};
 use crate::render::{self, Sources};
 use crate::simulate::report;
-use crate::simulate::scenario::{self, RawScenario, Scenario};
+use crate::simulate::scenario::{self, RawScenario};
 
 use self::check::{Context, Latency, UserProbe};
 use self::driver::{Config, Planned, Progress};
 use self::limits::Limits;
-use self::observe::{Observed, SeenTransition};
+use self::observe::Observed;
+use self::prepare::kv_seed;
+pub use self::prepare::{epoch_ms, plan_request, stamp_policy};
+use self::status::{merge, parse_status, status_once};
 
 /// Requests sent with no I/O behind them to measure the transport's own latency.
 const CALIBRATION_REQUESTS: usize = 50;
@@ -96,213 +102,6 @@ impl Outcome {
     }
 }
 
-/// A policy copied next to a fresh inventory snapshot (taken an hour ago).
-pub fn stamp_policy(policy: &Path, dir: &Path, now: Millis) -> Result<PathBuf> {
-    let text = std::fs::read_to_string(policy)
-        .with_context(|| format!("cannot read {}", policy.display()))?;
-    let name = policy
-        .file_name()
-        .context("the policy path has no file name")?;
-    let dst = dir.join(name);
-    std::fs::write(&dst, &text)?;
-    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
-    let base = policy.parent().unwrap_or(Path::new("."));
-    if let Some(cat) = table.get("catalog").and_then(|c| c.as_table()) {
-        for key in ["stubs", "inventory"] {
-            let Some(file) = cat.get(key).and_then(|v| v.as_str()) else {
-                continue;
-            };
-            let (from, to) = (base.join(file), dir.join(file));
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            if key == "inventory" {
-                let mut inv: Value = serde_json::from_str(
-                    &std::fs::read_to_string(&from)
-                        .with_context(|| format!("cannot read {}", from.display()))?,
-                )
-                .with_context(|| format!("{} is not JSON", from.display()))?;
-                if let Some(obj) = inv.as_object_mut().filter(|o| o.contains_key("taken_at")) {
-                    obj.insert(
-                        "taken_at".into(),
-                        json!(rfc3339(now.0.saturating_sub(3_600_000))?),
-                    );
-                }
-                std::fs::write(&to, serde_json::to_string_pretty(&inv)?)?;
-            } else {
-                std::fs::copy(&from, &to)
-                    .with_context(|| format!("cannot copy {}", from.display()))?;
-            }
-        }
-    }
-    Ok(dst)
-}
-
-fn rfc3339(ms: u64) -> Result<String> {
-    let t = time::OffsetDateTime::from_unix_timestamp((ms / 1000) as i64)
-        .context("time out of range")?;
-    Ok(t.format(&time::format_description::well_known::Rfc3339)?)
-}
-
-pub fn epoch_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// Percent-encodes everything but RFC 3986 unreserved characters.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// The HTTP request for scenario request `i`: parameters placed where the policy reads them,
-/// a signed token when one carries claims, a correlation ID naming the request.
-pub fn plan_request(
-    policy: &Policy,
-    sc: &Scenario,
-    i: u64,
-    tokens: &mut BTreeMap<String, String>,
-) -> Planned {
-    let mut path = policy.service.route.clone();
-    let mut query = Vec::new();
-    let mut headers = vec![("x-correlation-id".to_string(), format!("drill-{i}"))];
-    let mut claims = serde_json::Map::new();
-    let mut user = None;
-    for p in &policy.params {
-        let Some(v) = sc.param(&p.name, i).map(str::to_string) else {
-            continue;
-        };
-        if p.identity {
-            user = Some(v.clone());
-        }
-        match p.source {
-            ParamSource::Path => path = path.replace(&format!("{{{}}}", p.from), &encode(&v)),
-            ParamSource::Query => query.push(format!("{}={}", encode(&p.from), encode(&v))),
-            ParamSource::Header => headers.push((p.from.to_ascii_lowercase(), v)),
-            ParamSource::TokenClaim => {
-                claims.insert(p.from.clone(), Value::String(v));
-            }
-        }
-    }
-    if let Some(id) = &policy.identity {
-        let cache_key = Value::Object(claims.clone()).to_string();
-        let token = tokens.entry(cache_key).or_insert_with(|| {
-            let now = epoch_ms() / 1000;
-            claims.insert("iss".into(), json!(id.issuer));
-            claims.insert("aud".into(), json!(id.audience));
-            claims.insert("iat".into(), json!(now));
-            claims.insert("exp".into(), json!(now + 6 * 3600));
-            understudy_core::token::sign(
-                &Value::Object(claims),
-                edge::dev_secret(&id.secret).as_bytes(),
-            )
-        });
-        headers.push(("authorization".into(), format!("Bearer {token}")));
-    }
-    if !query.is_empty() {
-        path = format!("{path}?{}", query.join("&"));
-    }
-    let method = policy
-        .service
-        .methods
-        .first()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_else(|| "GET".into());
-    Planned {
-        index: i,
-        due_us: i * sc.interval_us,
-        method,
-        target: path,
-        headers,
-        user,
-    }
-}
-
-/// The KV seed file for edge-server.mjs: `[[kv]]` entries written `age` before now.
-fn kv_seed(sc: &Scenario, now: Millis) -> Value {
-    let mut by: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for k in &sc.kv {
-        let items: Vec<Value> = k.items.iter().map(|s| json!({ "sku": s })).collect();
-        let written = (now.0 as i64 - k.age_ms).max(0);
-        by.entry(k.binding.clone())
-            .or_default()
-            .push(json!({ "key": k.key, "value": { "items": items }, "written_at": written }));
-    }
-    json!(by)
-}
-
-/// A mode as the status endpoint writes it — its name (`OPEN`) or the core's `Mode`
-/// (`Open`) — in the seed's vocabulary for this breaker (`rate`: seed 000's names).
-fn status_mode(m: Option<&str>, rate: bool) -> &'static str {
-    match (m.map(str::trim), rate) {
-        (Some("Healthy"), false) => "CLOSED",
-        (Some("Open"), false) => "OPEN",
-        (Some("Probing"), false) => "HALF_OPEN",
-        (Some("Healthy"), true) => "PRIMARY_HEALTHY",
-        (Some("Open"), true) => "DEGRADED_FALLBACK",
-        (Some("Probing"), true) => "RECOVERING_PROBE",
-        _ => observe::mode_name(m),
-    }
-}
-
-/// Reads breaker transitions from an admin status document, wherever it keeps them: an
-/// array `transitions` of `{at_ms|at, from, to}` with epoch-ms times. Also the current mode.
-pub fn parse_status(
-    doc: &Value,
-    start_epoch_ms: u64,
-    rate: bool,
-) -> (Option<&'static str>, Vec<SeenTransition>) {
-    fn find<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
-        match v {
-            Value::Object(m) => m.get(key).or_else(|| m.values().find_map(|x| find(x, key))),
-            _ => None,
-        }
-    }
-    let mode = Some(status_mode(find(doc, "mode").and_then(Value::as_str), rate))
-        .filter(|m| *m != "UNKNOWN");
-    let mut out = Vec::new();
-    if let Some(Value::Array(ts)) = find(doc, "transitions") {
-        for t in ts {
-            let at = t
-                .get("at_ms")
-                .or_else(|| t.get("at"))
-                .and_then(Value::as_f64);
-            let from = status_mode(t.get("from").and_then(Value::as_str), rate);
-            let to = status_mode(t.get("to").and_then(Value::as_str), rate);
-            if let (Some(at), false) = (at, from == "UNKNOWN" || to == "UNKNOWN") {
-                out.push(SeenTransition {
-                    at_ms: at - start_epoch_ms as f64,
-                    from,
-                    to,
-                });
-            }
-        }
-    }
-    (mode, out)
-}
-
-/// Merges transitions from successive status reads (each holds the last few), in time order.
-fn merge(into: &mut Vec<SeenTransition>, more: Vec<SeenTransition>) {
-    for t in more {
-        if !into
-            .iter()
-            .any(|x| (x.at_ms - t.at_ms).abs() < 0.5 && x.from == t.from && x.to == t.to)
-        {
-            into.push(t);
-        }
-    }
-    into.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
-}
-
 struct Bar(indicatif::ProgressBar, u64);
 
 impl Progress for Bar {
@@ -313,34 +112,6 @@ impl Progress for Bar {
         }
         self.0.inc(1);
     }
-}
-
-async fn status_once(addr: std::net::SocketAddr, path: &str, token: &str) -> Option<Value> {
-    use http_body_util::BodyExt;
-    let r = tokio::time::timeout(Duration::from_secs(2), async {
-        let stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let (mut send, c) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .ok()?;
-        tokio::spawn(async move {
-            let _ = c.await;
-        });
-        let req = hyper::Request::builder()
-            .uri(path)
-            .header("host", addr.to_string())
-            .header("authorization", format!("Bearer {token}"))
-            .body(http_body_util::Full::new(bytes::Bytes::new()))
-            .ok()?;
-        let res = send.send_request(req).await.ok()?;
-        if !res.status().is_success() {
-            return None;
-        }
-        let b = res.into_body().collect().await.ok()?.to_bytes();
-        serde_json::from_slice::<Value>(&b).ok()
-    })
-    .await;
-    r.ok().flatten()
 }
 
 /// Runs a drill; the caller prints and exits.
@@ -749,53 +520,4 @@ pub fn write_report(dir: &Path, o: &Outcome) -> Result<()> {
         std::fs::write(dir.join("timeline.svg"), svg)?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_documents_give_transitions_relative_to_the_start() {
-        let doc = json!({"breaker": {"mode": "OPEN", "transitions": [
-            {"at": 1_000_500, "from": "CLOSED", "to": "OPEN"},
-            {"at_ms": 1_004_500, "from": "OPEN", "to": "HALF_OPEN"},
-            {"at": 1_004_600, "from": "??", "to": "OPEN"},
-            {"at_ms": 1_005_000, "from": "Probing", "to": "Healthy"}
-        ]}});
-        let (mode, t) = parse_status(&doc, 1_000_000, false);
-        assert_eq!(mode, Some("OPEN"));
-        assert_eq!(t.len(), 3);
-        assert_eq!((t[0].at_ms, t[0].from, t[0].to), (500.0, "CLOSED", "OPEN"));
-        assert_eq!(
-            (t[2].from, t[2].to),
-            ("HALF_OPEN", "CLOSED"),
-            "the core's Debug names"
-        );
-        let (_, r) = parse_status(&doc, 1_000_000, true);
-        assert_eq!(
-            (r[2].from, r[2].to),
-            ("RECOVERING_PROBE", "PRIMARY_HEALTHY")
-        );
-        let mut all = t.clone();
-        merge(&mut all, t);
-        assert_eq!(all.len(), 3, "re-reads do not duplicate");
-    }
-
-    #[test]
-    fn requests_carry_parameters_where_the_policy_reads_them() {
-        let p = crate::dist::tests::sample_policy();
-        let raw: RawScenario = toml::from_str(
-            "name = \"t\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 3\ninterval = \"10ms\"\n[params]\ncategory_id = [\"audio\", \"bags\"]\n[model]\nlatency = \"5ms\"\n",
-        )
-        .expect("scenario");
-        let sc = scenario::build(raw, &p).expect("valid");
-        let mut tokens = BTreeMap::new();
-        let r = plan_request(&p, &sc, 1, &mut tokens);
-        assert_eq!(r.target, "/v1/recommendations?category=bags");
-        assert_eq!(r.due_us, 10_000);
-        assert!(r
-            .headers
-            .contains(&("x-correlation-id".into(), "drill-1".into())));
-    }
 }

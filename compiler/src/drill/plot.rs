@@ -160,7 +160,7 @@ pub fn render(p: &Picture<'_>) -> Result<String, String> {
                 .obs
                 .iter()
                 .filter(|o| {
-                    o.index as usize % stride == 0
+                    (o.index as usize).is_multiple_of(stride)
                         || o.is_live()
                         || o.status != 200
                         || o.latency_ms > p.budget_ms

@@ -1,0 +1,223 @@
+//! Getting a drill ready: the policy copied with a fresh inventory stamp, the KV seed file
+//! for the edge server, and each scenario request as an HTTP request (parameters where the
+//! policy reads them, a signed token when they are claims).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result};
+use serde_json::{json, Value};
+use understudy_core::policy::{ParamSource, Policy};
+use understudy_core::Millis;
+
+use super::driver::Planned;
+use super::edge;
+use crate::simulate::scenario::Scenario;
+
+/// A policy copied next to a fresh inventory snapshot (taken an hour ago).
+pub fn stamp_policy(policy: &Path, dir: &Path, now: Millis) -> Result<PathBuf> {
+    let text = std::fs::read_to_string(policy)
+        .with_context(|| format!("cannot read {}", policy.display()))?;
+    let name = policy
+        .file_name()
+        .context("the policy path has no file name")?;
+    let dst = dir.join(name);
+    std::fs::write(&dst, &text)?;
+    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
+    let base = policy.parent().unwrap_or(Path::new("."));
+    if let Some(cat) = table.get("catalog").and_then(|c| c.as_table()) {
+        for key in ["stubs", "inventory"] {
+            let Some(file) = cat.get(key).and_then(|v| v.as_str()) else {
+                continue;
+            };
+            let (from, to) = (base.join(file), dir.join(file));
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            if key == "inventory" {
+                let mut inv: Value = serde_json::from_str(
+                    &std::fs::read_to_string(&from)
+                        .with_context(|| format!("cannot read {}", from.display()))?,
+                )
+                .with_context(|| format!("{} is not JSON", from.display()))?;
+                if let Some(obj) = inv.as_object_mut().filter(|o| o.contains_key("taken_at")) {
+                    obj.insert(
+                        "taken_at".into(),
+                        json!(rfc3339(now.0.saturating_sub(3_600_000))?),
+                    );
+                }
+                std::fs::write(&to, serde_json::to_string_pretty(&inv)?)?;
+            } else {
+                std::fs::copy(&from, &to)
+                    .with_context(|| format!("cannot copy {}", from.display()))?;
+            }
+        }
+    }
+    Ok(dst)
+}
+
+pub fn rfc3339(ms: u64) -> Result<String> {
+    let t = time::OffsetDateTime::from_unix_timestamp((ms / 1000) as i64)
+        .context("time out of range")?;
+    Ok(t.format(&time::format_description::well_known::Rfc3339)?)
+}
+
+pub fn epoch_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+pub fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The HTTP request for scenario request `i`: parameters placed where the policy reads them,
+/// a signed token when one carries claims, a correlation ID naming the request.
+pub fn plan_request(
+    policy: &Policy,
+    sc: &Scenario,
+    i: u64,
+    tokens: &mut BTreeMap<String, String>,
+) -> Planned {
+    let mut path = policy.service.route.clone();
+    let mut query = Vec::new();
+    let mut headers = vec![("x-correlation-id".to_string(), format!("drill-{i}"))];
+    let mut claims = serde_json::Map::new();
+    let mut user = None;
+    for p in &policy.params {
+        let Some(v) = sc.param(&p.name, i).map(str::to_string) else {
+            continue;
+        };
+        if p.identity {
+            user = Some(v.clone());
+        }
+        match p.source {
+            ParamSource::Path => path = path.replace(&format!("{{{}}}", p.from), &encode(&v)),
+            ParamSource::Query => query.push(format!("{}={}", encode(&p.from), encode(&v))),
+            ParamSource::Header => headers.push((p.from.to_ascii_lowercase(), v)),
+            ParamSource::TokenClaim => {
+                claims.insert(p.from.clone(), Value::String(v));
+            }
+        }
+    }
+    if let Some(id) = &policy.identity {
+        let cache_key = Value::Object(claims.clone()).to_string();
+        let token = tokens.entry(cache_key).or_insert_with(|| {
+            let now = epoch_ms() / 1000;
+            claims.insert("iss".into(), json!(id.issuer));
+            claims.insert("aud".into(), json!(id.audience));
+            claims.insert("iat".into(), json!(now));
+            claims.insert("exp".into(), json!(now + 6 * 3600));
+            understudy_core::token::sign(
+                &Value::Object(claims),
+                edge::dev_secret(&id.secret).as_bytes(),
+            )
+        });
+        headers.push(("authorization".into(), format!("Bearer {token}")));
+    }
+    if !query.is_empty() {
+        path = format!("{path}?{}", query.join("&"));
+    }
+    let method = policy
+        .service
+        .methods
+        .first()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "GET".into());
+    Planned {
+        index: i,
+        due_us: i * sc.interval_us,
+        method,
+        target: path,
+        headers,
+        user,
+    }
+}
+
+/// The KV seed file for edge-server.mjs: `[[kv]]` entries written `age` before now.
+pub fn kv_seed(sc: &Scenario, now: Millis) -> Value {
+    let mut by: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for k in &sc.kv {
+        let items: Vec<Value> = k.items.iter().map(|s| json!({ "sku": s })).collect();
+        let written = (now.0 as i64 - k.age_ms).max(0);
+        by.entry(k.binding.clone())
+            .or_default()
+            .push(json!({ "key": k.key, "value": { "items": items }, "written_at": written }));
+    }
+    json!(by)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::load_policy;
+    use crate::simulate::scenario::{self, RawScenario};
+
+    #[test]
+    fn requests_carry_parameters_where_the_policy_reads_them() {
+        let p = crate::dist::tests::sample_policy();
+        let raw: RawScenario = toml::from_str(
+            "name = \"t\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 3\ninterval = \"10ms\"\n[params]\ncategory_id = [\"audio\", \"bags\"]\n[model]\nlatency = \"5ms\"\n",
+        )
+        .expect("scenario");
+        let sc = scenario::build(raw, &p).expect("valid");
+        let mut tokens = BTreeMap::new();
+        let r = plan_request(&p, &sc, 1, &mut tokens);
+        assert_eq!(r.target, "/v1/recommendations?category=bags");
+        assert_eq!(r.due_us, 10_000);
+        assert!(r
+            .headers
+            .contains(&("x-correlation-id".into(), "drill-1".into())));
+    }
+
+    #[test]
+    fn the_policy_copy_has_a_fresh_inventory_stamp_and_kv_seeds_are_aged() {
+        let dir = std::env::temp_dir().join(format!("understudy-stamp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/recommendations.toml");
+        let now = Millis(1_800_000_000_000);
+        let copy = stamp_policy(&root, &dir, now).expect("stamped");
+        let loaded = load_policy(&copy, now);
+        assert!(!loaded.has_errors(), "{:?}", loaded.diagnostics);
+        let inv: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("recommendations.inventory.json"))
+                .expect("inventory"),
+        )
+        .expect("json");
+        assert_eq!(
+            inv["taken_at"],
+            json!(rfc3339(now.0 - 3_600_000).expect("time"))
+        );
+        let policy = loaded.policy.expect("valid");
+        let raw: RawScenario = toml::from_str(
+            "name = \"t\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 1\ninterval = \"1s\"\n\
+             [params]\nuser_id = [\"u-1\"]\n[model]\nlatency = \"5ms\"\n\
+             [[kv]]\ntier = \"user\"\nparams = { user_id = \"u-1\" }\nitems = [\"SKU-1001\"]\nage = \"1h\"\n",
+        )
+        .expect("scenario");
+        let sc = scenario::build(raw, &policy).expect("valid scenario");
+        let seed = kv_seed(&sc, now);
+        let entry = &seed["USER_RECS"][0];
+        assert_eq!(entry["written_at"], json!(now.0 - 3_600_000));
+        assert_eq!(entry["value"]["items"][0]["sku"], "SKU-1001");
+        assert!(
+            entry["key"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("user_rec:") && !k.contains("u-1")),
+            "identity hashed: {entry}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
