@@ -58,7 +58,7 @@ pub fn admin(
     let transitions: Vec<_> = breaker
         .transitions()
         .iter()
-        .map(|t| json!({"at_ms": t.at.0, "from": format!("{:?}", t.from), "to": format!("{:?}", t.to)}))
+        .map(|t| json!({"at_ms": t.at.0, "from": breaker.name(t.from), "to": breaker.name(t.to)}))
         .collect();
     let counters: Counters = crate::isolate::with_counters(|c| c.clone());
     let body = json!({

@@ -146,8 +146,15 @@ impl Breaker {
 
     /// The mode's name in the seed's vocabulary.
     pub fn mode_name(&mut self, now: Millis) -> &'static str {
+        let mode = self.mode(now);
+        self.name(mode)
+    }
+
+    /// `mode`'s name in this breaker's vocabulary: seed 000's for the rate breaker
+    /// (PRIMARY_HEALTHY, DEGRADED_FALLBACK, RECOVERING_PROBE), seed 002's otherwise.
+    pub fn name(&self, mode: Mode) -> &'static str {
         let rate = matches!(self, Breaker::Rate(_));
-        match (self.mode(now), rate) {
+        match (mode, rate) {
             (Mode::Healthy, true) => "PRIMARY_HEALTHY",
             (Mode::Open, true) => "DEGRADED_FALLBACK",
             (Mode::Probing, true) => "RECOVERING_PROBE",
