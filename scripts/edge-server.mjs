@@ -188,6 +188,102 @@ async function compatibilityDate(dist) {
   return m[1];
 }
 
+/**
+ * Several built Workers in ONE Miniflare instance (one workerd process) on one loopback
+ * port — what `understudy bench` measures side by side (scripts/bench-server.mjs). Each of
+ * `workers` is { dist, name, routes, originUrl?, seed?, vars?, secrets? }: its bindings come
+ * from its manifest.json as in startEdge (development secrets, local KV, rate limits). A
+ * request goes to the worker whose `routes` (Miniflare patterns such as "edge.bench/*")
+ * match its URL, whose host is the request's Host header; the first worker takes the rest.
+ * KV namespaces are per worker (each namespace id is prefixed with the worker's name).
+ * Returns { url, mf, workers: {name: {manifest, kv(binding)}}, logs(json), dispose() }.
+ */
+export async function startEdges(workers, { port = 0, verbose = false } = {}) {
+  if (!Array.isArray(workers) || workers.length === 0) throw new Error("startEdges: no workers");
+  const names = new Set();
+  const lines = [];
+  const collect = (stream, echo) => {
+    createInterface({ input: stream }).on("line", (line) => {
+      lines.push(line);
+      if (lines.length > 2_000) lines.shift();
+      if (verbose) echo.write(line + "\n");
+    });
+  };
+  const options = [];
+  const loaded = {};
+  for (const w of workers) {
+    if (typeof w?.name !== "string" || !/^[a-z0-9-]+$/.test(w.name) || names.has(w.name)) {
+      throw new Error(`startEdges: worker name ${JSON.stringify(w?.name)} must be unique, lower-case letters, digits and -`);
+    }
+    names.add(w.name);
+    const dist = resolve(w.dist);
+    const manifest = await readManifest(dist);
+    const b = manifest.bindings;
+    const bindings = { ...b.vars };
+    for (const s of b.secrets) bindings[s] = devSecret(s);
+    Object.assign(bindings, w.secrets ?? {}, w.vars ?? {});
+    if (w.originUrl) bindings.UNDERSTUDY_ORIGIN_URL = w.originUrl;
+    const ratelimits = {};
+    for (const rl of b.rate_limits) ratelimits[rl.name] = { simple: { limit: rl.limit, period: rl.period } };
+    const kvNamespaces = Object.fromEntries(b.kv.map((k) => [k, `${w.name}-${k}`]));
+    options.push({
+      name: w.name,
+      routes: w.routes ?? [],
+      modules: true,
+      scriptPath: join(dist, "entry.mjs"),
+      modulesRoot: dist,
+      modulesRules: [
+        { type: "ESModule", include: ["**/*.mjs", "**/*.js"] },
+        { type: "CompiledWasm", include: ["**/*.wasm"] },
+      ],
+      compatibilityDate: await compatibilityDate(dist),
+      kvNamespaces,
+      ratelimits,
+      bindings,
+    });
+    loaded[w.name] = { manifest, seed: w.seed };
+  }
+  const mf = new Miniflare({
+    host: "127.0.0.1",
+    port,
+    log: new Log(verbose ? LogLevel.INFO : LogLevel.WARN),
+    workers: options,
+    cf: false,
+    handleRuntimeStdio(stdout, stderr) {
+      collect(stdout, process.stdout);
+      collect(stderr, process.stderr);
+    },
+  });
+  let url;
+  try {
+    url = await mf.ready;
+    for (const [name, w] of Object.entries(loaded)) {
+      w.kv = (binding) => mf.getKVNamespace(binding, name);
+      if (w.seed) await seedKv({ getKVNamespace: w.kv }, w.seed);
+      delete w.seed;
+    }
+  } catch (e) {
+    await mf.dispose().catch(() => {});
+    throw e;
+  }
+  return {
+    url: new URL(url).origin,
+    mf,
+    workers: loaded,
+    logs: (json = false) =>
+      json
+        ? lines.flatMap((l) => {
+            try {
+              return [JSON.parse(l)];
+            } catch {
+              return [];
+            }
+          })
+        : [...lines],
+    dispose: () => mf.dispose(),
+  };
+}
+
 // ---- the demo of `understudy dev --demo` -------------------------------------------------
 
 function show(title, r) {

@@ -1,15 +1,17 @@
 //! `understudy bench`: what the shell costs. The built edge and a bare pass-through Worker
-//! (edge/bare: the same origin call, nothing else — the floor) run side by side in workerd
-//! against the same simulated origin, and are measured in one run, interleaved request by
-//! request so that machine noise hits both alike:
+//! (edge/bare: the same origin call, nothing else — the floor) run side by side in ONE
+//! workerd (one Miniflare instance, routed by `Host`: see [`server`]) against the same
+//! simulated origin, and are measured in one run, interleaved request by request so that
+//! machine noise hits both alike:
 //!
 //! - healthy path: p50, p99 (sequential, alternating) and throughput (closed loop, slices
 //!   alternating between the two);
 //! - model hung: the edge's degraded answers against the deadline (the bare Worker has no
 //!   deadline: it waits as long as the client does), and the time from the deadline to the
 //!   answer per tier — the embedded tier's is the cascade's own cost;
-//! - module size (raw and gzipped) and cold start (process start to listening, and the
-//!   first request, which instantiates the module and decodes the bake).
+//! - module size (raw and gzipped) and cold start (process start to both listening — one
+//!   figure, as they share the process — and each one's first request, which instantiates
+//!   its module and, for the edge, decodes the bake).
 //!
 //! The bench bakes the policy with its breaker off (so every hung request pays the deadline,
 //! the case the targets are about) and without its retry-storm limit (the bench repeats one
@@ -29,10 +31,13 @@ use understudy_core::Millis;
 
 use crate::dist::{self, edge::workspace_root};
 use crate::drill::check::Latency;
-use crate::drill::driver::{self, Planned};
-use crate::drill::edge::{dev_secret, EdgeProcess};
+use crate::drill::driver::Planned;
+use crate::drill::edge::dev_secret;
 use crate::load::load_policy;
 use crate::origin::{Fault, OriginConfig, OriginServer};
+
+mod server;
+use server::{BenchServer, Target};
 
 pub struct Options {
     pub policy: PathBuf,
@@ -163,8 +168,15 @@ fn request(
     }
 }
 
-/// Closed loop: `c` connections sending `p` back to back for `dur`; answers per second.
-async fn throughput(addr: std::net::SocketAddr, p: &Planned, c: usize, dur: Duration) -> f64 {
+/// Closed loop: `c` connections sending `p` to `target` back to back for `dur`; answers per
+/// second.
+async fn throughput(
+    addr: std::net::SocketAddr,
+    target: Target,
+    p: &Planned,
+    c: usize,
+    dur: Duration,
+) -> f64 {
     let done = Arc::new(AtomicU64::new(0));
     let until = Instant::now() + dur;
     let mut tasks = Vec::new();
@@ -173,7 +185,7 @@ async fn throughput(addr: std::net::SocketAddr, p: &Planned, c: usize, dur: Dura
         tasks.push(tokio::spawn(async move {
             let mut conn = None;
             while Instant::now() < until {
-                let o = driver::once(&mut conn, addr, &p, Duration::from_secs(5)).await;
+                let o = server::once(&mut conn, addr, target, &p, Duration::from_secs(5)).await;
                 if o.status == 200 {
                     done.fetch_add(1, Ordering::Relaxed);
                 }
@@ -251,12 +263,8 @@ pub fn run(opts: &Options) -> Result<Value> {
     let mut cfg = OriginConfig::new(([127, 0, 0, 1], 0).into());
     cfg.base_latency = Duration::from_millis(opts.origin_latency_ms);
     let origin = OriginServer::spawn_with(cfg)?;
-    let t = Instant::now();
-    let edge = EdgeProcess::start(&root, &edge_dir, &origin.url(), None)?;
-    let edge_startup = t.elapsed().as_secs_f64() * 1000.0;
-    let t = Instant::now();
-    let bare = EdgeProcess::start(&root, &bare_dir, &origin.url(), None)?;
-    let bare_startup = t.elapsed().as_secs_f64() * 1000.0;
+    let workerd = BenchServer::start(&root, &edge_dir, &bare_dir, &origin.url())?;
+    let startup = workerd.startup_ms;
 
     let req = request(&policy, loaded.catalog.as_ref(), None);
     // Users with nothing cached: with the model hung their answers come from the baked
@@ -274,15 +282,16 @@ pub fn run(opts: &Options) -> Result<Value> {
         .enable_all()
         .build()?;
     let timeout = Duration::from_secs(5);
-    let (ea, ba) = (edge.addr, bare.addr);
+    let addr = workerd.addr;
+    let (ea, ba) = (Target::Edge, Target::Bare);
     eprintln!(
         "bench: {} rounds healthy, {} hung, throughput {:.0} s, origin latency {} ms…",
         opts.rounds, opts.hung_rounds, opts.throughput_secs, opts.origin_latency_ms
     );
     let result = rt.block_on(async {
         let (mut ce, mut cb) = (None, None);
-        let first_edge = driver::once(&mut ce, ea, &req, timeout).await;
-        let first_bare = driver::once(&mut cb, ba, &req, timeout).await;
+        let first_edge = server::once(&mut ce, addr, ea, &req, timeout).await;
+        let first_bare = server::once(&mut cb, addr, ba, &req, timeout).await;
         if first_edge.status != 200 || first_bare.status != 200 {
             bail!(
                 "the first requests failed: edge HTTP {} {:?}, bare HTTP {} {:?}",
@@ -294,17 +303,17 @@ pub fn run(opts: &Options) -> Result<Value> {
         }
         // Warm up both, then interleave (alternating who goes first).
         for _ in 0..50 {
-            driver::once(&mut ce, ea, &req, timeout).await;
-            driver::once(&mut cb, ba, &req, timeout).await;
+            server::once(&mut ce, addr, ea, &req, timeout).await;
+            server::once(&mut cb, addr, ba, &req, timeout).await;
         }
         let (mut le, mut lb, mut not_live) = (Vec::new(), Vec::new(), 0u64);
         for r in 0..opts.rounds {
             let (e, b) = if r % 2 == 0 {
-                let e = driver::once(&mut ce, ea, &req, timeout).await;
-                (e, driver::once(&mut cb, ba, &req, timeout).await)
+                let e = server::once(&mut ce, addr, ea, &req, timeout).await;
+                (e, server::once(&mut cb, addr, ba, &req, timeout).await)
             } else {
-                let b = driver::once(&mut cb, ba, &req, timeout).await;
-                (driver::once(&mut ce, ea, &req, timeout).await, b)
+                let b = server::once(&mut cb, addr, ba, &req, timeout).await;
+                (server::once(&mut ce, addr, ea, &req, timeout).await, b)
             };
             if !e.is_live() {
                 not_live += 1;
@@ -315,8 +324,8 @@ pub fn run(opts: &Options) -> Result<Value> {
         let slice = Duration::from_secs_f64((opts.throughput_secs / 6.0).max(0.2));
         let (mut te, mut tb) = (0.0, 0.0);
         for _ in 0..3 {
-            te += throughput(ea, &req, opts.concurrency, slice).await / 3.0;
-            tb += throughput(ba, &req, opts.concurrency, slice).await / 3.0;
+            te += throughput(addr, ea, &req, opts.concurrency, slice).await / 3.0;
+            tb += throughput(addr, ba, &req, opts.concurrency, slice).await / 3.0;
         }
         // The model hangs: the edge answers at its deadline from the cascade.
         origin.set_fault(Fault::Hang)?;
@@ -330,16 +339,15 @@ pub fn run(opts: &Options) -> Result<Value> {
             } else {
                 &req
             };
-            hung.push(driver::once(&mut ch, ea, p, timeout).await);
+            hung.push(server::once(&mut ch, addr, ea, p, timeout).await);
         }
-        let bare_hung = driver::once(&mut None, ba, &req, Duration::from_secs(1)).await;
+        let bare_hung = server::once(&mut None, addr, ba, &req, Duration::from_secs(1)).await;
         origin.clear_fault();
         Ok((
             first_edge, first_bare, le, lb, not_live, te, tb, hung, bare_hung,
         ))
     });
-    drop(edge);
-    drop(bare);
+    drop(workerd);
     origin.shutdown();
     let _ = std::fs::remove_dir_all(&work);
     let (first_edge, first_bare, le, lb, not_live, te, tb, hung, bare_hung) = result?;
@@ -369,7 +377,7 @@ pub fn run(opts: &Options) -> Result<Value> {
     let edge_side = Side {
         healthy: Latency::of(le),
         throughput_rps: te,
-        startup_ms: edge_startup,
+        startup_ms: startup,
         first_request_ms: first_edge.latency_ms,
         module_bytes: built.manifest.module.bytes,
         module_gzip_bytes: built.manifest.module.gzip_bytes,
@@ -377,7 +385,7 @@ pub fn run(opts: &Options) -> Result<Value> {
     let bare_side = Side {
         healthy: Latency::of(lb),
         throughput_rps: tb,
-        startup_ms: bare_startup,
+        startup_ms: startup,
         first_request_ms: first_bare.latency_ms,
         module_bytes: bare_wasm.len() as u64,
         module_gzip_bytes: gzip_len(&bare_wasm),
@@ -390,6 +398,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         "tiers": policy.cascade.tiers.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
         "rounds": opts.rounds,
         "concurrency": opts.concurrency,
+        "workerd_processes": 1,
         "edge": edge_side,
         "bare": bare_side,
         "edge_not_live_on_healthy_path": not_live,
@@ -429,7 +438,7 @@ pub fn human(d: &Value) -> String {
     let f = |v: &Value| v.as_f64().map_or("?".into(), |x| format!("{x:.2}"));
     let mut s = String::new();
     s.push_str(&format!(
-        "Bench: {} (origin latency {} ms)\n\n",
+        "Bench: {} (origin latency {} ms; edge and bare in one workerd, interleaved)\n\n",
         d["policy"].as_str().unwrap_or("?"),
         d["origin_latency_ms"]
     ));
@@ -453,7 +462,7 @@ pub fn human(d: &Value) -> String {
     }
     for (label, key) in [
         ("module (bytes)", "/module_bytes"),
-        ("start to listening (ms)", "/startup_ms"),
+        ("start to listening, shared (ms)", "/startup_ms"),
         ("first request (ms)", "/first_request_ms"),
     ] {
         s.push_str(&format!(

@@ -56,7 +56,7 @@ impl Progress for () {
     fn done(&mut self, _: &Observed) {}
 }
 
-type Conn = SendRequest<Full<Bytes>>;
+pub type Conn = SendRequest<Full<Bytes>>;
 
 async fn connect(addr: SocketAddr) -> Result<Conn> {
     let stream = tokio::net::TcpStream::connect(addr)
@@ -78,13 +78,17 @@ struct Answer {
     body: Bytes,
 }
 
-async fn send_one(conn: &mut Conn, addr: SocketAddr, p: &Planned) -> Result<Answer> {
+async fn send_one(conn: &mut Conn, host: &str, p: &Planned) -> Result<Answer> {
     conn.ready().await.context("connection closed")?;
     let mut b = hyper::Request::builder()
         .method(p.method.as_str())
         .uri(p.target.as_str())
-        .header("host", addr.to_string());
-    for (k, v) in &p.headers {
+        .header("host", host);
+    for (k, v) in p
+        .headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
+    {
         b = b.header(k.as_str(), v.as_str());
     }
     let req = b.body(Full::new(Bytes::new())).context("request")?;
@@ -127,6 +131,18 @@ pub async fn once(
     p: &Planned,
     timeout: Duration,
 ) -> Observed {
+    once_with_host(conn, addr, &addr.to_string(), p, timeout).await
+}
+
+/// [`once`] with an explicit `Host` header (to pick one of several Workers sharing a port).
+/// `conn` is opened on first use and dropped on error; latency is to the body's last byte.
+pub async fn once_with_host(
+    conn: &mut Option<Conn>,
+    addr: SocketAddr,
+    host: &str,
+    p: &Planned,
+    timeout: Duration,
+) -> Observed {
     let start = Instant::now();
     let mut o = Observed {
         index: p.index,
@@ -138,7 +154,7 @@ pub async fn once(
             *conn = Some(connect(addr).await?);
         }
         match conn.as_mut() {
-            Some(c) => send_one(c, addr, p).await,
+            Some(c) => send_one(c, host, p).await,
             None => bail!("no connection"),
         }
     })
