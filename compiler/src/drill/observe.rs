@@ -322,3 +322,46 @@ mod tests {
         assert_eq!(o.source(), Source::Error(0));
     }
 }
+
+/// Observations for the checks' and figures' unit tests: a live answer and a fully
+/// disclosed fallback, as the edge sends them.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::{Disclosed, Observed};
+
+    pub fn live(i: u64, t: f64, lat: f64) -> Observed {
+        Observed {
+            index: i,
+            scheduled_ms: t,
+            sent_ms: t,
+            latency_ms: lat,
+            status: 200,
+            headers: Disclosed {
+                degraded: Some("false".into()),
+                source: Some("origin".into()),
+                cache_control: Some("private, no-store".into()),
+                policy_version: Some("r-1".into()),
+                correlation_id: Some(format!("c-{i}")),
+                ..Disclosed::default()
+            },
+            items: Some(3),
+            body_degraded: Some(false),
+            body_personalized: Some(true),
+            ..Observed::default()
+        }
+    }
+
+    pub fn fallback(i: u64, t: f64, lat: f64) -> Observed {
+        let mut o = live(i, t, lat);
+        o.headers.degraded = Some("true".into());
+        o.headers.source = Some("fallback".into());
+        o.headers.reason = Some("ML_TIMEOUT".into());
+        o.headers.tier = Some("curated".into());
+        o.headers.age = Some("0".into());
+        o.headers.retry_after = Some("5".into());
+        o.headers.cache_control = Some("public, max-age=30".into());
+        o.body_degraded = Some(true);
+        o.body_personalized = Some(false);
+        o
+    }
+}

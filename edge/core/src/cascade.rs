@@ -120,6 +120,39 @@ impl Walker {
         });
     }
 
+    /// The timeout an I/O tier gets, or `None` (noted) when it cannot run: the budget left
+    /// does not fit its timeout, or the request already holds every connection it may.
+    fn io_slot(
+        &mut self,
+        ctx: &Ctx<'_>,
+        i: usize,
+        fits: Option<u64>,
+        timeout: u64,
+        open: u32,
+        now: Millis,
+    ) -> Option<u64> {
+        let Some(timeout_ms) = fits else {
+            let left = ctx.deadline.remaining(now);
+            self.note(
+                ctx,
+                i,
+                "NO_BUDGET",
+                format!("needs {timeout} ms, {left} ms left"),
+            );
+            return None;
+        };
+        if open >= MAX_CONNECTIONS {
+            self.note(
+                ctx,
+                i,
+                "CONNECTION_LIMIT",
+                format!("{open} connections still open"),
+            );
+            return None;
+        }
+        Some(timeout_ms)
+    }
+
     /// The next tier to try at `now`, with `open` connections still held by this request.
     pub fn next<'p>(&mut self, ctx: &Ctx<'p>, now: Millis, open: u32) -> TierStep<'p> {
         let tiers = &ctx.policy.cascade.tiers;
@@ -139,25 +172,9 @@ impl Walker {
                         );
                         continue;
                     };
-                    let Some(timeout_ms) = fits else {
-                        let left = ctx.deadline.remaining(now);
-                        self.note(
-                            ctx,
-                            i,
-                            "NO_BUDGET",
-                            format!("needs {timeout} ms, {left} ms left"),
-                        );
+                    let Some(timeout_ms) = self.io_slot(ctx, i, fits, timeout, open, now) else {
                         continue;
                     };
-                    if open >= MAX_CONNECTIONS {
-                        self.note(
-                            ctx,
-                            i,
-                            "CONNECTION_LIMIT",
-                            format!("{open} connections still open"),
-                        );
-                        continue;
-                    }
                     self.pending = Some(i);
                     return TierStep::ReadKv {
                         tier: i,
@@ -167,25 +184,9 @@ impl Walker {
                     };
                 }
                 TierKind::Http(h) => {
-                    let Some(timeout_ms) = fits else {
-                        let left = ctx.deadline.remaining(now);
-                        self.note(
-                            ctx,
-                            i,
-                            "NO_BUDGET",
-                            format!("needs {timeout} ms, {left} ms left"),
-                        );
+                    let Some(timeout_ms) = self.io_slot(ctx, i, fits, timeout, open, now) else {
                         continue;
                     };
-                    if open >= MAX_CONNECTIONS {
-                        self.note(
-                            ctx,
-                            i,
-                            "CONNECTION_LIMIT",
-                            format!("{open} connections still open"),
-                        );
-                        continue;
-                    }
                     self.pending = Some(i);
                     return TierStep::FetchHttp {
                         tier: i,
