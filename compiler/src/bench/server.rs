@@ -4,16 +4,15 @@
 //! measured interleaved against the same runtime process. The process stops when the
 //! handle is dropped (its stdin closes, and it is killed if it lingers).
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 
 use crate::drill::driver::{self, Planned};
+use crate::drill::edge::NodeServer;
 use crate::drill::observe::Observed;
 
 /// workerd's first start compiles both modules.
@@ -52,8 +51,7 @@ pub struct BenchServer {
     pub addr: SocketAddr,
     /// From spawning `node` to both Workers listening.
     pub startup_ms: f64,
-    child: Child,
-    stdin: Option<ChildStdin>,
+    _server: NodeServer,
 }
 
 impl BenchServer {
@@ -63,70 +61,25 @@ impl BenchServer {
             bail!("{} has no node_modules/miniflare; run `scripts/setup.sh` there first (it runs `npm ci`)", root.display());
         }
         let t = Instant::now();
-        let mut child = Command::new("node")
-            .arg(&script)
+        let mut cmd = Command::new("node");
+        cmd.arg(&script)
             .arg("--edge")
             .arg(edge)
             .arg("--bare")
             .arg(bare)
             .args(["--port", "0", "--origin", origin])
-            .current_dir(root)
-            .env("WRANGLER_SEND_METRICS", "false")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("cannot run `node`; install Node.js 20 or newer (see scripts/setup.sh)")?;
-        let stdin = child.stdin.take();
-        let Some(stdout) = child.stdout.take() else {
-            bail!("no stdout from the bench server")
-        };
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            // Keep draining so the child never blocks on a full pipe.
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with(READY) {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let line = match rx.recv_timeout(START) {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
-                    "{} did not start: {e}; its errors are above",
-                    script.display()
-                );
-            }
-        };
+            .current_dir(root);
+        let (server, rest) = NodeServer::start(cmd, READY, START, &script.display().to_string())?;
+        let line = format!("{READY}{rest}");
         let startup_ms = t.elapsed().as_secs_f64() * 1000.0;
         let Some(addr) = parse_ready(&line) else {
-            let _ = child.kill();
-            let _ = child.wait();
             bail!("the bench server printed {line:?}, not a loopback address");
         };
         Ok(BenchServer {
             addr,
             startup_ms,
-            child,
-            stdin,
+            _server: server,
         })
-    }
-}
-
-impl Drop for BenchServer {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        for _ in 0..30 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

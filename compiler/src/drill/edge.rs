@@ -22,11 +22,71 @@ pub fn dev_secret(name: &str) -> String {
     format!("dev-{}", name.to_ascii_lowercase().replace('_', "-"))
 }
 
+/// A `node` script serving Workers: started, awaited until it prints its ready line, and
+/// stopped when dropped (its stdin closes; it is killed if it lingers past 3 s).
+pub struct NodeServer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl NodeServer {
+    /// Spawns `cmd` (stdin and stdout piped here, stderr inherited) and waits up to
+    /// `within` for a stdout line starting with `ready`; returns the rest of that line.
+    pub fn start(
+        mut cmd: Command,
+        ready: &'static str,
+        within: Duration,
+        what: &str,
+    ) -> Result<(NodeServer, String)> {
+        let mut child = cmd
+            .env("WRANGLER_SEND_METRICS", "false")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot run `node`; install Node.js 20 or newer (see scripts/setup.sh)")?;
+        let stdin = child.stdin.take();
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("no stdout from {what}")
+        };
+        let server = NodeServer { child, stdin };
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            // Keep draining so the child never blocks on a full pipe.
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix(ready) {
+                    let _ = tx.send(rest.trim().to_string());
+                }
+            }
+        });
+        match rx.recv_timeout(within) {
+            Ok(rest) => Ok((server, rest)),
+            // Dropping `server` stops the process.
+            Err(e) => bail!("{what} did not start: {e}; its errors are above"),
+        }
+    }
+}
+
+impl Drop for NodeServer {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        for _ in 0..30 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 pub struct EdgeProcess {
     pub url: String,
     pub addr: SocketAddr,
-    child: Child,
-    stdin: Option<ChildStdin>,
+    _server: NodeServer,
 }
 
 impl EdgeProcess {
@@ -47,41 +107,12 @@ impl EdgeProcess {
             .arg("--dist")
             .arg(dist)
             .args(["--port", "0", "--origin", origin])
-            .current_dir(root)
-            .env("WRANGLER_SEND_METRICS", "false")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .current_dir(root);
         if let Some(seed) = seed {
             cmd.arg("--seed").arg(seed);
         }
-        let mut child = cmd
-            .spawn()
-            .context("cannot run `node`; install Node.js 20 or newer (see scripts/setup.sh)")?;
-        let stdin = child.stdin.take();
-        let Some(stdout) = child.stdout.take() else {
-            bail!("no stdout from the edge server")
-        };
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            // Keep draining so the child never blocks on a full pipe.
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix(READY) {
-                    let _ = tx.send(url.trim().to_string());
-                }
-            }
-        });
-        let url = match rx.recv_timeout(START) {
-            Ok(url) => url,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
-                    "the edge ({}) did not start: {e}; its errors are above",
-                    server_js.display()
-                );
-            }
-        };
+        let what = format!("the edge ({})", server_js.display());
+        let (server, url) = NodeServer::start(cmd, READY, START, &what)?;
         let addr: SocketAddr = url
             .strip_prefix("http://")
             .and_then(|a| a.parse().ok())
@@ -92,23 +123,8 @@ impl EdgeProcess {
         Ok(EdgeProcess {
             url,
             addr,
-            child,
-            stdin,
+            _server: server,
         })
-    }
-}
-
-impl Drop for EdgeProcess {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        for _ in 0..30 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
