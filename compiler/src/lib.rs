@@ -1,15 +1,14 @@
-//! The Understudy compiler as a library: the CLI in `main.rs` is a thin shell over it.
+//! The Understudy policy compiler as a library: parse and validate a policy with its catalog
+//! and inventory, bake and build the Worker directory, keep the release registry, and replay
+//! the edge's engine over a scenario (`simulate`). The `understudy` binary (`cli/`) is a thin
+//! shell over it; the laboratory (simulated origin, drills, bench) lives in `lab/`.
 #![forbid(unsafe_code)]
 
-pub mod bench;
-pub mod cli;
-pub mod cmd;
 pub mod codes;
 pub mod diag;
 pub mod dist;
-pub mod drill;
+pub mod fixtures;
 pub mod load;
-pub mod origin;
 pub mod parse;
 pub mod release;
 pub mod render;

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use understudy::codes;
-use understudy::load::load_policy;
-use understudy::render::{self, Sources};
+use understudy_compiler::codes;
+use understudy_compiler::load::load_policy;
+use understudy_compiler::render::{self, Sources};
 use understudy_core::Millis;
 
 /// 2026-11-30T12:00:00Z: fixtures' inventory snapshots are from 01:00 that day.
@@ -42,7 +42,7 @@ fn fixture(code: &str) -> PathBuf {
     Path::new("tests/fixtures/invalid").join(format!("{code}.toml"))
 }
 
-fn render_all(path: &Path) -> (understudy::load::Loaded, String) {
+fn render_all(path: &Path) -> (understudy_compiler::load::Loaded, String) {
     let loaded = load_policy(path, NOW);
     let mut sources = Sources::default();
     for (p, t) in &loaded.sources {

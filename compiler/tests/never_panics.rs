@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use understudy::validate::load_text;
+use understudy_compiler::validate::load_text;
 use understudy_core::Millis;
 
 const NOW: Millis = Millis(1_796_040_000_000);

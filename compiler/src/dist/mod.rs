@@ -78,7 +78,7 @@ pub fn release_id(policy_hash: &str, catalog_hash: &str, edge_hash: &str) -> Str
     format!("r-{}", &hex::encode(h.finalize())[..12])
 }
 
-fn gzip_len(bytes: &[u8]) -> u64 {
+pub fn gzip_len(bytes: &[u8]) -> u64 {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
     // Writing into a Vec cannot fail.
     match enc.write_all(bytes).and_then(|()| enc.finish()) {

@@ -333,7 +333,7 @@ pub fn report(ra: &Record, a: &Bake, rb: &Record, b: &Bake) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dist::tests::sample_policy;
+    use crate::fixtures::sample_policy;
     use understudy_core::policy::{Breaker, TierKind};
 
     #[test]

@@ -1,6 +1,6 @@
 //! `understudy build POLICY [--out DIR] [--now RFC3339] [--edge DIR]`: validate as `check`
 //! does, bake the policy and catalog into a copy of the prebuilt edge module, and write a
-//! directory `wrangler deploy` accepts as it is (see [`crate::dist`]).
+//! directory `wrangler deploy` accepts as it is (see [`understudy_compiler::dist`]).
 //!
 //! The validation time (recorded in the bake and the manifest, and the instant the catalog's
 //! freshness is checked at) is `--now`, else `SOURCE_DATE_EPOCH`, else the clock: give one of
@@ -16,10 +16,10 @@ use anyhow::{bail, Result};
 use understudy_core::catalog::Catalog;
 use understudy_core::policy::Policy;
 
-use crate::cli::BuildArgs;
-use crate::dist::{self, edge, Built, Inputs};
-use crate::load::load_policy;
-use crate::render::{self, Sources};
+use crate::args::BuildArgs;
+use understudy_compiler::dist::{self, edge, Built, Inputs};
+use understudy_compiler::load::load_policy;
+use understudy_compiler::render::{self, Sources};
 
 /// What a successful build produced, for `dev` and for the summary line.
 pub struct Output {
@@ -93,13 +93,17 @@ pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
     let built = dist::assemble(&inputs, &edge)?;
     // Refuse, before writing anything, a module Workers would refuse to deploy.
     let limit = match &args.size_limit {
-        Some(s) => crate::release::size::parse_limit(s)
+        Some(s) => understudy_compiler::release::size::parse_limit(s)
             .map_err(|e| anyhow::anyhow!("--size-limit: {e}"))?,
-        None => crate::release::size::FREE_PLAN_LIMIT,
+        None => understudy_compiler::release::size::FREE_PLAN_LIMIT,
     };
     let items = loaded.catalog.as_ref().map_or(0, |c| c.items.len());
-    if let Some(d) = crate::release::size::check(&built.manifest.module, items, limit, &args.policy)
-    {
+    if let Some(d) = understudy_compiler::release::size::check(
+        &built.manifest.module,
+        items,
+        limit,
+        &args.policy,
+    ) {
         eprintln!("{}", render::human(&sources, &d));
         return Ok(Err(ExitCode::from(1)));
     }

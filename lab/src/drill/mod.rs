@@ -37,12 +37,12 @@ use serde_json::{json, Value};
 use understudy_core::policy::{Admin, Breaker, Policy};
 use understudy_core::Millis;
 
-use crate::dist::{self, edge::workspace_root};
-use crate::load::load_policy;
 use crate::origin::{Fault, OriginServer};
-use crate::render::{self, Sources};
-use crate::simulate::report;
-use crate::simulate::scenario::{self, RawScenario};
+use understudy_compiler::dist::{self, edge::workspace_root};
+use understudy_compiler::load::load_policy;
+use understudy_compiler::render::{self, Sources};
+use understudy_compiler::simulate::report;
+use understudy_compiler::simulate::scenario::{self, RawScenario};
 
 use self::check::{Context, Latency, UserProbe};
 use self::driver::{Config, Planned, Progress};

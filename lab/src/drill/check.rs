@@ -509,7 +509,7 @@ mod tests {
     use super::*;
 
     fn policy() -> Policy {
-        crate::dist::tests::sample_policy()
+        understudy_compiler::fixtures::sample_policy()
     }
 
     fn cx<'a>(

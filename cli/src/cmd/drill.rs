@@ -1,13 +1,13 @@
 //! `understudy drill POLICY --scenario FILE [--report DIR] [--time-scale F]`: the scenario
-//! against the real edge in workerd (see [`crate::drill`]). Prints the same table as
+//! against the real edge in workerd (see [`understudy_lab::drill`]). Prints the same table as
 //! `simulate`, then every invariant's verdict. Exit 0 when every checked invariant holds;
 //! 1 when one breaks (named on stderr) or the policy is invalid; 2 on usage or I/O errors.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::cli::{DrillArgs, Format};
-use crate::drill;
+use crate::args::{DrillArgs, Format};
+use understudy_lab::drill;
 
 pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
     let opts = drill::Options {

@@ -4,9 +4,9 @@
 
 use std::process::ExitCode;
 
-use crate::cli::{Format, SimulateArgs};
-use crate::load::load_policy;
-use crate::simulate::{self, report, scenario};
+use crate::args::{Format, SimulateArgs};
+use understudy_compiler::load::load_policy;
+use understudy_compiler::simulate::{self, report, scenario};
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     // The scenario's start is the clock: validate the catalog as of then.

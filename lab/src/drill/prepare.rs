@@ -13,7 +13,8 @@ use understudy_core::Millis;
 
 use super::driver::Planned;
 use super::edge;
-use crate::simulate::scenario::Scenario;
+use crate::sample::encode;
+use understudy_compiler::simulate::scenario::Scenario;
 
 /// A policy copied next to a fresh inventory snapshot (taken an hour ago).
 pub fn stamp_policy(policy: &Path, dir: &Path, now: Millis) -> Result<PathBuf> {
@@ -68,19 +69,6 @@ pub fn epoch_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// Percent-encodes everything but RFC 3986 unreserved characters.
-pub fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// The HTTP request for scenario request `i`: parameters placed where the policy reads them,
@@ -162,12 +150,12 @@ pub fn kv_seed(sc: &Scenario, now: Millis) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::load_policy;
-    use crate::simulate::scenario::{self, RawScenario};
+    use understudy_compiler::load::load_policy;
+    use understudy_compiler::simulate::scenario::{self, RawScenario};
 
     #[test]
     fn requests_carry_parameters_where_the_policy_reads_them() {
-        let p = crate::dist::tests::sample_policy();
+        let p = understudy_compiler::fixtures::sample_policy();
         let raw: RawScenario = toml::from_str(
             "name = \"t\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 3\ninterval = \"10ms\"\n[params]\ncategory_id = [\"audio\", \"bags\"]\n[model]\nlatency = \"5ms\"\n",
         )

@@ -17,7 +17,7 @@
 use understudy_core::policy::{Breaker, Policy};
 
 use crate::origin::{Behavior, Fault, Rule, Script, TimeRange};
-use crate::simulate::scenario::{ModelFault, Scenario};
+use understudy_compiler::simulate::scenario::{ModelFault, Scenario};
 
 /// What the origin does for one scenario fault. The `Retry-After` of a `429` without one is
 /// 1 s (the origin always sends the header).
@@ -48,7 +48,7 @@ pub fn behavior(f: ModelFault) -> Behavior {
 }
 
 /// The window `[from, to)` in microseconds since the first arrival where phase `p` applies.
-fn window_us(sc: &Scenario, p: &crate::simulate::scenario::Phase) -> (u64, u64) {
+fn window_us(sc: &Scenario, p: &understudy_compiler::simulate::scenario::Phase) -> (u64, u64) {
     let half = sc.interval_us / 2;
     let end_of_run = sc.requests.saturating_mul(sc.interval_us);
     let (mut from, mut to) = (0u64, end_of_run.max(1));
@@ -190,7 +190,7 @@ pub fn scale_policy(policy: &Policy, f: f64) -> Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::scenario::Phase;
+    use understudy_compiler::simulate::scenario::Phase;
 
     fn scenario(interval_ms: u64, requests: u64, phases: Vec<Phase>) -> Scenario {
         Scenario {
@@ -364,7 +364,7 @@ mod tests {
         assert_eq!(small.phases[0].fault, ModelFault::Ok { latency_ms: 500 });
         assert_eq!(small.interval_us, sc.interval_us);
 
-        let mut p = crate::dist::tests::sample_policy();
+        let mut p = understudy_compiler::fixtures::sample_policy();
         p.breaker = Breaker::Rate(understudy_core::policy::RateBreaker {
             window_ms: 30_000,
             failure_ratio: 0.15,

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use understudy::load::load_policy;
-use understudy::simulate::{self, report, scenario};
+use understudy_compiler::load::load_policy;
+use understudy_compiler::simulate::{self, report, scenario};
 use understudy_core::Millis;
 
 const NOW: Millis = Millis(1_796_040_000_000);

@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use crate::cli::ExplainArgs;
-use crate::codes;
+use crate::args::ExplainArgs;
+use understudy_compiler::codes;
 
 /// One code's page as Markdown (also the source of docs/diagnostics.md).
 pub fn page(d: &codes::CodeDoc) -> String {

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use understudy::dist::edge::MODULE;
-use understudy::release::registry::decode_module_bake;
+use understudy_compiler::dist::edge::MODULE;
+use understudy_compiler::release::registry::decode_module_bake;
 
 const BIN: &str = env!("CARGO_BIN_EXE_understudy");
 /// The inventory snapshots are taken at 01:00 on these days; the policy's ceiling is 24 h.

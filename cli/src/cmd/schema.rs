@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Map, Value};
 
-use crate::cli::SchemaArgs;
+use crate::args::SchemaArgs;
 
 const DURATION: &str = "^([0-9]+(ms|s|m|h|d))+$";
 

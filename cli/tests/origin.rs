@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use understudy::origin::{
+use understudy_lab::origin::{
     Behavior, Fault, OriginConfig, OriginHandle, OriginServer, Outcome, Script, Stats,
 };
 

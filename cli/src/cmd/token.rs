@@ -12,9 +12,9 @@ use serde_json::{json, Map, Value};
 use understudy_core::time::parse_duration;
 use understudy_core::token;
 
-use crate::cli::TokenArgs;
-use crate::codes;
-use crate::load::load_policy;
+use crate::args::TokenArgs;
+use understudy_compiler::codes;
+use understudy_compiler::load::load_policy;
 
 /// The environment variable holding the key when neither `--key` nor `--key-file` is given.
 pub const KEY_ENV: &str = "UNDERSTUDY_TOKEN_KEY";

@@ -12,13 +12,13 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 
-use crate::dist;
-use crate::release::ops::{self, FromDir};
-use crate::release::pipeline::{self, PolicySource, Request};
-use crate::release::record::Kind;
-use crate::release::registry::Registry;
-use crate::release::size::{self, parse_limit};
-use crate::validate::explicit::CatalogFiles;
+use understudy_compiler::dist;
+use understudy_compiler::release::ops::{self, FromDir};
+use understudy_compiler::release::pipeline::{self, PolicySource, Request};
+use understudy_compiler::release::record::Kind;
+use understudy_compiler::release::registry::Registry;
+use understudy_compiler::release::size::{self, parse_limit};
+use understudy_compiler::validate::explicit::CatalogFiles;
 
 #[derive(Debug, clap::Args)]
 pub struct BakeArgs {
@@ -165,7 +165,7 @@ fn bake(args: &BakeArgs) -> Result<ExitCode> {
     let snapshot = baked
         .catalog
         .as_ref()
-        .map(|c| crate::release::record::rfc3339(c.snapshot_at_ms))
+        .map(|c| understudy_compiler::release::record::rfc3339(c.snapshot_at_ms))
         .unwrap_or_default();
     println!(
         "baked {items} item(s) (snapshot {snapshot}) into release {} of {} in {} ms: module {} raw, {} gzipped (limit {}), bake {}",

@@ -10,7 +10,7 @@
 //! From Rust (synchronous code and tests):
 //!
 //! ```no_run
-//! use understudy::origin::{Fault, OriginServer};
+//! use understudy_lab::origin::{Fault, OriginServer};
 //! let origin = OriginServer::spawn("127.0.0.1:0".parse()?, None)?;
 //! println!("{}", origin.url());
 //! origin.set_fault(Fault::Status { code: 503 })?;

@@ -1,5 +1,6 @@
-//! `understudy`: the policy compiler. `main` is thin: it parses arguments and hands off
-//! to one module per subcommand. Exit codes: 0 ok, 1 a policy (or scenario, drill
+//! `understudy`: the policy compiler's command line. `main` is thin: it parses arguments and
+//! hands off to one module per subcommand, each a shell over `understudy-compiler` (the
+//! product) or `understudy-lab` (origin, drill, bench). Exit codes: 0 ok, 1 a policy (or scenario, drill
 //! invariant) is invalid, 2 usage or I/O error.
 #![forbid(unsafe_code)]
 
@@ -7,8 +8,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use understudy::cli::{Cli, Command};
-use understudy::cmd;
+mod args;
+mod cmd;
+
+use args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 
-use crate::cli::OriginArgs;
-use crate::origin::{OriginConfig, OriginServer, Script, MAX_DELAY_MS};
+use crate::args::OriginArgs;
+use understudy_lab::origin::{OriginConfig, OriginServer, Script, MAX_DELAY_MS};
 
 pub fn run(args: OriginArgs) -> anyhow::Result<ExitCode> {
     let listen = loopback_addr(&args.listen)?;

@@ -12,15 +12,15 @@ use anyhow::{bail, Result};
 use clap::Subcommand;
 use serde_json::json;
 
-use crate::cli::Format;
-use crate::dist::edge;
-use crate::release::freshness::Freshness;
-use crate::release::ops::{self, RollbackArgs as OpsRollback};
-use crate::release::pipeline::{self, PolicySource, Request};
-use crate::release::record::Kind;
-use crate::release::registry::Registry;
-use crate::release::size::{self, parse_limit};
-use crate::release::{diff, Invalid, DEPLOY_SCRIPT};
+use crate::args::Format;
+use understudy_compiler::dist::edge;
+use understudy_compiler::release::freshness::Freshness;
+use understudy_compiler::release::ops::{self, RollbackArgs as OpsRollback};
+use understudy_compiler::release::pipeline::{self, PolicySource, Request};
+use understudy_compiler::release::record::Kind;
+use understudy_compiler::release::registry::Registry;
+use understudy_compiler::release::size::{self, parse_limit};
+use understudy_compiler::release::{diff, Invalid, DEPLOY_SCRIPT};
 
 #[derive(Debug, clap::Args)]
 pub struct ReleasesArgs {

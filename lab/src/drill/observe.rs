@@ -6,8 +6,8 @@ use serde::Serialize;
 use understudy_core::breaker::Mode;
 use understudy_core::policy::Policy;
 
-use crate::simulate::scenario::{ModelFault, Scenario};
-use crate::simulate::{BreakerEvent, RequestResult, Run, Source};
+use understudy_compiler::simulate::scenario::{ModelFault, Scenario};
+use understudy_compiler::simulate::{BreakerEvent, RequestResult, Run, Source};
 
 /// The response headers a drill checks (lower-case names on the wire).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -284,7 +284,13 @@ mod tests {
         let t = transitions_from_headers(&o);
         assert_eq!(t.len(), 2);
         assert_eq!((t[0].from, t[0].to), ("CLOSED", "OPEN"));
-        let run = to_run(&crate::dist::tests::sample_policy(), &sc(), &o, &t, 4);
+        let run = to_run(
+            &understudy_compiler::fixtures::sample_policy(),
+            &sc(),
+            &o,
+            &t,
+            4,
+        );
         assert_eq!(
             run.breaker.iter().map(|e| e.request).collect::<Vec<_>>(),
             vec![1, 3]

@@ -1,11 +1,11 @@
 //! `understudy bench [POLICY] [--out FILE]`: the edge against a bare pass-through Worker in
-//! workerd (see [`crate::bench`]). Prints the figures and their ratios; targets are reported,
+//! workerd (see [`understudy_lab::bench`]). Prints the figures and their ratios; targets are reported,
 //! not asserted. Exit 0 when it ran; 2 on usage or I/O errors.
 
 use std::process::ExitCode;
 
-use crate::bench;
-use crate::cli::{BenchArgs, Format};
+use crate::args::{BenchArgs, Format};
+use understudy_lab::bench;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if !(args.throughput_secs > 0.0 && args.throughput_secs <= 600.0) {

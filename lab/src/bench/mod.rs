@@ -29,12 +29,12 @@ use serde_json::{json, Value};
 use understudy_core::policy::{Breaker, ParamSource};
 use understudy_core::Millis;
 
-use crate::dist::{self, edge::workspace_root};
 use crate::drill::check::Latency;
 use crate::drill::driver::Planned;
 use crate::drill::edge::dev_secret;
-use crate::load::load_policy;
 use crate::origin::{Fault, OriginConfig, OriginServer};
+use understudy_compiler::dist::{self, edge::workspace_root};
+use understudy_compiler::load::load_policy;
 
 mod server;
 use server::{BenchServer, Target};
@@ -62,15 +62,6 @@ pub struct Side {
     pub first_request_ms: f64,
     pub module_bytes: u64,
     pub module_gzip_bytes: u64,
-}
-
-fn gzip_len(bytes: &[u8]) -> u64 {
-    use std::io::Write as _;
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-    match enc.write_all(bytes).and_then(|()| enc.finish()) {
-        Ok(v) => v.len() as u64,
-        Err(_) => 0,
-    }
 }
 
 /// The bare Worker as a directory edge-server.mjs runs: worker-build's output, an entry, a
@@ -128,7 +119,7 @@ fn request(
     catalog: Option<&understudy_core::catalog::Catalog>,
     subject: Option<&str>,
 ) -> Planned {
-    let recipe = crate::cmd::dev::sample_request(policy, catalog);
+    let recipe = crate::sample::sample_request(policy, catalog);
     let mut headers: Vec<(String, String)> = recipe["headers"]
         .as_object()
         .map(|m| {
@@ -388,7 +379,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         startup_ms: startup,
         first_request_ms: first_bare.latency_ms,
         module_bytes: bare_wasm.len() as u64,
-        module_gzip_bytes: gzip_len(&bare_wasm),
+        module_gzip_bytes: understudy_compiler::dist::gzip_len(&bare_wasm),
     };
     let doc = json!({
         "policy": policy.service.name,

@@ -4,9 +4,9 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use crate::cli::{CheckArgs, Format};
-use crate::load::load_policy;
-use crate::render::{self, Sources};
+use crate::args::{CheckArgs, Format};
+use understudy_compiler::load::load_policy;
+use understudy_compiler::render::{self, Sources};
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let now = super::parse_now(args.now.as_deref())?;

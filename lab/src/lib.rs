@@ -1,0 +1,10 @@
+//! Understudy's laboratory, kept beside the product as ripgrep keeps its `grep-*` crates:
+//! the simulated model origin (`origin`), drills that play a scenario against the real edge
+//! in workerd (`drill`), and the bench that measures the edge against a bare Worker
+//! (`bench`). Nothing here ships in the Worker.
+#![forbid(unsafe_code)]
+
+pub mod bench;
+pub mod drill;
+pub mod origin;
+pub mod sample;
