@@ -7,10 +7,10 @@ import { spawn } from "node:child_process";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
-import { ROOT, UNDERSTUDY, EDGE_DIR, edgeBuilt, understudy, tempDir, preparePolicy, buildPolicy } from "./harness.mjs";
+import { ROOT, UNDERSTUDY, EDGE_DIR, requireEdge, understudy, tempDir, preparePolicy, buildPolicy } from "./harness.mjs";
 import { startEdge } from "../scripts/edge-server.mjs";
 
-const skip = edgeBuilt() ? false : `no prebuilt edge in ${EDGE_DIR}; run scripts/build-edge.sh`;
+requireEdge();
 
 /** Runs the compiler asynchronously (the demo needs the event loop free), bounded. */
 function run(args, timeoutMs = 90_000) {
@@ -37,7 +37,7 @@ before(async () => {
 });
 after(() => tmp?.cleanup());
 
-describe("understudy dev", { skip }, () => {
+describe("understudy dev", () => {
   test("--demo shows a live answer, then a disclosed fallback when the origin hangs, and exits 0", async () => {
     const policy = await preparePolicy("semantic-search", tmp.dir);
     const r = await run(["dev", policy, "--demo"]);
@@ -68,7 +68,7 @@ describe("understudy dev", { skip }, () => {
   });
 });
 
-describe("KV seeding", { skip }, () => {
+describe("KV seeding", () => {
   test("seed entries land in local KV with their write time in the metadata", async () => {
     const policy = await preparePolicy("recommendations", tmp.dir);
     const { dir } = await buildPolicy(policy, join(tmp.dir, "seeded"));
@@ -101,7 +101,7 @@ describe("KV seeding", { skip }, () => {
 });
 
 // Keep the compiler's usage errors honest without starting anything.
-test("understudy dev with a missing policy exits 2 naming it", { skip }, () => {
+test("understudy dev with a missing policy exits 2 naming it", () => {
   const r = understudy(["dev", join(tmp.dir, "absent.toml"), "--demo"]);
   assert.equal(r.status, 2);
   assert.match(r.stderr, /absent\.toml/);

@@ -4,8 +4,13 @@
 // issue 6, "Evidence": the drill for both seed scenarios, time-scaled, asserting the
 // invariants; and a run that cannot meet its limits exits non-zero naming the invariant.
 //
-// Cost: seed 002 runs at its own pace (30 requests, one a second: ~35 s); the recovery
-// drill at --time-scale 0.1 takes ~22 s (a 12 s fault); the broken run ~3 s.
+// Issue 9's differential test: seed 002 and the mixed-outcomes scenario run with
+// `--compare-simulate`, so the Worker in workerd and `simulate` must agree on every
+// request's status, reason and tier.
+//
+// Cost: seed 002 runs at its own pace (30 requests, one a second: ~35 s); the mixed
+// scenario ~27 s; the recovery drill at --time-scale 0.1 takes ~22 s (a 12 s fault); the
+// broken run ~3 s.
 
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
@@ -13,9 +18,9 @@ import { readFile, writeFile } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 
-import { EDGE_DIR, ROOT, edgeBuilt, understudy, tempDir } from "./harness.mjs";
+import { EDGE_DIR, ROOT, requireEdge, understudy, tempDir } from "./harness.mjs";
 
-const skip = edgeBuilt() ? false : `no prebuilt edge in ${EDGE_DIR}; run scripts/build-edge.sh`;
+requireEdge();
 const POLICIES = join(ROOT, "policies");
 const SCENARIOS = join(ROOT, "scenarios");
 
@@ -46,14 +51,16 @@ async function drill(policy, scenario, extra = [], timeoutMs = 120_000) {
 
 const verdict = (json, name) => json.verdicts.find((v) => v.name === name);
 
-describe("understudy drill [B-DRILL]", { skip }, () => {
+describe("understudy drill [B-DRILL]", () => {
   test("seed 002's incident on the real edge prints the same table as simulate", { timeout: 150_000 }, async () => {
     const scenario = join(SCENARIOS, "seed-002-incident.toml");
     const sim = understudy(["simulate", join(POLICIES, "semantic-search.toml"), "--scenario", scenario]);
     assert.equal(sim.status, 0, sim.stderr);
-    const d = await drill("semantic-search.toml", scenario);
+    const d = await drill("semantic-search.toml", scenario, ["--compare-simulate"]);
     assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
     assert.equal(masked(tableOf(d.stdout)), masked(tableOf(sim.stdout)));
+    // The differential test of the two drivers of one engine: request by request.
+    assert.equal(verdict(d.json, "SIMULATE_AGREES").ok, true, JSON.stringify(d.json.simulate_disagreements));
     // The breaker's log came from the status endpoint (half-open trials included).
     assert.equal(d.json.breaker.from_status_endpoint, true);
     assert.deepEqual(
@@ -64,6 +71,20 @@ describe("understudy drill [B-DRILL]", { skip }, () => {
       assert.equal(verdict(d.json, name).ok, true, JSON.stringify(verdict(d.json, name)));
     }
     assert.match(d.svg, /^<svg/);
+  });
+
+  test("every outcome class: the real edge and simulate agree request by request", { timeout: 90_000 }, async () => {
+    const d = await drill("semantic-search.toml", join(SCENARIOS, "mixed-outcomes.toml"), ["--compare-simulate"]);
+    assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
+    assert.equal(verdict(d.json, "SIMULATE_AGREES").ok, true, JSON.stringify(d.json.simulate_disagreements));
+    const reasons = new Set(d.json.requests.map((r) => r[6]).filter(Boolean));
+    for (const r of ["ML_4XX", "ML_AUTH", "ML_CONNECT", "ML_5XX", "ML_429", "ML_408", "ML_BAD_RESPONSE", "ML_TIMEOUT", "BREAKER_OPEN"]) {
+      assert.ok(reasons.has(r), `${r} among ${[...reasons].join(" ")}`);
+    }
+    assert.deepEqual(
+      d.json.summary.breaker_transitions.map((t) => `${t.request} ${t.from}→${t.to}`),
+      ["13 CLOSED→OPEN", "18 OPEN→HALF_OPEN", "18 HALF_OPEN→OPEN", "23 OPEN→HALF_OPEN", "23 HALF_OPEN→CLOSED"],
+    );
   });
 
   test("seed 000's recovery drill (time scale 0.1) meets its invariants", { timeout: 90_000 }, async () => {

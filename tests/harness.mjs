@@ -26,8 +26,18 @@ export const UNDERSTUDY = process.env.UNDERSTUDY_BIN ?? join(ROOT, "target", "de
 export const EDGE_DIR = process.env.UNDERSTUDY_EDGE ?? join(ROOT, "edge", "worker", "build");
 export const POLICIES = join(ROOT, "policies");
 
-/** Whether the prebuilt edge exists (tests needing workerd skip with a reason otherwise). */
+/** Whether the prebuilt edge exists. */
 export const edgeBuilt = () => existsSync(join(EDGE_DIR, "index_bg.wasm"));
+
+/**
+ * Fails the suite (never skips it) when the prebuilt edge is missing, naming what to run:
+ * a suite whose prerequisite is missing must not pass by testing nothing.
+ */
+export function requireEdge() {
+  if (!edgeBuilt()) {
+    throw new Error(`no prebuilt edge in ${EDGE_DIR}; run scripts/build-edge.sh (scripts/test.sh does)`);
+  }
+}
 
 /** Runs the compiler synchronously (bounded). Returns { status, stdout, stderr }. */
 export function understudy(args, { timeoutMs = 60_000, cwd = ROOT, env } = {}) {

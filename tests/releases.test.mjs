@@ -10,10 +10,10 @@ import { spawnSync } from "node:child_process";
 import { readFile, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
-import { ROOT, EDGE_DIR, edgeBuilt, understudy, tempDir, preparePolicy, timedFetch } from "./harness.mjs";
+import { ROOT, EDGE_DIR, requireEdge, understudy, tempDir, preparePolicy, timedFetch } from "./harness.mjs";
 import { startEdge } from "../scripts/edge-server.mjs";
 
-const skip = edgeBuilt() ? false : `no prebuilt edge in ${EDGE_DIR}; run scripts/build-edge.sh`;
+requireEdge();
 const WRANGLER = join(ROOT, "node_modules", ".bin", "wrangler");
 
 function ok(args) {
@@ -24,7 +24,7 @@ function ok(args) {
 
 const isoNow = (offsetMs = 0) => new Date(Date.now() + offsetMs).toISOString().replace(/\.\d{3}Z$/, "Z");
 
-describe("understudy releases", { skip }, () => {
+describe("understudy releases", () => {
   let tmp;
   let policy;
   let reg;

@@ -11,7 +11,7 @@ import { join } from "node:path";
 
 import {
   EDGE_DIR,
-  edgeBuilt,
+  requireEdge,
   startOrigin,
   tempDir,
   preparePolicy,
@@ -22,7 +22,7 @@ import {
 } from "./harness.mjs";
 import { startEdge } from "../scripts/edge-server.mjs";
 
-const skip = edgeBuilt() ? false : `no prebuilt edge in ${EDGE_DIR}; run scripts/build-edge.sh`;
+requireEdge();
 const ISS = "https://auth.mercado.example";
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const identityHash = (v) => createHash("sha256").update(v).digest("hex").slice(0, 32);
@@ -52,7 +52,7 @@ const bearer = (sub, extra = {}) => ({
   authorization: `Bearer ${mintToken(devSecret("TOKEN_HMAC_KEY"), { sub, iss: ISS, aud: "recommendations", ...extra })}`,
 });
 
-describe("consecutive breaker (seed 002) in the Worker", { skip }, () => {
+describe("consecutive breaker (seed 002) in the Worker", () => {
   let s;
   before(async () => {
     s = await stack("semantic-search");
@@ -92,7 +92,88 @@ describe("consecutive breaker (seed 002) in the Worker", { skip }, () => {
   });
 });
 
-describe("rate breaker (seed 000's machine) in the Worker", { skip }, () => {
+// Issue 9: an origin 4xx about the caller's request is never a breaker record and never
+// retried; 401/403 (the edge's own credential refused) are dependency failures with their
+// own reason and counter. Read back through the admin status endpoint.
+describe("origin 4xx are the caller's, 401/403 the edge's (issue 9)", () => {
+  const withAdmin = (extra = "") => (t) =>
+    `${t.replace(/client_errors = "fallback"\n/, extra)}\n[admin]\npath = "/__status"\nsecret = "ADMIN_TOKEN"\n`;
+  const status = async (s) => {
+    const r = await s.get("/__status", { authorization: `Bearer ${devSecret("ADMIN_TOKEN")}` });
+    assert.equal(r.status, 200, r.text);
+    return r.json;
+  };
+
+  test("50 origin 404s leave the breaker closed; a fallback policy discloses ML_4XX", async () => {
+    const s = await stack("semantic-search", { edit: withAdmin('client_errors = "fallback"\n') });
+    try {
+      await s.origin.setFault({ kind: "status", code: 404 });
+      // Every query names something the keyword net knows, so each answer is a fallback.
+      const words = ["headphones", "keyboard", "backpack", "coffee"];
+      for (let i = 0; i < 50; i++) {
+        const r = await s.get(`/v1/search?q=${words[i % 4]}+${i}`);
+        assert.equal(r.status, 200, r.text);
+        assert.equal(r.headers["x-degraded"], "true");
+        assert.equal(r.headers["x-degraded-reason"], "ML_4XX");
+        assert.equal(r.headers["x-breaker-mode"], "CLOSED", `request ${i}`);
+      }
+      const st = await status(s);
+      assert.equal(st.breaker.mode, "CLOSED");
+      assert.deepEqual(st.breaker.transitions, []);
+      assert.equal(st.counters.by_reason.ML_4XX, 50);
+      assert.equal((await s.origin.stats()).requests, 50, "never retried");
+      // The model answers the next caller live.
+      await s.origin.clearFault();
+      assert.equal((await s.get(`/v1/search?q=headphones`)).headers["x-result-source"], "origin");
+    } finally {
+      await s.dispose();
+    }
+  });
+
+  test("with a pass-through policy each caller gets the origin's 404 in the envelope, retryable false", async () => {
+    const s = await stack("semantic-search", { edit: withAdmin('client_errors = "pass_through"\n') });
+    try {
+      await s.origin.setFault({ kind: "status", code: 404 });
+      for (let i = 0; i < 50; i++) {
+        const r = await s.get(`/v1/search?q=unknown${i}`);
+        assert.equal(r.status, 404, r.text);
+        assert.equal(r.json.code, "ORIGIN_REJECTED_REQUEST");
+        assert.equal(r.json.retryable, false);
+        assert.equal(r.json.correlationId, r.headers["x-correlation-id"]);
+      }
+      const st = await status(s);
+      assert.equal(st.breaker.mode, "CLOSED");
+      assert.equal(st.counters.origin_rejected, 50);
+      const line = s.edge.logs(true).filter((l) => l.outcome === "origin_rejected").at(-1);
+      assert.equal(line.class, "caller");
+    } finally {
+      await s.dispose();
+    }
+  });
+
+  test("a run of origin 401s opens the breaker with ML_AUTH and counts the refused credential", async () => {
+    const s = await stack("semantic-search", { edit: withAdmin('client_errors = "fallback"\n') });
+    try {
+      await s.origin.setFault({ kind: "status", code: 401 });
+      const seen = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await s.get(`/v1/search?q=headphones`);
+        assert.equal(r.status, 200, r.text);
+        seen.push([r.headers["x-degraded-reason"], r.headers["x-breaker-mode"]]);
+      }
+      assert.deepEqual(seen, [["ML_AUTH", "CLOSED"], ["ML_AUTH", "CLOSED"], ["ML_AUTH", "OPEN"]]);
+      const r = await s.get(`/v1/search?q=keyboard`);
+      assert.equal(r.headers["x-degraded-reason"], "BREAKER_OPEN");
+      const st = await status(s);
+      assert.equal(st.counters.credential_refused, 3);
+      assert.equal((await s.origin.stats()).requests, 3, "401 is not retried");
+    } finally {
+      await s.dispose();
+    }
+  });
+});
+
+describe("rate breaker (seed 000's machine) in the Worker", () => {
   let s;
   // Seed 000's shape with short windows so the test runs in seconds: trip at ≥ 15%
   // failures or p95 > 45 ms over 2 s with 5 calls; hold 1 s; probe half the traffic;
@@ -143,7 +224,7 @@ describe("rate breaker (seed 000's machine) in the Worker", { skip }, () => {
   });
 });
 
-describe("retry storms, identity and the status endpoint", { skip }, () => {
+describe("retry storms, identity and the status endpoint", () => {
   let s;
   before(async () => {
     s = await stack("recommendations", {
@@ -229,7 +310,7 @@ describe("retry storms, identity and the status endpoint", { skip }, () => {
   });
 });
 
-describe("a KV read slower than its timeout (issue #3)", { skip }, () => {
+describe("a KV read slower than its timeout (issue #3)", () => {
   let s;
   // The seed's 60 ms leaves 7 ms after the race and the user tier's 8 ms, so a timer that
   // fires 3 ms late on a busy machine would skip the category tier for lack of budget —
@@ -268,7 +349,7 @@ describe("a KV read slower than its timeout (issue #3)", { skip }, () => {
   });
 });
 
-describe("retries inside the budget (orders API, seed 004)", { skip }, () => {
+describe("retries inside the budget (orders API, seed 004)", () => {
   let s;
   const tok = (sub) => ({
     authorization: `Bearer ${mintToken(devSecret("API_TOKEN_KEY"), { sub, tenant: "acme", iss: ISS, aud: "orders-api" })}`,
@@ -303,14 +384,17 @@ describe("retries inside the budget (orders API, seed 004)", { skip }, () => {
     assert.equal(line.attempts, 2);
   });
 
-  test("a failure that is not retryable (404) is not retried", async () => {
+  test("an origin 404 is the caller's: passed through with retryable false, not retried", async () => {
     await s.origin.reset();
     await s.origin.setFault({ kind: "status", code: 404 });
     const r = await s.get(`/v1/orders/ORDER-NOTFOUND`, tok("retry-user-2"));
     await s.origin.clearFault();
-    assert.equal(r.status, 503, r.text);
-    assert.equal(r.headers["x-degraded-reason"], "ML_4XX");
-    assert.equal((await s.origin.stats()).requests, 1);
+    assert.equal(r.status, 404, r.text);
+    assert.equal(r.json?.code, "ORIGIN_REJECTED_REQUEST");
+    assert.equal(r.json?.retryable, false);
+    assert.equal(r.json?.correlationId, r.headers["x-correlation-id"]);
+    assert.equal(r.headers["x-result-source"], "origin");
+    assert.equal((await s.origin.stats()).requests, 1, "never retried");
   });
 
   test("429 with Retry-After: 1 is honoured when it fits the remaining budget", async () => {

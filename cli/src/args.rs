@@ -192,6 +192,10 @@ pub struct DrillArgs {
     /// Prebuilt edge module directory (worker-build output); the checkout's by default.
     #[arg(long)]
     pub edge: Option<PathBuf>,
+    /// Also replay the scenario through `simulate` and require every request to agree on
+    /// status, reason and tier (the differential test of the two drivers of one engine).
+    #[arg(long)]
+    pub compare_simulate: bool,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
 }

@@ -167,3 +167,26 @@ fn bad_scenarios_are_refused_with_their_place() {
     let e = scenario_error("name = \"x\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 5\n[params]\nq = [\"a\"]\n[model]\nlatency = \"5ms\"\n");
     assert!(e.contains("missing `interval`"), "{e}");
 }
+
+/// Issue 9: every outcome class through `simulate` — the engine's classification, not the
+/// driver's: a caller's 404 never counts against the breaker, the third consecutive
+/// dependency failure (the hang at 13) opens it.
+#[test]
+fn mixed_outcomes_classify_every_class_once() {
+    let policy_path = Path::new("../policies/semantic-search.toml");
+    let text = std::fs::read_to_string("../scenarios/mixed-outcomes.toml").unwrap();
+    let raw: scenario::RawScenario = toml::from_str(&text).unwrap();
+    let loaded = load_policy(policy_path, NOW);
+    let policy = loaded.policy.as_ref().expect("valid policy");
+    let sc = scenario::build(raw, policy).unwrap();
+    let run = simulate::run(policy, loaded.catalog.as_ref(), &sc);
+    let reason = |i: usize| run.results[i].reason.clone().unwrap_or_default();
+    assert_eq!(reason(1), "ML_4XX");
+    assert_eq!(reason(2), "ML_CONNECT");
+    assert_eq!(reason(6), "ML_AUTH");
+    assert_eq!(reason(12), "ML_AUTH");
+    assert_eq!(reason(13), "ML_TIMEOUT");
+    assert_eq!(reason(14), "BREAKER_OPEN");
+    assert_eq!(run.breaker[0].request, 13, "{:?}", run.breaker);
+    assert!(run.results.iter().all(|r| r.status == 200));
+}

@@ -47,6 +47,7 @@ pub fn sample_policy() -> Policy {
             credential_header: "Authorization".into(),
             result_path: vec!["items".into()],
             max_body_bytes: 1 << 20,
+            client_errors: ClientErrors::PassThrough,
         },
         breaker: Breaker::Consecutive {
             failures: 5,

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
+pub use understudy_compiler::simulate::request::encode;
 use understudy_core::catalog::{tokenize, Catalog};
 use understudy_core::policy::{EmbeddedTier, ParamSource, ParamType, Policy, TierKind};
 
@@ -94,19 +95,6 @@ pub fn sample_request(policy: &Policy, catalog: Option<&Catalog>) -> Value {
     json!({ "method": method, "path": path, "headers": headers, "token": token, "fault": { "kind": "hang" } })
 }
 
-/// Percent-encodes everything but RFC 3986 unreserved characters.
-pub fn encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,10 +107,5 @@ mod tests {
         assert_eq!(r["method"], "GET");
         assert_eq!(r["path"], "/v1/recommendations?category=audio");
         assert_eq!(r["token"], Value::Null);
-    }
-
-    #[test]
-    fn encoding_keeps_unreserved_characters_only() {
-        assert_eq!(encode("a b&c=d-e_f.g~"), "a%20b%26c%3Dd-e_f.g~");
     }
 }

@@ -19,6 +19,7 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
         rate: args.rate,
         edge: args.edge,
         timeout: Duration::from_millis(args.timeout_ms.clamp(1, 60_000)),
+        compare_simulate: args.compare_simulate,
     };
     let outcome = match drill::run(&opts)? {
         Ok(o) => o,
@@ -39,6 +40,12 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
                     None => "--  ",
                 };
                 println!("  {mark} {:<22} {}", v.name, v.detail);
+            }
+            if !outcome.disagreements.is_empty() {
+                println!("\nFirst disagreements with simulate (status reason tier):");
+                for d in &outcome.disagreements {
+                    println!("  {d}");
+                }
             }
             if let Some(dir) = &opts.report {
                 println!("\nReport: {} (drill.json, timeline.svg)", dir.display());

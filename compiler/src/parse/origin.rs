@@ -141,6 +141,25 @@ pub(super) fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
     let max_body_bytes = t
         .opt_uint(ctx, "max_body_bytes", 64 << 20)
         .unwrap_or(1 << 20);
+    let client_errors = match t.take(ctx, "client_errors") {
+        Some(n) => {
+            let span = n.span;
+            node::as_str(ctx, "origin.client_errors", n).and_then(|v| {
+                let found = ClientErrors::ALL.iter().find(|(name, _)| *name == v);
+                if found.is_none() {
+                    ctx.error(
+                        codes::INVALID_VALUE,
+                        span,
+                        format!("`{v}` is not a way to answer an origin 4xx"),
+                        "unknown choice",
+                        "use \"pass_through\" (the origin's status in the error envelope) or \"fallback\" (a disclosed fallback with reason ML_4XX)",
+                    );
+                }
+                found.map(|(_, c)| *c)
+            })
+        }
+        None => Some(ClientErrors::PassThrough),
+    };
     t.finish(ctx);
     Some(Origin {
         url: url?,
@@ -157,6 +176,7 @@ pub(super) fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
         credential_header,
         result_path,
         max_body_bytes,
+        client_errors: client_errors?,
     })
 }
 

@@ -1,38 +1,46 @@
-//! [B-SIM] `understudy simulate`: the edge's own decision core — the same `Exchange`,
-//! breaker, retry and cascade code the Worker runs — replayed natively over a scenario in
-//! virtual time.
+//! [B-SIM] `understudy simulate`: the edge's own request engine — the very code the Worker
+//! runs (`understudy_core::engine`) — driven natively over a scenario in virtual time.
+//!
+//! This module is a driver and holds no decision: it builds each scenario request as the
+//! HTTP request a client sends ([`request::plan`], the same one `drill` sends), hands it to
+//! the engine, and performs the actions the engine asks for on a virtual clock: the model
+//! answers as the scenario scripts it ([`origin`], raw statuses and bodies the engine
+//! classifies), KV holds the scenario's entries plus what the engine writes through, the
+//! rate limiter counts fixed windows ([`limiter`]). What a request's answer was is read from
+//! the reply's status and headers, as a client would.
 //!
 //! The loop is event-driven in the style of quinn's test `Pair`: a queue of wake-ups, and
-//! `step` jumps to the next one. Requests overlap in time exactly as their arrivals and
+//! each step jumps to the next one. Requests overlap in time exactly as their arrivals and
 //! latencies say, so the breaker sees outcomes in the order a real isolate would. Nothing
 //! sleeps; a 120-second drill replays in milliseconds.
 
+pub mod limiter;
+pub mod origin;
 pub mod report;
+pub mod request;
 pub mod scenario;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
-use understudy_core::breaker::{Admission, Breaker, Outcome};
-use understudy_core::cascade::{Ctx, KvRead};
+use understudy_core::bake::Bake;
+use understudy_core::cascade::KvRead;
 use understudy_core::catalog::Catalog;
-use understudy_core::classify::{Failure, FailureReason};
-use understudy_core::deadline::Deadline;
-use understudy_core::exchange::{Action, Answer, Event, Exchange, Gate};
+use understudy_core::classify::Observed;
+use understudy_core::engine::{Action, Bindings, Engine, Event, Flight, Incoming, Reply};
 use understudy_core::policy::Policy;
-use understudy_core::request::{ParamValue, Params};
-use understudy_core::retry::Backoff;
-use understudy_core::writethrough::{self, WriteThrough};
 use understudy_core::Millis;
 
-use scenario::{ModelFault, Scenario};
+use scenario::Scenario;
 
 /// How one request was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     Origin,
     Tier(String),
-    /// 504 / 503 with the error envelope.
+    /// The origin refused the caller's request and its status was passed through.
+    Rejected(u16),
+    /// Any other non-answer: 504 / 503 with the error envelope, a 400, a 429.
     Error(u16),
 }
 
@@ -42,9 +50,10 @@ pub struct RequestResult {
     /// Arrival, ms after the scenario's start.
     pub arrival_ms: u64,
     pub latency_ms: u64,
+    pub status: u16,
     pub source: Source,
     /// `X-Degraded-Reason` for fallbacks and errors.
-    pub reason: Option<&'static str>,
+    pub reason: Option<String>,
     pub model_attempts: u32,
     /// The breaker's mode when the request arrived.
     pub mode: &'static str,
@@ -67,30 +76,34 @@ pub struct Run {
     pub model_calls: u64,
 }
 
-/// A tiny deterministic random source (xorshift64*), seeded per request, for retry jitter.
-struct XorShift(u64);
+/// How a reply reads to a client: where the answer came from and why.
+pub fn source_of(status: u16, header: impl Fn(&str) -> Option<String>) -> (Source, Option<String>) {
+    let reason = header("x-degraded-reason");
+    let from = header("x-result-source");
+    let source = match (status, from.as_deref()) {
+        (200, Some("origin")) => Source::Origin,
+        (200, Some("fallback")) => Source::Tier(header("x-fallback-tier").unwrap_or_default()),
+        (s, Some("origin")) if (400..500).contains(&s) => Source::Rejected(s),
+        (s, _) => Source::Error(s),
+    };
+    (source, reason)
+}
 
-impl XorShift {
-    fn next_unit(&mut self) -> f64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+/// The secrets `simulate` gives the engine: every secret binding holds its development
+/// value (as in `understudy dev` and the drills); no var is set.
+struct DevBindings;
+
+impl Bindings for DevBindings {
+    fn secret(&self, name: &str) -> Option<String> {
+        Some(request::dev_secret(name))
+    }
+    fn var(&self, _: &str) -> Option<String> {
+        None
     }
 }
 
-type Ex<'p> = Exchange<'p, Backoff<'p, Box<dyn FnMut() -> f64>>>;
-
-struct InFlight<'p> {
-    exchange: Ex<'p>,
-    admission: Admission,
-    arrival_ms: u64,
-    mode: &'static str,
-    attempt_started: Millis,
-    pending: Option<Event>,
-}
+/// The simulated KV store: (binding, key) → (value, metadata).
+type Kv = HashMap<(String, String), (String, serde_json::Value)>;
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 enum Wake {
@@ -100,259 +113,122 @@ enum Wake {
     Deliver(u64),
 }
 
-fn mode_name(b: &mut Breaker, now: Millis) -> &'static str {
-    b.mode_name(now)
+struct InFlight<'p> {
+    flight: Flight<'p>,
+    arrival_ms: u64,
+    mode: &'static str,
+    attempts: u32,
+    pending: Option<Event>,
 }
 
-/// The params request `i` carries.
-fn params_for(policy: &Policy, sc: &Scenario, i: u64) -> Params {
-    let mut values = Vec::new();
-    for p in &policy.params {
-        let v = sc
-            .param(&p.name, i)
-            .map(str::to_string)
-            .or_else(|| p.default.clone());
-        if let Some(value) = v {
-            values.push(ParamValue {
-                name: p.name.clone(),
-                value,
-                identity: p.identity,
-            });
-        }
+/// Everything the run mutates, apart from the engine.
+struct World<'s> {
+    sc: &'s Scenario,
+    start: Millis,
+    kv: Kv,
+    limiter: limiter::Limiter,
+    queue: BinaryHeap<Reverse<(u64, u64, Wake)>>,
+    seq: u64,
+    model_calls: u64,
+    budget_ms: u64,
+}
+
+impl World<'_> {
+    fn push(&mut self, at_us: u64, w: Wake) {
+        self.seq += 1;
+        self.queue.push(Reverse((at_us, self.seq, w)));
     }
-    Params { values }
-}
-
-fn model_items(i: u64) -> Vec<String> {
-    vec![format!("{{\"sku\":\"MODEL-{i}\",\"source\":\"model\"}}")]
-}
-
-/// The origin's answer to one attempt: (how long it takes, what the edge sees).
-fn origin_answer(
-    fault: ModelFault,
-    timeout_ms: u64,
-    i: u64,
-) -> (u64, Result<Vec<String>, Failure>, bool) {
-    let timeout = || {
-        Failure::new(
-            FailureReason::MlTimeout,
-            "simulated: no answer within the attempt's timeout",
-        )
-    };
-    match fault {
-        ModelFault::Ok { latency_ms } if latency_ms <= timeout_ms => {
-            (latency_ms, Ok(model_items(i)), false)
-        }
-        ModelFault::Hang | ModelFault::Ok { .. } => (timeout_ms, Err(timeout()), true),
-        ModelFault::Status { code, latency_ms } if latency_ms <= timeout_ms => {
-            let reason = if code == 408 {
-                FailureReason::Ml408
-            } else {
-                FailureReason::Ml5xx
-            };
-            (
-                latency_ms,
-                Err(Failure::new(reason, format!("simulated: HTTP {code}"))),
-                false,
-            )
-        }
-        ModelFault::RateLimited {
-            retry_after_s,
-            latency_ms,
-        } if latency_ms <= timeout_ms => {
-            let mut f = Failure::new(FailureReason::Ml429, "simulated: HTTP 429");
-            f.retry_after_s = retry_after_s;
-            (latency_ms, Err(f), false)
-        }
-        ModelFault::Reset => (
-            1.min(timeout_ms),
-            Err(Failure::new(
-                FailureReason::MlConnect,
-                "simulated: connection reset",
-            )),
-            false,
-        ),
-        ModelFault::Malformed { latency_ms } | ModelFault::Empty { latency_ms }
-            if latency_ms <= timeout_ms =>
-        {
-            (
-                latency_ms,
-                Err(Failure::new(
-                    FailureReason::MlBadResponse,
-                    "simulated: body not the declared shape",
-                )),
-                false,
-            )
-        }
-        _ => (timeout_ms, Err(timeout()), true),
-    }
-}
-
-/// Whether the model alone answers request `i` within the total budget.
-fn model_alone_ok(fault: ModelFault, budget_ms: u64) -> bool {
-    matches!(fault, ModelFault::Ok { latency_ms } if latency_ms <= budget_ms)
 }
 
 /// Replays `sc` against `policy` (and its baked `catalog`).
 pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
-    let start = Millis(sc.start_ms);
-    let all_params: Vec<Params> = (0..sc.requests)
-        .map(|i| params_for(policy, sc, i))
-        .collect();
-    let mut kv: HashMap<(String, String), (String, serde_json::Value)> = HashMap::new();
-    for seed in &sc.kv {
-        let written = (sc.start_ms as i64 - seed.age_ms).max(0) as u64;
-        let items: Vec<String> = seed
-            .items
-            .iter()
-            .map(|sku| serde_json::json!({ "sku": sku }).to_string())
-            .collect();
-        let (value, meta) = understudy_core::entry::render(&items, Millis(written));
-        kv.insert((seed.binding.clone(), seed.key.clone()), (value, meta));
-    }
-    let mut breaker = Breaker::new(&policy.breaker);
-    let mut wt = WriteThrough::new(writethrough::DEFAULT_CAPACITY);
-    let mut queue: BinaryHeap<Reverse<(u64, u64, Wake)>> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut push = |queue: &mut BinaryHeap<Reverse<(u64, u64, Wake)>>, at_us: u64, w: Wake| {
-        seq += 1;
-        queue.push(Reverse((at_us, seq, w)));
+    let bake = Bake {
+        release_id: "simulate".into(),
+        policy_hash: String::new(),
+        catalog_hash: String::new(),
+        validated_at_ms: sc.start_ms,
+        compiler_version: crate::dist::COMPILER_VERSION.into(),
+        policy: policy.clone(),
+        catalog: catalog.cloned(),
     };
-    for i in 0..sc.requests {
-        push(&mut queue, i * sc.interval_us, Wake::Arrive(i));
+    let Ok(mut engine) = Engine::new(&bake) else {
+        // The compiler refuses such a policy; nothing can be answered.
+        return Run {
+            results: Vec::new(),
+            breaker: Vec::new(),
+            model_calls: 0,
+        };
+    };
+    let start = Millis(sc.start_ms);
+    let (limit, period) = policy.storm.as_ref().map_or((u32::MAX, 1), |s| {
+        (understudy_core::storm::limit(s), s.window_ms)
+    });
+    let mut w = World {
+        sc,
+        start,
+        kv: seed_kv(sc),
+        limiter: limiter::Limiter::new(limit, period),
+        queue: BinaryHeap::new(),
+        seq: 0,
+        model_calls: 0,
+        budget_ms: policy.budget.total_ms,
+    };
+    let mut tokens = BTreeMap::new();
+    let plans: Vec<request::Planned> = (0..sc.requests)
+        .map(|i| request::plan(policy, sc, i, &mut tokens, sc.start_ms / 1000))
+        .collect();
+    for p in &plans {
+        w.push(p.due_us, Wake::Arrive(p.index));
     }
     let mut flights: HashMap<u64, InFlight<'_>> = HashMap::new();
     let mut results: Vec<Option<RequestResult>> = vec![None; sc.requests as usize];
     let mut events = Vec::new();
-    let mut model_calls = 0u64;
-    let mut last_mode = mode_name(&mut breaker, start);
+    let mut last_mode = engine.breaker_mode(start);
 
-    while let Some(Reverse((at_us, _, wake))) = queue.pop() {
+    while let Some(Reverse((at_us, _, wake))) = w.queue.pop() {
         let rel_ms = at_us / 1000;
         let now = start.plus(rel_ms);
-        let (i, event) = match wake {
+        let (i, action) = match wake {
             Wake::Arrive(i) => {
-                let admission = breaker.admit(now);
-                let mode = mode_name(&mut breaker, now);
-                let ctx = Ctx {
-                    policy,
-                    catalog,
-                    params: &all_params[i as usize],
-                    deadline: Deadline::new(now, policy.budget),
+                let p = &plans[i as usize];
+                let (path, query) = p.path_and_query();
+                let req = Incoming {
+                    method: &p.method,
+                    path,
+                    query,
+                    headers: &p.headers,
                 };
-                let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ (i + 1));
-                let random: Box<dyn FnMut() -> f64> = Box::new(move || rng.next_unit());
-                let exchange =
-                    Exchange::with_retry(ctx, Backoff::new(&policy.origin, false, random));
+                let mode = engine.breaker_mode(now);
+                let (flight, action) = engine.start(now, &req, &DevBindings, i + 1);
                 flights.insert(
                     i,
                     InFlight {
-                        exchange,
-                        admission,
+                        flight,
                         arrival_ms: rel_ms,
                         mode,
-                        attempt_started: now,
+                        attempts: 0,
                         pending: None,
                     },
                 );
-                let gate = if admission.calls_origin() {
-                    Gate::Allow
-                } else {
-                    Gate::Open
-                };
-                (i, Event::Start(gate))
+                (i, action)
             }
-            Wake::Deliver(i) => match flights.get_mut(&i).and_then(|f| f.pending.take()) {
-                Some(e) => (i, e),
-                None => continue,
-            },
+            Wake::Deliver(i) => {
+                let Some(f) = flights.get_mut(&i) else {
+                    continue;
+                };
+                let Some(event) = f.pending.take() else {
+                    continue;
+                };
+                (i, engine.step(&mut f.flight, now, event))
+            }
         };
-        let Some(flight) = flights.get_mut(&i) else {
-            continue;
-        };
-        // Outcomes reach the breaker when they happen.
-        if let Event::Origin(result) = &event {
-            let latency = now.since(flight.attempt_started);
-            let outcome = match result {
-                Ok(_) => Outcome::success(latency),
-                Err(f) if f.reason == FailureReason::MlTimeout => Outcome::timeout(latency),
-                Err(_) => Outcome::failure(latency),
-            };
-            breaker.record(now, flight.admission, outcome);
-        }
-        let action = flight.exchange.step(now, event);
-        let fault = sc.fault(i, flight.arrival_ms);
-        match action {
-            Action::FetchOrigin { timeout_ms, .. } => {
-                model_calls += 1;
-                flight.attempt_started = now;
-                let (took, result, _) = origin_answer(fault, timeout_ms, i);
-                flight.pending = Some(Event::Origin(result));
-                push(&mut queue, (rel_ms + took) * 1000, Wake::Deliver(i));
-            }
-            Action::Wait { ms } => {
-                flight.pending = Some(Event::Woke);
-                push(&mut queue, (rel_ms + ms) * 1000, Wake::Deliver(i));
-            }
-            Action::ReadKv {
-                binding,
-                key,
-                timeout_ms,
-                ..
-            } => {
-                let (took, read) = if sc.kv_latency_ms > timeout_ms {
-                    (timeout_ms, KvRead::TimedOut)
-                } else {
-                    let got = kv.get(&(binding.to_string(), key.clone()));
-                    (
-                        sc.kv_latency_ms,
-                        KvRead::Value {
-                            value: got.map(|g| g.0.clone()),
-                            metadata: got.map(|g| g.1.clone()),
-                        },
-                    )
-                };
-                flight.pending = Some(Event::Kv(read));
-                push(&mut queue, (rel_ms + took) * 1000, Wake::Deliver(i));
-            }
-            Action::FetchHttp { .. } => {
-                flight.pending = Some(Event::Http(Err(Failure::new(
-                    FailureReason::MlConnect,
-                    "simulated: HTTP tiers are not modelled",
-                ))));
-                push(&mut queue, (rel_ms + 1) * 1000, Wake::Deliver(i));
-            }
-            Action::Respond(answer) => {
-                let attempts = flight.exchange.attempts().len() as u32;
-                let (source, reason) = match &answer {
-                    Answer::Live { items, .. } => {
-                        for w in
-                            writethrough::plan(policy, &all_params[i as usize], items, now, &mut wt)
-                        {
-                            kv.insert((w.binding, w.key), (w.value, w.metadata));
-                        }
-                        (Source::Origin, None)
-                    }
-                    Answer::Fallback(f) => (Source::Tier(f.tier.clone()), Some(f.reason.code())),
-                    Answer::Unavailable { failure, timed_out } => (
-                        Source::Error(if *timed_out { 504 } else { 503 }),
-                        Some(failure.reason.code()),
-                    ),
-                };
-                results[i as usize] = Some(RequestResult {
-                    index: i,
-                    arrival_ms: flight.arrival_ms,
-                    latency_ms: rel_ms - flight.arrival_ms,
-                    source,
-                    reason,
-                    model_attempts: attempts,
-                    mode: flight.mode,
-                    model_alone_ok: model_alone_ok(fault, policy.budget.total_ms),
-                });
-                flights.remove(&i);
+        let done = perform(&mut engine, &mut w, &mut flights, i, rel_ms, action);
+        if let Some(reply) = done {
+            if let Some(f) = flights.remove(&i) {
+                results[i as usize] = Some(result_of(&w, i, rel_ms, &f, &reply));
             }
         }
-        let mode = mode_name(&mut breaker, now);
+        let mode = engine.breaker_mode(now);
         if mode != last_mode {
             events.push(BreakerEvent {
                 request: i,
@@ -366,8 +242,109 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
     Run {
         results: results.into_iter().flatten().collect(),
         breaker: events,
-        model_calls,
+        model_calls: w.model_calls,
     }
+}
+
+/// Performs `action` for request `i` at `rel_ms`: schedules what it will observe, or — for
+/// actions that take no time — steps the engine again at once. Returns the reply when the
+/// request is answered.
+fn perform<'p>(
+    engine: &mut Engine<'p>,
+    w: &mut World<'_>,
+    flights: &mut HashMap<u64, InFlight<'p>>,
+    i: u64,
+    rel_ms: u64,
+    mut action: Action<'p>,
+) -> Option<Reply> {
+    let now = w.start.plus(rel_ms);
+    loop {
+        let f = flights.get_mut(&i)?;
+        let (took, event) = match action {
+            Action::Limit { key, .. } => {
+                let allowed = w.limiter.allow(&key, now);
+                action = engine.step(&mut f.flight, now, Event::Limited(Ok(allowed)));
+                continue;
+            }
+            Action::FetchOrigin { timeout_ms, .. } => {
+                w.model_calls += 1;
+                f.attempts += 1;
+                let fault = w.sc.fault(i, f.arrival_ms);
+                let (took, observed) = origin::attempt(fault, timeout_ms, i);
+                (took, Event::Origin(observed))
+            }
+            Action::Wait { ms } => (ms, Event::Woke),
+            Action::ReadKv {
+                binding,
+                key,
+                timeout_ms,
+                ..
+            } => {
+                if w.sc.kv_latency_ms > timeout_ms {
+                    (timeout_ms, Event::Kv(KvRead::TimedOut))
+                } else {
+                    let got = w.kv.get(&(binding.to_string(), key));
+                    (
+                        w.sc.kv_latency_ms,
+                        Event::Kv(KvRead::Value {
+                            value: got.map(|g| g.0.clone()),
+                            metadata: got.map(|g| g.1.clone()),
+                        }),
+                    )
+                }
+            }
+            Action::FetchHttp { .. } => (
+                1,
+                Event::Http(Observed::Connect(
+                    "simulated: HTTP tiers are not modelled".into(),
+                )),
+            ),
+            Action::Respond(reply) => {
+                for wr in &reply.writes {
+                    w.kv.insert(
+                        (wr.binding.clone(), wr.key.clone()),
+                        (wr.value.clone(), wr.metadata.clone()),
+                    );
+                }
+                return Some(*reply);
+            }
+        };
+        f.pending = Some(event);
+        w.push((rel_ms + took) * 1000, Wake::Deliver(i));
+        return None;
+    }
+}
+
+fn result_of(w: &World<'_>, i: u64, rel_ms: u64, f: &InFlight<'_>, reply: &Reply) -> RequestResult {
+    let (source, reason) = source_of(reply.status, |h| reply.header(h).map(str::to_string));
+    let fault = w.sc.fault(i, f.arrival_ms);
+    RequestResult {
+        index: i,
+        arrival_ms: f.arrival_ms,
+        latency_ms: rel_ms - f.arrival_ms,
+        status: reply.status,
+        source,
+        reason,
+        model_attempts: f.attempts,
+        mode: f.mode,
+        model_alone_ok: origin::alone_ok(fault, w.budget_ms),
+    }
+}
+
+/// The scenario's `[[kv]]` entries, written `age` before its start.
+fn seed_kv(sc: &Scenario) -> Kv {
+    let mut kv = Kv::new();
+    for seed in &sc.kv {
+        let written = (sc.start_ms as i64 - seed.age_ms).max(0) as u64;
+        let items: Vec<String> = seed
+            .items
+            .iter()
+            .map(|sku| serde_json::json!({ "sku": sku }).to_string())
+            .collect();
+        let (value, meta) = understudy_core::entry::render(&items, Millis(written));
+        kv.insert((seed.binding.clone(), seed.key.clone()), (value, meta));
+    }
+    kv
 }
 
 /// Counts per answer source, in cascade order.
@@ -381,6 +358,7 @@ pub fn tier_counts(policy: &Policy, run: &Run) -> BTreeMap<String, u64> {
         let key = match &r.source {
             Source::Origin => "origin".to_string(),
             Source::Tier(t) => t.clone(),
+            Source::Rejected(code) => format!("rejected {code}"),
             Source::Error(code) => format!("error {code}"),
         };
         *counts.entry(key).or_insert(0) += 1;

@@ -20,6 +20,8 @@ pub struct Summary {
     pub tiers: BTreeMap<String, u64>,
     pub degraded: u64,
     pub errors: u64,
+    /// Origin 4xx about the caller's request, passed through (neither live nor degraded).
+    pub rejected: u64,
     pub model_calls: u64,
     /// Request indices at which the breaker opened, and at which it closed again.
     pub breaker_opened_at: Vec<u64>,
@@ -58,6 +60,11 @@ pub fn summarize(policy: &Policy, sc: &Scenario, run: &Run) -> Summary {
         .iter()
         .filter(|r| matches!(r.source, Source::Tier(_)))
         .count() as u64;
+    let rejected = run
+        .results
+        .iter()
+        .filter(|r| matches!(r.source, Source::Rejected(_)))
+        .count() as u64;
     let mut lat: Vec<u64> = run.results.iter().map(|r| r.latency_ms).collect();
     lat.sort_unstable();
     let opened = |to: &str| {
@@ -71,10 +78,11 @@ pub fn summarize(policy: &Policy, sc: &Scenario, run: &Run) -> Summary {
         scenario: sc.name.clone(),
         requests: sc.requests,
         without_shell: run.results.iter().filter(|r| r.model_alone_ok).count() as u64,
-        with_shell: run.results.len() as u64 - errors,
+        with_shell: run.results.len() as u64 - errors - rejected,
         tiers,
         degraded,
         errors,
+        rejected,
         model_calls: run.model_calls,
         breaker_opened_at: [opened("OPEN"), opened("DEGRADED_FALLBACK")].concat(),
         breaker_closed_at: [opened("CLOSED"), opened("PRIMARY_HEALTHY")].concat(),
@@ -129,13 +137,20 @@ pub fn human(policy: &Policy, s: &Summary) -> String {
     ));
     let mut order: Vec<String> = vec!["origin".into()];
     order.extend(policy.cascade.tiers.iter().map(|t| t.name.clone()));
-    order.extend(s.tiers.keys().filter(|k| k.starts_with("error")).cloned());
+    order.extend(
+        s.tiers
+            .keys()
+            .filter(|k| k.starts_with("rejected") || k.starts_with("error"))
+            .cloned(),
+    );
     for name in order {
         let n = s.tiers.get(&name).copied().unwrap_or(0);
         let label = if name == "origin" {
             "origin (live)".to_string()
         } else if name.starts_with("error") {
             name.clone()
+        } else if let Some(code) = name.strip_prefix("rejected ") {
+            format!("origin {code} (passed)")
         } else {
             format!("{name} (degraded)")
         };

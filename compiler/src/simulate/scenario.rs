@@ -57,7 +57,9 @@ pub struct RawPhase {
     /// Time since start, `from` inclusive, `to` exclusive.
     pub from: Option<String>,
     pub to: Option<String>,
-    /// `ok`, `down` (503), `hang`, `5xx`, `429`, `reset`, `malformed`, `empty`, `slow`.
+    /// `ok`, `slow`, `down` (503), `hang`, `5xx` (500), `429`, `reset`, `malformed`, `empty`,
+    /// or any other status from 400 to 599 written as a number in a string (`"404"`,
+    /// `"401"`, `"408"`, `"502"`).
     pub fault: String,
     /// Latency in this phase (for `ok` and `slow`; default: the model's).
     pub latency: Option<String>,
@@ -259,11 +261,14 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
             "reset" => ModelFault::Reset,
             "malformed" => ModelFault::Malformed { latency_ms },
             "empty" => ModelFault::Empty { latency_ms },
-            other => {
-                return Err(format!(
-                    "{at}.fault = {other:?} is not a fault; use ok, slow, down, 5xx, 429, hang, reset, malformed or empty"
-                ))
-            }
+            other => match other.parse::<u16>() {
+                Ok(code) if (400..=599).contains(&code) => ModelFault::Status { code, latency_ms },
+                _ => {
+                    return Err(format!(
+                        "{at}.fault = {other:?} is not a fault; use ok, slow, down, 5xx, 429, hang, reset, malformed, empty or a status from \"400\" to \"599\""
+                    ))
+                }
+            },
         };
         let requests = match p.requests {
             Some([a, b]) if a > b => return Err(format!("{at}.requests = [{a}, {b}] is inverted")),

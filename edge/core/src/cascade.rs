@@ -22,11 +22,11 @@ use crate::time::Millis;
 pub const MAX_CONNECTIONS: u32 = 6;
 
 /// What the request knows that every tier decision needs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Ctx<'p> {
     pub policy: &'p Policy,
     pub catalog: Option<&'p Catalog>,
-    pub params: &'p Params,
+    pub params: Params,
     pub deadline: Deadline,
 }
 
@@ -113,10 +113,12 @@ impl Walker {
             .get(tier)
             .map(|t| t.name.clone())
             .unwrap_or_default();
+        // Details come from KV errors and origin bodies among others: one bounded line,
+        // never a JavaScript stack.
         self.notes.push(Note {
             tier: name,
             code,
-            detail: detail.into(),
+            detail: crate::classify::bounded(&detail.into()),
         });
     }
 
@@ -271,6 +273,14 @@ impl Walker {
         }
     }
 
+    /// The `result_path` of the HTTP tier being fetched.
+    pub fn pending_http_path<'p>(&self, ctx: &Ctx<'p>) -> Option<&'p [String]> {
+        match &ctx.policy.cascade.tiers.get(self.pending?)?.kind {
+            TierKind::Http(h) => Some(&h.result_path),
+            _ => None,
+        }
+    }
+
     /// The pending HTTP tier's result (already verified against its `result_path`).
     pub fn on_http(&mut self, ctx: &Ctx<'_>, result: Result<Items, Failure>) -> Option<Fallback> {
         let i = self.pending.take()?;
@@ -374,7 +384,7 @@ mod tests {
         Ctx {
             policy,
             catalog: Some(catalog),
-            params,
+            params: params.clone(),
             deadline: Deadline::new(Millis(NOW - spent), policy.budget),
         }
     }

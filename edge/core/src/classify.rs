@@ -1,7 +1,20 @@
-//! [E-RACE] [E-VERIFY] What an origin attempt's outcome means: a usable result, or a failure
-//! with a stable reason (the `X-Degraded-Reason` a client sees) and whether the policy lets
-//! it be retried. A 200 whose body is not the declared shape is a failure of the origin, not
-//! something to pass through.
+//! [E-CLASSIFY] [E-RACE] [E-VERIFY] What an origin attempt's outcome means — one table for
+//! the whole edge (docs/outcomes.md mirrors it, and a test keeps them equal).
+//!
+//! Every raw observation ([`Observed`]: timed out, connection failed, body too large, or a
+//! status with its body) becomes a usable result or a [`Failure`] with a stable reason (the
+//! `X-Degraded-Reason` a client sees), and every reason has one [`Class`]:
+//! - **dependency** failures (timeouts, connect errors and resets, 408, 429, 5xx, malformed
+//!   bodies) count against the breaker, are retried where the policy allows, and fall back;
+//! - **credential** failures (401/403: the edge's own credential is refused) count against
+//!   the breaker and fall back with their own reason and an alertable counter, never retried
+//!   (the same credential would be refused again);
+//! - **caller** failures (any other 4xx: the request itself is wrong) are never a breaker
+//!   record and never retried; the policy's `client_errors` decides whether the caller gets
+//!   the origin's status in the error envelope or a disclosed fallback.
+//!
+//! A 200 whose body is not the declared shape is a failure of the origin, not something to
+//! pass through.
 
 use serde_json::Value;
 
@@ -15,22 +28,86 @@ pub enum FailureReason {
     Ml5xx,
     Ml429,
     Ml408,
+    /// 401/403: the origin refused the edge's own credential.
+    MlAuth,
+    /// Any other 4xx: the origin refused the caller's request.
     Ml4xx,
     MlBadResponse,
     BreakerOpen,
 }
 
+/// Whose fault a failure is, which decides what the breaker, the retry plan and the caller
+/// make of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// The origin (or the way to it) failed: breaker record, retry where allowed, fallback.
+    Dependency,
+    /// The origin refused the edge's credential: breaker record, alert, fallback, no retry.
+    Credential,
+    /// The origin refused the caller's request: no breaker record, no retry; pass the status
+    /// through or fall back, as the policy says.
+    Caller,
+    /// Not an origin outcome: the breaker kept the request from the origin.
+    Breaker,
+}
+
+impl Class {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Dependency => "dependency",
+            Class::Credential => "credential",
+            Class::Caller => "caller",
+            Class::Breaker => "breaker",
+        }
+    }
+
+    /// Whether the outcome counts against the origin in the breaker.
+    pub fn blames_origin(self) -> bool {
+        matches!(self, Class::Dependency | Class::Credential)
+    }
+}
+
 impl FailureReason {
-    pub const ALL: [FailureReason; 8] = [
+    pub const ALL: [FailureReason; 9] = [
         FailureReason::MlTimeout,
         FailureReason::MlConnect,
         FailureReason::Ml5xx,
         FailureReason::Ml429,
         FailureReason::Ml408,
+        FailureReason::MlAuth,
         FailureReason::Ml4xx,
         FailureReason::MlBadResponse,
         FailureReason::BreakerOpen,
     ];
+
+    pub fn class(self) -> Class {
+        match self {
+            FailureReason::MlTimeout
+            | FailureReason::MlConnect
+            | FailureReason::Ml5xx
+            | FailureReason::Ml429
+            | FailureReason::Ml408
+            | FailureReason::MlBadResponse => Class::Dependency,
+            FailureReason::MlAuth => Class::Credential,
+            FailureReason::Ml4xx => Class::Caller,
+            FailureReason::BreakerOpen => Class::Breaker,
+        }
+    }
+
+    /// What produces this reason, as docs/outcomes.md words it.
+    pub fn source(self) -> &'static str {
+        match self {
+            FailureReason::MlTimeout => "no complete answer (headers and body) before the attempt's timeout",
+            FailureReason::MlConnect => "connection refused, reset, or cut off mid-body",
+            FailureReason::Ml5xx => "status 500–599",
+            FailureReason::Ml429 => "status 429 (its Retry-After is honoured when it fits)",
+            FailureReason::Ml408 => "status 408",
+            FailureReason::MlAuth => "status 401 or 403",
+            FailureReason::Ml4xx => "any other status 400–499",
+            FailureReason::MlBadResponse => "a 2xx/other status whose body is not the declared shape (not JSON, no list at `result_path`, an empty list, too large)",
+            FailureReason::BreakerOpen => "the breaker kept the request from the origin",
+        }
+    }
 
     pub fn code(self) -> &'static str {
         match self {
@@ -39,6 +116,7 @@ impl FailureReason {
             FailureReason::Ml5xx => "ML_5XX",
             FailureReason::Ml429 => "ML_429",
             FailureReason::Ml408 => "ML_408",
+            FailureReason::MlAuth => "ML_AUTH",
             FailureReason::Ml4xx => "ML_4XX",
             FailureReason::MlBadResponse => "ML_BAD_RESPONSE",
             FailureReason::BreakerOpen => "BREAKER_OPEN",
@@ -53,9 +131,10 @@ impl FailureReason {
             FailureReason::Ml408 => on.status_408,
             FailureReason::Ml429 => on.status_429,
             FailureReason::Ml5xx => on.status_5xx,
-            FailureReason::Ml4xx | FailureReason::MlBadResponse | FailureReason::BreakerOpen => {
-                false
-            }
+            FailureReason::MlAuth
+            | FailureReason::Ml4xx
+            | FailureReason::MlBadResponse
+            | FailureReason::BreakerOpen => false,
         }
     }
 }
@@ -67,6 +146,8 @@ pub struct Failure {
     pub reason: FailureReason,
     pub detail: String,
     pub retry_after_s: Option<u64>,
+    /// The origin's status, when it answered with one.
+    pub status: Option<u16>,
 }
 
 impl Failure {
@@ -75,6 +156,7 @@ impl Failure {
             reason,
             detail: detail.into(),
             retry_after_s: None,
+            status: None,
         }
     }
 }
@@ -82,45 +164,48 @@ impl Failure {
 /// The result list, each item as compact JSON text.
 pub type Items = Vec<String>;
 
-/// What the adapter observed of one origin attempt.
-#[derive(Debug, Clone, Copy)]
-pub enum Outcome<'a> {
-    /// The race deadline passed before headers and body were in.
+/// What the driver observed of one HTTP attempt, before any interpretation. The Worker
+/// reports what `fetch` did; `simulate` reports what its scripted origin would have done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    /// The attempt's timeout passed before headers and body were in (the driver aborted it).
     TimedOut,
     /// The connection failed or was reset (before or during the body).
-    Connect(&'a str),
-    /// The body grew past the limit; the adapter stopped reading and aborted.
-    BodyTooLarge { limit: u64 },
-    /// Headers arrived; for 2xx the body was read in full.
+    Connect(String),
+    /// The body grew past the limit; the driver stopped reading and aborted.
+    TooLarge { limit: u64 },
+    /// Headers arrived; for 2xx the body was read in full (other statuses: empty).
     Response {
         status: u16,
-        retry_after: Option<&'a str>,
-        body: &'a [u8],
+        retry_after: Option<String>,
+        body: Vec<u8>,
     },
 }
 
 /// Classifies an attempt: the verified items, or the failure.
 pub fn classify(
-    outcome: Outcome<'_>,
+    observed: &Observed,
     result_path: &[String],
     max_body_bytes: u64,
 ) -> Result<Items, Failure> {
-    match outcome {
-        Outcome::TimedOut => Err(Failure::new(
+    match observed {
+        Observed::TimedOut => Err(Failure::new(
             FailureReason::MlTimeout,
-            "no complete answer before the race deadline",
+            "no complete answer before the attempt's timeout",
         )),
-        Outcome::Connect(e) => Err(Failure::new(FailureReason::MlConnect, bounded(e))),
-        Outcome::BodyTooLarge { limit } => Err(body_failure(BodyError::TooLarge { limit })),
-        Outcome::Response {
+        Observed::Connect(e) => Err(Failure::new(FailureReason::MlConnect, bounded(e))),
+        Observed::TooLarge { limit } => Err(body_failure(BodyError::TooLarge { limit: *limit })),
+        Observed::Response {
             status,
             retry_after,
             body,
         } => {
+            let status = *status;
             let reason = match status {
                 200..=299 => {
                     return verify_body(body, result_path, max_body_bytes).map_err(body_failure)
                 }
+                401 | 403 => FailureReason::MlAuth,
                 408 => FailureReason::Ml408,
                 429 => FailureReason::Ml429,
                 500..=599 => FailureReason::Ml5xx,
@@ -130,7 +215,8 @@ pub fn classify(
             Err(Failure {
                 reason,
                 detail: format!("origin answered {status}"),
-                retry_after_s: retry_after.and_then(parse_retry_after),
+                retry_after_s: retry_after.as_deref().and_then(parse_retry_after),
+                status: Some(status),
             })
         }
     }
@@ -199,10 +285,20 @@ pub fn items_at(root: Value, path: &[String]) -> Result<Items, BodyError> {
     }
 }
 
-/// Log details stay one short line.
-fn bounded(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(160).collect()
+/// Log details stay one short line: the first line only (a JavaScript error's text carries
+/// its stack after it), no control characters, at most [`DETAIL_MAX`] characters.
+pub fn bounded(s: &str) -> String {
+    s.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(DETAIL_MAX)
+        .collect()
 }
+
+/// Longest detail kept in a log note.
+pub const DETAIL_MAX: usize = 160;
 
 #[cfg(test)]
 mod tests {
@@ -214,10 +310,10 @@ mod tests {
 
     fn resp(status: u16, body: &[u8]) -> Result<Items, Failure> {
         classify(
-            Outcome::Response {
+            &Observed::Response {
                 status,
                 retry_after: None,
-                body,
+                body: body.to_vec(),
             },
             &path(),
             1024,
@@ -244,13 +340,13 @@ mod tests {
     #[test]
     fn each_outcome_has_its_reason() {
         let p = path();
-        assert_eq!(reason(classify(Outcome::TimedOut, &p, 1)), "ML_TIMEOUT");
+        assert_eq!(reason(classify(&Observed::TimedOut, &p, 1)), "ML_TIMEOUT");
         assert_eq!(
-            reason(classify(Outcome::Connect("reset"), &p, 1)),
+            reason(classify(&Observed::Connect("reset".into()), &p, 1)),
             "ML_CONNECT"
         );
         assert_eq!(
-            reason(classify(Outcome::BodyTooLarge { limit: 1 }, &p, 1)),
+            reason(classify(&Observed::TooLarge { limit: 1 }, &p, 1)),
             "ML_BAD_RESPONSE"
         );
         assert_eq!(reason(resp(500, b"")), "ML_5XX");
@@ -258,7 +354,10 @@ mod tests {
         assert_eq!(reason(resp(429, b"")), "ML_429");
         assert_eq!(reason(resp(408, b"")), "ML_408");
         assert_eq!(reason(resp(404, b"")), "ML_4XX");
-        assert_eq!(reason(resp(401, b"")), "ML_4XX");
+        assert_eq!(reason(resp(401, b"")), "ML_AUTH");
+        assert_eq!(reason(resp(403, b"")), "ML_AUTH");
+        assert_eq!(reason(resp(400, b"")), "ML_4XX");
+        assert_eq!(reason(resp(422, b"")), "ML_4XX");
         assert_eq!(reason(resp(304, b"")), "ML_BAD_RESPONSE");
         assert_eq!(reason(resp(204, b"")), "ML_BAD_RESPONSE");
     }
@@ -266,10 +365,10 @@ mod tests {
     #[test]
     fn retry_after_is_kept_from_a_429() {
         let f = classify(
-            Outcome::Response {
+            &Observed::Response {
                 status: 429,
-                retry_after: Some(" 7 "),
-                body: b"",
+                retry_after: Some(" 7 ".into()),
+                body: Vec::new(),
             },
             &path(),
             1,
@@ -342,9 +441,48 @@ mod tests {
     }
 
     #[test]
+    fn every_reason_has_one_class() {
+        let of = |c: Class| -> Vec<&str> {
+            FailureReason::ALL
+                .iter()
+                .filter(|r| r.class() == c)
+                .map(|r| r.code())
+                .collect()
+        };
+        assert_eq!(
+            of(Class::Dependency),
+            [
+                "ML_TIMEOUT",
+                "ML_CONNECT",
+                "ML_5XX",
+                "ML_429",
+                "ML_408",
+                "ML_BAD_RESPONSE"
+            ]
+        );
+        assert_eq!(of(Class::Credential), ["ML_AUTH"]);
+        assert_eq!(of(Class::Caller), ["ML_4XX"]);
+        assert!(!Class::Caller.blames_origin() && Class::Credential.blames_origin());
+    }
+
+    #[test]
+    fn a_status_failure_keeps_the_status() {
+        assert_eq!(resp(404, b"").unwrap_err().status, Some(404));
+        assert_eq!(
+            classify(&Observed::TimedOut, &path(), 1)
+                .unwrap_err()
+                .status,
+            None
+        );
+    }
+
+    #[test]
     fn details_are_one_bounded_line() {
         let long = format!("a\r\nb{}", "x".repeat(500));
-        let f = classify(Outcome::Connect(&long), &path(), 1).unwrap_err();
+        let f = classify(&Observed::Connect(long), &path(), 1).unwrap_err();
         assert!(f.detail.len() <= 160 && !f.detail.contains('\n'));
+        // A JavaScript error's text carries its stack on the following lines.
+        let js = "TypeError: fetch failed\n    at serve (index.js:1:2)\n    at x";
+        assert_eq!(bounded(js), "TypeError: fetch failed");
     }
 }

@@ -32,6 +32,9 @@ pub struct Meta<'a> {
     pub correlation_id: &'a str,
     /// `X-Policy-Version`: the bake's release ID.
     pub policy_version: &'a str,
+    /// The request carried credentials (`Authorization`, `Cookie` or a verified token): a
+    /// degraded answer to it is never stored by a shared cache (see [`shareable`]).
+    pub credentialed: bool,
 }
 
 /// `Cache-Control` of errors: an error must not be cached by anyone.
@@ -53,6 +56,19 @@ pub fn render(answer: &Answer, policy: &Policy, meta: &Meta<'_>) -> Rendered {
             personalized,
         } => live(items, *personalized, policy, meta),
         Answer::Fallback(f) => fallback(f, policy, meta),
+        Answer::Rejected { failure } => {
+            let status = failure
+                .status
+                .filter(|s| (400..500).contains(s))
+                .unwrap_or(400);
+            let message = format!(
+                "the model refused this request (HTTP {status}); it will fail again unless the request changes"
+            );
+            let mut r = error(status, "ORIGIN_REJECTED_REQUEST", &message, false, meta);
+            r.headers.push(("X-Degraded", "false".into()));
+            r.headers.push(("X-Result-Source", "origin".into()));
+            r
+        }
         Answer::Unavailable { failure, timed_out } => {
             let (status, code, message) = if *timed_out {
                 (
@@ -120,6 +136,11 @@ fn fallback(f: &Fallback, policy: &Policy, meta: &Meta<'_>) -> Rendered {
         (None, true) => policy.disclosure.private_cache_control.clone(),
         (None, false) => NO_STORE.to_string(),
     };
+    let cc = if meta.credentialed {
+        shareable(&cc)
+    } else {
+        cc
+    };
     headers.push(("Cache-Control", cc));
     if f.catalog_expired {
         headers.push(("X-Catalog-Expired", "true".into()));
@@ -134,6 +155,34 @@ fn fallback(f: &Fallback, policy: &Policy, meta: &Meta<'_>) -> Rendered {
         headers,
         body,
     }
+}
+
+/// RFC 9111 §3.5 lets a shared cache store a response to a request that carried
+/// `Authorization` when the response says `public`, `s-maxage` or `must-revalidate` — and
+/// CDNs commonly key nothing on `Cookie`. An answer the edge chose for a credentialed request
+/// must not be replayed by a shared cache to someone else, so its `Cache-Control` becomes
+/// `private`: `public` and `s-maxage` are dropped, `private` is added (the client's own
+/// cache may still keep it for `max-age`). `Vary: Authorization, Cookie` would also be
+/// correct, but it splits shared caches per credential — which is `private` with extra
+/// storage — and several CDNs (Cloudflare's among them) ignore `Vary` for such headers.
+pub fn shareable(cc: &str) -> String {
+    let mut parts: Vec<&str> = cc
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .filter(|d| {
+            let name = d.split('=').next().unwrap_or("").trim();
+            !name.eq_ignore_ascii_case("public") && !name.eq_ignore_ascii_case("s-maxage")
+        })
+        .collect();
+    let private_or_no_store = parts.iter().any(|d| {
+        let name = d.split('=').next().unwrap_or("").trim();
+        name.eq_ignore_ascii_case("private") || name.eq_ignore_ascii_case("no-store")
+    });
+    if !private_or_no_store {
+        parts.insert(0, "private");
+    }
+    parts.join(", ")
 }
 
 /// `Retry-After` seconds: the policy's, or the origin's when it asked for longer (a 429 with
@@ -168,6 +217,7 @@ pub fn bake_invalid(message: &str, correlation_id: &str) -> Rendered {
     let meta = Meta {
         correlation_id,
         policy_version: "none",
+        credentialed: false,
     };
     let mut r = error(503, "BAKE_INVALID", message, false, &meta);
     r.headers.push(("Retry-After", "60".into()));
@@ -189,6 +239,7 @@ mod tests {
     const META: Meta<'static> = Meta {
         correlation_id: "cid-1",
         policy_version: "rel-abc",
+        credentialed: false,
     };
 
     fn fb(tier: &str, per_user: bool, cc: Option<&str>) -> Fallback {
@@ -273,6 +324,43 @@ mod tests {
             &META,
         );
         assert_eq!(r.header("Cache-Control"), Some("no-store"));
+    }
+
+    #[test]
+    fn a_shared_answer_to_a_credentialed_request_is_private() {
+        let meta = Meta {
+            credentialed: true,
+            ..META
+        };
+        let r = render(
+            &Answer::Fallback(fb("cat", false, Some("public, max-age=30"))),
+            &seed_policy(),
+            &meta,
+        );
+        assert_eq!(r.header("Cache-Control"), Some("private, max-age=30"));
+        let r = render(
+            &Answer::Fallback(fb("cat", false, Some("public, max-age=30"))),
+            &seed_policy(),
+            &META,
+        );
+        assert_eq!(r.header("Cache-Control"), Some("public, max-age=30"));
+        assert_eq!(shareable("max-age=30, s-maxage=60"), "private, max-age=30");
+        assert_eq!(shareable("no-store"), "no-store");
+        assert_eq!(shareable("private, max-age=5"), "private, max-age=5");
+    }
+
+    #[test]
+    fn a_rejected_request_keeps_the_origin_status_and_is_not_retryable() {
+        let mut f = Failure::new(FailureReason::Ml4xx, "origin answered 404");
+        f.status = Some(404);
+        let r = render(&Answer::Rejected { failure: f }, &seed_policy(), &META);
+        assert_eq!(r.status, 404);
+        let b = body(&r);
+        assert_eq!(b["code"], "ORIGIN_REJECTED_REQUEST");
+        assert_eq!(b["retryable"], false);
+        assert_eq!(b["correlationId"], "cid-1");
+        assert_eq!(r.header("X-Result-Source"), Some("origin"));
+        assert_eq!(r.header("Retry-After"), None);
     }
 
     #[test]

@@ -1,16 +1,18 @@
-//! One request's decisions from arrival to answer, as a state machine the adapter drives:
-//! `step(now, event) -> Action`. The adapter performs the action (a fetch, a KV read, a
-//! wait) and feeds back what happened with the time it happened; the core never waits,
-//! reads a clock or touches the network, so `understudy simulate` and the tests replay it
-//! in virtual time.
+//! The race and the cascade of one request, as a state machine: `step(now, event) ->
+//! Action`. The request engine ([`crate::engine`]) drives it between its own phases
+//! (parameters, storm limit, breaker admission before; rendering, write-through, counting
+//! after); the drivers perform the actions (a fetch, a KV read, a wait) and feed back what
+//! happened with the time it happened. Nothing here waits, reads a clock or touches the
+//! network, so `understudy simulate` and the tests replay it in virtual time.
 //!
-//! Two seams are left for the retry/breaker issue: [`Gate`] (the breaker's verdict before the
-//! race, e.g. `BREAKER_OPEN` skips the origin) and [`RetryPolicy`] (whether and after how long
-//! to try the origin again). [`Exchange::attempts`] records every origin attempt for the
-//! breaker to learn from.
+//! [`Gate`] is the breaker's verdict before the race (`BREAKER_OPEN` skips the origin) and
+//! [`RetryPolicy`] whether and after how long to try the origin again. Raw observations are
+//! classified here ([`crate::classify`]); [`Exchange::attempts`] records every origin attempt
+//! for the breaker to learn from.
 
 use crate::cascade::{Ctx, Fallback, KvRead, Note, TierStep, Walker};
-use crate::classify::{Failure, FailureReason, Items};
+use crate::classify::{classify, Class, Failure, FailureReason, Items, Observed};
+use crate::policy::ClientErrors;
 use crate::time::Millis;
 
 /// The breaker's verdict for this request, decided before the race.
@@ -51,13 +53,13 @@ pub enum Event {
     /// The request was validated; the breaker gave its verdict.
     Start(Gate),
     /// The origin attempt ended (the adapter has aborted it unless it succeeded).
-    Origin(Result<Items, Failure>),
+    Origin(Observed),
     /// A [`Action::Wait`] elapsed.
     Woke,
     /// The pending KV read ended.
     Kv(KvRead),
     /// The pending HTTP tier ended (the adapter has aborted it unless it succeeded).
-    Http(Result<Items, Failure>),
+    Http(Observed),
 }
 
 /// What the adapter must do next.
@@ -99,6 +101,11 @@ pub enum Answer {
         failure: Failure,
         timed_out: bool,
     },
+    /// The origin refused the caller's request ([`Class::Caller`]) and the policy passes
+    /// that through: the origin's status with the error envelope, `retryable: false`.
+    Rejected {
+        failure: Failure,
+    },
 }
 
 /// An origin attempt, for the breaker and the log line.
@@ -107,6 +114,12 @@ pub struct Attempt {
     pub started: Millis,
     pub ended: Millis,
     pub result: Result<(), FailureReason>,
+}
+
+impl Attempt {
+    pub fn latency_ms(&self) -> u64 {
+        self.ended.since(self.started)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -151,6 +164,11 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
         &self.attempts
     }
 
+    /// What the request knows: policy, catalog, validated parameters, deadline.
+    pub fn ctx(&self) -> &Ctx<'p> {
+        &self.ctx
+    }
+
     /// Tiers skipped or missed, with reasons, in order.
     pub fn notes(&self) -> &[Note] {
         match &self.state {
@@ -182,8 +200,10 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
                     "circuit breaker open",
                 )),
             ),
-            (State::Racing { started }, Event::Origin(result)) => {
+            (State::Racing { started }, Event::Origin(observed)) => {
                 self.open = self.open.saturating_sub(1);
+                let o = &self.ctx.policy.origin;
+                let result = classify(&observed, &o.result_path, o.max_body_bytes);
                 self.attempts.push(Attempt {
                     started,
                     ended: now,
@@ -194,10 +214,22 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
                         items,
                         personalized: self.ctx.params.is_personalized(),
                     }),
+                    Err(f)
+                        if f.reason.class() == Class::Caller
+                            && o.client_errors == ClientErrors::PassThrough =>
+                    {
+                        self.done(Answer::Rejected { failure: f })
+                    }
                     Err(f) => {
                         let left = self.ctx.deadline.origin_remaining(now);
                         let n = self.attempts.len() as u32;
-                        match self.retry.after_failure(n, &f, left) {
+                        // Only a dependency failure may be worth another attempt: a refused
+                        // credential or request would be refused again.
+                        let retry = match f.reason.class() {
+                            Class::Dependency => self.retry.after_failure(n, &f, left),
+                            _ => None,
+                        };
+                        match retry {
                             Some(ms) if ms < left => {
                                 self.state = State::Waiting;
                                 Action::Wait { ms }
@@ -216,8 +248,17 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
                     None => self.cascade(now, w),
                 }
             }
-            (State::Cascading(mut w), Event::Http(result)) => {
+            (State::Cascading(mut w), Event::Http(observed)) => {
                 self.open = self.open.saturating_sub(1);
+                let result = w.pending_http_path(&self.ctx).map_or_else(
+                    || {
+                        Err(Failure::new(
+                            FailureReason::MlBadResponse,
+                            "no HTTP tier pending",
+                        ))
+                    },
+                    |path| classify(&observed, path, self.ctx.policy.origin.max_body_bytes),
+                );
                 match w.on_http(&self.ctx, result) {
                     Some(f) => self.finish(w, Answer::Fallback(f)),
                     None => self.cascade(now, w),
@@ -345,13 +386,29 @@ mod tests {
         Ctx {
             policy: p,
             catalog: Some(c),
-            params: q,
+            params: q.clone(),
             deadline: Deadline::new(Millis(NOW), p.budget),
         }
     }
 
     fn at(ms: u64) -> Millis {
         Millis(NOW + ms)
+    }
+
+    fn ok(body: &str) -> Observed {
+        Observed::Response {
+            status: 200,
+            retry_after: None,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    fn status(code: u16) -> Observed {
+        Observed::Response {
+            status: code,
+            retry_after: None,
+            body: Vec::new(),
+        }
     }
 
     #[test]
@@ -365,7 +422,7 @@ mod tests {
                 timeout_ms: 45
             }
         );
-        let a = ex.step(at(20), Event::Origin(Ok(vec!["1".into()])));
+        let a = ex.step(at(20), Event::Origin(ok(r#"{"items":[1]}"#)));
         assert_eq!(
             a,
             Action::Respond(Answer::Live {
@@ -388,10 +445,7 @@ mod tests {
         let (p, c, q) = (seed_policy(), seed_catalog(), params());
         let mut ex = Exchange::new(ctx(&p, &c, &q));
         ex.step(at(0), Event::Start(Gate::Allow));
-        let a = ex.step(
-            at(45),
-            Event::Origin(Err(Failure::new(FailureReason::MlTimeout, "t"))),
-        );
+        let a = ex.step(at(45), Event::Origin(Observed::TimedOut));
         assert!(matches!(a, Action::ReadKv { timeout_ms: 8, .. }));
         let a = ex.step(at(53), Event::Kv(KvRead::TimedOut));
         assert!(matches!(a, Action::ReadKv { timeout_ms: 5, .. }));
@@ -426,10 +480,7 @@ mod tests {
         p.cascade.tiers.clear();
         let mut ex = Exchange::new(ctx(&p, &c, &q));
         ex.step(at(0), Event::Start(Gate::Allow));
-        let a = ex.step(
-            at(45),
-            Event::Origin(Err(Failure::new(FailureReason::MlTimeout, "t"))),
-        );
+        let a = ex.step(at(45), Event::Origin(Observed::TimedOut));
         assert!(matches!(
             a,
             Action::Respond(Answer::Unavailable {
@@ -439,10 +490,7 @@ mod tests {
         ));
         let mut ex = Exchange::new(ctx(&p, &c, &q));
         ex.step(at(0), Event::Start(Gate::Allow));
-        let a = ex.step(
-            at(3),
-            Event::Origin(Err(Failure::new(FailureReason::Ml5xx, "500"))),
-        );
+        let a = ex.step(at(3), Event::Origin(status(500)));
         assert!(matches!(
             a,
             Action::Respond(Answer::Unavailable {
@@ -465,10 +513,7 @@ mod tests {
         let mut ex = Exchange::with_retry(ctx(&p, &c, &q), Twice);
         ex.step(at(0), Event::Start(Gate::Allow));
         assert_eq!(
-            ex.step(
-                at(5),
-                Event::Origin(Err(Failure::new(FailureReason::Ml5xx, "x")))
-            ),
+            ex.step(at(5), Event::Origin(status(500))),
             Action::Wait { ms: 10 }
         );
         assert_eq!(
@@ -478,19 +523,13 @@ mod tests {
                 timeout_ms: 30
             }
         );
-        let a = ex.step(
-            at(45),
-            Event::Origin(Err(Failure::new(FailureReason::MlTimeout, "t"))),
-        );
+        let a = ex.step(at(45), Event::Origin(Observed::TimedOut));
         assert!(matches!(a, Action::ReadKv { .. }));
         assert_eq!(ex.attempts().len(), 2);
         // A retry whose wait would outlast the race is not taken.
         let mut ex = Exchange::with_retry(ctx(&p, &c, &q), Twice);
         ex.step(at(0), Event::Start(Gate::Allow));
-        let a = ex.step(
-            at(40),
-            Event::Origin(Err(Failure::new(FailureReason::Ml5xx, "x"))),
-        );
+        let a = ex.step(at(40), Event::Origin(status(500)));
         assert!(matches!(a, Action::ReadKv { .. }));
     }
 
@@ -520,6 +559,41 @@ mod tests {
                 .count(),
             2
         );
+    }
+
+    #[test]
+    fn a_caller_4xx_passes_through_or_falls_back_as_the_policy_says_and_is_never_retried() {
+        let (mut p, c, q) = (seed_policy(), seed_catalog(), params());
+        p.origin.attempts = 3;
+        p.origin.retry_on = crate::policy::RetryOn {
+            timeout: true,
+            connect: true,
+            status_408: true,
+            status_429: true,
+            status_5xx: true,
+        };
+        let mut ex = Exchange::with_retry(ctx(&p, &c, &q), Twice);
+        ex.step(at(0), Event::Start(Gate::Allow));
+        let Action::Respond(Answer::Rejected { failure }) =
+            ex.step(at(3), Event::Origin(status(404)))
+        else {
+            panic!("pass-through")
+        };
+        assert_eq!(
+            (failure.reason, failure.status),
+            (FailureReason::Ml4xx, Some(404))
+        );
+        assert_eq!(ex.attempts().len(), 1, "never retried");
+
+        p.origin.client_errors = ClientErrors::Fallback;
+        let mut ex = Exchange::with_retry(ctx(&p, &c, &q), Twice);
+        ex.step(at(0), Event::Start(Gate::Allow));
+        assert!(matches!(
+            ex.step(at(3), Event::Origin(status(404))),
+            Action::ReadKv { .. }
+        ));
+        assert_eq!(ex.failure().unwrap().reason, FailureReason::Ml4xx);
+        assert_eq!(ex.attempts().len(), 1);
     }
 
     #[test]

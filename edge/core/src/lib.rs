@@ -15,6 +15,7 @@ pub mod classify;
 pub mod correlation;
 pub mod deadline;
 pub mod disclosure;
+pub mod engine;
 pub mod entry;
 pub mod exchange;
 pub mod metrics;

@@ -27,8 +27,43 @@ pub enum Outcome<'a> {
     Unauthorized,
     /// 429: retry storm.
     Storm,
+    /// The origin refused the caller's request and the policy passed its status through.
+    OriginRejected,
     /// 503: the bake could not be read.
     BakeInvalid,
+    /// The admin status endpoint (not counted).
+    Admin,
+}
+
+impl Outcome<'_> {
+    /// The outcome's name in the log line's `outcome` and the data point's `blob2`: one
+    /// vocabulary for both (docs/observability.md lists it, a test keeps them equal).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Live => "live",
+            Outcome::Fallback { .. } => "fallback",
+            Outcome::Unavailable { .. } => "unavailable",
+            Outcome::BadRequest => "bad_request",
+            Outcome::Unauthorized => "unauthorized",
+            Outcome::Storm => "storm_limited",
+            Outcome::OriginRejected => "origin_rejected",
+            Outcome::BakeInvalid => "bake_invalid",
+            Outcome::Admin => "admin",
+        }
+    }
+
+    /// Every outcome name, in the order docs/observability.md lists them.
+    pub const NAMES: [&'static str; 9] = [
+        "live",
+        "fallback",
+        "unavailable",
+        "origin_rejected",
+        "bad_request",
+        "unauthorized",
+        "storm_limited",
+        "bake_invalid",
+        "admin",
+    ];
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -41,6 +76,11 @@ pub struct Counters {
     pub unauthorized: u64,
     pub storm_limited: u64,
     pub bake_invalid: u64,
+    /// Origin 4xx about the caller's request passed through (`origin_rejected`).
+    pub origin_rejected: u64,
+    /// Origin attempts refused with 401/403: the edge's own credential is wrong. Alert on
+    /// any increase — no caller can fix it.
+    pub credential_refused: u64,
     /// Degraded answers per tier.
     pub by_tier: BTreeMap<String, u64>,
     /// Degraded and unavailable answers per reason (`ML_TIMEOUT`, `BREAKER_OPEN`, …).
@@ -60,6 +100,9 @@ fn bump(map: &mut BTreeMap<String, u64>, label: &str) {
 
 impl Counters {
     pub fn record(&mut self, o: Outcome<'_>) {
+        if o == Outcome::Admin {
+            return; // operators reading the counters are not traffic
+        }
         self.requests += 1;
         match o {
             Outcome::Live => self.live += 1,
@@ -75,7 +118,9 @@ impl Counters {
             Outcome::BadRequest => self.bad_request += 1,
             Outcome::Unauthorized => self.unauthorized += 1,
             Outcome::Storm => self.storm_limited += 1,
+            Outcome::OriginRejected => self.origin_rejected += 1,
             Outcome::BakeInvalid => self.bake_invalid += 1,
+            Outcome::Admin => {}
         }
     }
 
@@ -150,14 +195,11 @@ pub fn data_point(
     latency_ms: u64,
     breaker_mode: &str,
 ) -> DataPoint {
-    let (name, tier, reason, degraded) = match outcome {
-        Outcome::Live => ("live", "", "", false),
-        Outcome::Fallback { tier, reason } => ("fallback", tier, reason, true),
-        Outcome::Unavailable { reason } => ("unavailable", "", reason, true),
-        Outcome::BadRequest => ("bad_request", "", "", false),
-        Outcome::Unauthorized => ("unauthorized", "", "", false),
-        Outcome::Storm => ("storm_limited", "", "", false),
-        Outcome::BakeInvalid => ("bake_invalid", "", "", false),
+    let name = outcome.name();
+    let (tier, reason, degraded) = match outcome {
+        Outcome::Fallback { tier, reason } => (tier, reason, true),
+        Outcome::Unavailable { reason } => ("", reason, true),
+        _ => ("", "", false),
     };
     DataPoint {
         index: service.to_string(),

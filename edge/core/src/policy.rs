@@ -187,6 +187,35 @@ pub struct Origin {
     pub result_path: Vec<String>,
     /// Largest origin body accepted, in bytes.
     pub max_body_bytes: u64,
+    /// What the caller gets when the origin refuses the caller's request (a 4xx other than
+    /// 401/403/408/429): see [`ClientErrors`].
+    pub client_errors: ClientErrors,
+}
+
+/// [E-CLASSIFY] What the caller gets when the origin answers a 4xx about the caller's own
+/// request. Either way it is never a breaker record and never retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientErrors {
+    /// The origin's status with the error envelope and `retryable: false` (APIs: the caller
+    /// must fix the request).
+    PassThrough,
+    /// A disclosed fallback with reason `ML_4XX` (recommendations: an unknown user still
+    /// gets the curated list).
+    Fallback,
+}
+
+impl ClientErrors {
+    pub const ALL: [(&'static str, ClientErrors); 2] = [
+        ("pass_through", ClientErrors::PassThrough),
+        ("fallback", ClientErrors::Fallback),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientErrors::PassThrough => "pass_through",
+            ClientErrors::Fallback => "fallback",
+        }
+    }
 }
 
 /// [P-BREAKER] The circuit breaker guarding the origin.

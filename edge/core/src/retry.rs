@@ -97,7 +97,7 @@ impl<R: Random> RetryPolicy for Backoff<'_, R> {
 mod tests {
     use super::*;
     use crate::classify::FailureReason;
-    use crate::policy::{Method, RetryOn};
+    use crate::policy::{ClientErrors, Method, RetryOn};
 
     fn origin(attempts: u32, method: Method) -> Origin {
         Origin {
@@ -121,6 +121,7 @@ mod tests {
             credential_header: "Authorization".into(),
             result_path: vec!["items".into()],
             max_body_bytes: 1 << 20,
+            client_errors: ClientErrors::PassThrough,
         }
     }
 

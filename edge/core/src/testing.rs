@@ -68,6 +68,7 @@ pub fn seed_policy() -> Policy {
             credential_header: "Authorization".into(),
             result_path: vec!["items".into()],
             max_body_bytes: 65_536,
+            client_errors: ClientErrors::PassThrough,
         },
         breaker: Breaker::Off,
         cascade: Cascade {

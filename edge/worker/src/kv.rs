@@ -25,14 +25,14 @@ pub async fn read(env: &Env, binding: &str, key: &str, timeout_ms: u64) -> KvRea
     }
 }
 
-/// Performs the planned writes; a failed one is forgotten so a later live answer retries.
+/// Performs the planned writes; a failed one is reported to the engine, which forgets it so
+/// a later live answer writes again.
 pub async fn write_all(env: Env, writes: Vec<KvWrite>, correlation_id: String) {
     for w in writes {
-        let map_key = format!("{}/{}", w.binding, w.key);
         let result = async {
             let store = env.kv(&w.binding).map_err(|e| e.to_string())?;
             store
-                .put(&w.key, w.value)
+                .put(&w.key, w.value.as_str())
                 .map_err(|e| e.to_string())?
                 .metadata(&w.metadata)
                 .map_err(|e| e.to_string())?
@@ -42,14 +42,9 @@ pub async fn write_all(env: Env, writes: Vec<KvWrite>, correlation_id: String) {
         }
         .await;
         if let Err(e) = result {
-            isolate::with_writes(|m| m.forget(&map_key));
-            let line = serde_json::json!({
-                "event": "write_through_failed",
-                "correlation_id": correlation_id,
-                "binding": w.binding,
-                "error": e.chars().take(160).collect::<String>(),
-            });
-            console_log!("{}", line);
+            if let Ok(line) = isolate::with_engine(|en| en.write_failed(&w, &e, &correlation_id)) {
+                console_log!("{}", line);
+            }
         }
     }
 }

@@ -1,17 +1,18 @@
-//! The Understudy Worker: a thin adapter that performs the I/O understudy-core asks for.
+//! The Understudy Worker: the I/O around `understudy_core::engine`, and nothing else.
 //!
-//! `#[event(fetch)]` calls one [`serve::serve`], which always ends in a real response: a
-//! handler returning `Err` becomes a bare 500 and a panic kills the isolate, so nothing on
-//! the served path returns `Err` or unwraps.
+//! `#[event(fetch)]` calls one [`serve::serve`], which drives the engine: it performs each
+//! action the engine asks for (a rate-limiter call, a fetch raced against its timeout and
+//! aborted when it loses, a KV read, a wait) and feeds back what happened with the time.
+//! Every decision — parameters, breaker, retries, cascade, disclosure, counters, the log
+//! line — is the engine's (docs/adr/005-one-engine.md). A handler returning `Err` becomes a
+//! bare 500 and a panic kills the isolate, so nothing on the served path returns `Err` or
+//! unwraps.
 #![forbid(unsafe_code)]
 
 mod analytics;
-mod guard;
-mod identity;
 mod isolate;
 mod kv;
 mod race;
-mod respond;
 mod serve;
 
 use worker::{event, Context, Env, Request, Response, Result};

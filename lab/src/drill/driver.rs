@@ -25,18 +25,8 @@ pub const MAX_REQUESTS: usize = 2_000_000;
 /// Most connections.
 pub const MAX_CONCURRENCY: usize = 512;
 
-/// One request to send.
-#[derive(Debug, Clone)]
-pub struct Planned {
-    pub index: u64,
-    /// When it is due, µs after the start.
-    pub due_us: u64,
-    pub method: String,
-    /// Path and query, e.g. `/v1/recommendations?category=audio`.
-    pub target: String,
-    pub headers: Vec<(String, String)>,
-    pub user: Option<String>,
-}
+/// One request to send: the same request `simulate` hands its engine.
+pub use understudy_compiler::simulate::request::Planned;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Config {

@@ -16,11 +16,7 @@ use anyhow::{bail, Context, Result};
 const START: Duration = Duration::from_secs(60);
 const READY: &str = "edge listening on ";
 
-/// The development value of a secret binding, as scripts/edge-server.mjs sets it
-/// (`devSecret`): `dev-` and the name in lower kebab case.
-pub fn dev_secret(name: &str) -> String {
-    format!("dev-{}", name.to_ascii_lowercase().replace('_', "-"))
-}
+pub use understudy_compiler::simulate::request::dev_secret;
 
 /// A `node` script serving Workers: started, awaited until it prints its ready line, and
 /// stopped when dropped (its stdin closes; it is killed if it lingers past 3 s).

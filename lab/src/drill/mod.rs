@@ -17,6 +17,7 @@
 //! cut → table, verdicts, report.
 
 pub mod check;
+pub mod compare;
 pub mod driver;
 pub mod edge;
 pub mod figures;
@@ -85,6 +86,8 @@ pub struct Options {
     /// Prebuilt edge directory (default: the checkout's `edge/worker/build`).
     pub edge: Option<PathBuf>,
     pub timeout: Duration,
+    /// Replay the scenario through `simulate` too and require every request to agree.
+    pub compare_simulate: bool,
 }
 
 /// Everything a drill produced; `drill.json` is its serialisation.
@@ -94,6 +97,8 @@ pub struct Outcome {
     pub alerts: Vec<String>,
     pub json: Value,
     pub svg: Option<String>,
+    /// `--compare-simulate`: the first disagreements, one line each.
+    pub disagreements: Vec<String>,
 }
 
 impl Outcome {
@@ -388,6 +393,28 @@ pub fn run(opts: &Options) -> Result<std::result::Result<Outcome, ExitCode>> {
     };
     let rec = check::recovery(&obs, &cx);
     let mut verdicts = check::check(&obs, &cx, &rec);
+    let mut disagreements = Vec::new();
+    if opts.compare_simulate {
+        let d = compare::compare(&policy, loaded.catalog.as_ref(), &sc, start_epoch, &obs);
+        disagreements = compare::describe(&d, 10);
+        verdicts.push(check::Verdict {
+            name: "SIMULATE_AGREES",
+            ok: Some(d.is_empty()),
+            detail: if d.is_empty() {
+                format!(
+                    "all {} requests: same status, reason and tier in simulate",
+                    obs.len()
+                )
+            } else {
+                format!(
+                    "{} of {} requests differ from simulate; first: {}",
+                    d.len(),
+                    obs.len(),
+                    disagreements.first().map(String::as_str).unwrap_or("")
+                )
+            },
+        });
+    }
     if (opts.time_scale - 1.0).abs() < f64::EPSILON && opts.rate.is_none() && sc.expect.is_some() {
         let unmet = report::check_expectations(&sc, &summary);
         verdicts.push(check::Verdict {
@@ -475,6 +502,7 @@ pub fn run(opts: &Options) -> Result<std::result::Result<Outcome, ExitCode>> {
         "origin": { "requests": origin_stats.requests, "completed": origin_stats.completed, "disconnected": origin_stats.disconnected, "by_fault": origin_stats.by_fault },
         "user_probes": user_probes,
         "verdicts": verdicts,
+        "simulate_disagreements": disagreements,
         "request_columns": ["index", "scheduled_ms", "sent_ms", "latency_ms", "status", "answered_by", "reason", "breaker_mode"],
         "requests": requests,
     });
@@ -485,6 +513,7 @@ pub fn run(opts: &Options) -> Result<std::result::Result<Outcome, ExitCode>> {
         alerts: rec.alerts.clone(),
         json,
         svg,
+        disagreements,
     }))
 }
 

@@ -7,7 +7,7 @@ use understudy_core::breaker::Mode;
 use understudy_core::policy::Policy;
 
 use understudy_compiler::simulate::scenario::{ModelFault, Scenario};
-use understudy_compiler::simulate::{BreakerEvent, RequestResult, Run, Source};
+use understudy_compiler::simulate::{source_of, BreakerEvent, RequestResult, Run, Source};
 
 /// The response headers a drill checks (lower-case names on the wire).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -84,40 +84,17 @@ impl Observed {
             && !self.is_degraded()
     }
 
+    /// Where the answer came from, read from the reply exactly as `simulate` reads it.
     pub fn source(&self) -> Source {
-        match (self.status, self.headers.source.as_deref()) {
-            (200, Some("origin")) => Source::Origin,
-            (200, Some("fallback")) => Source::Tier(
-                self.headers
-                    .tier
-                    .clone()
-                    .unwrap_or_else(|| "unnamed tier".into()),
-            ),
-            (status, _) => Source::Error(status),
-        }
+        let d = &self.headers;
+        source_of(self.status, |h| match h {
+            "x-degraded-reason" => d.reason.clone(),
+            "x-result-source" => d.source.clone(),
+            "x-fallback-tier" => Some(d.tier.clone().unwrap_or_else(|| "unnamed tier".into())),
+            _ => None,
+        })
+        .0
     }
-}
-
-const REASONS: [&str; 8] = [
-    "ML_TIMEOUT",
-    "ML_CONNECT",
-    "ML_5XX",
-    "ML_429",
-    "ML_408",
-    "ML_4XX",
-    "ML_BAD_RESPONSE",
-    "BREAKER_OPEN",
-];
-
-fn static_reason(r: Option<&str>) -> Option<&'static str> {
-    let r = r?;
-    Some(
-        REASONS
-            .iter()
-            .find(|k| **k == r)
-            .copied()
-            .unwrap_or("OTHER"),
-    )
 }
 
 /// A breaker mode name as `simulate` spells it; `UNKNOWN` when the edge did not say.
@@ -214,8 +191,9 @@ pub fn to_run(
                 index: o.index,
                 arrival_ms,
                 latency_ms: o.latency_ms.round() as u64,
+                status: o.status,
                 source: o.source(),
-                reason: static_reason(o.headers.reason.as_deref()),
+                reason: o.headers.reason.clone(),
                 model_attempts: 0,
                 mode: mode_name(o.headers.breaker_mode.as_deref()),
                 model_alone_ok: matches!(fault, ModelFault::Ok { latency_ms } if latency_ms <= budget),

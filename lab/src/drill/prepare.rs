@@ -8,12 +8,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
-use understudy_core::policy::{ParamSource, Policy};
+use understudy_core::policy::Policy;
 use understudy_core::Millis;
 
 use super::driver::Planned;
-use super::edge;
-use crate::sample::encode;
+use understudy_compiler::simulate::request;
 use understudy_compiler::simulate::scenario::Scenario;
 
 /// A policy copied next to a fresh inventory snapshot (taken an hour ago).
@@ -71,67 +70,14 @@ pub fn epoch_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// The HTTP request for scenario request `i`: parameters placed where the policy reads them,
-/// a signed token when one carries claims, a correlation ID naming the request.
+/// The HTTP request for scenario request `i` — [`request::plan`], with tokens issued now.
 pub fn plan_request(
     policy: &Policy,
     sc: &Scenario,
     i: u64,
     tokens: &mut BTreeMap<String, String>,
 ) -> Planned {
-    let mut path = policy.service.route.clone();
-    let mut query = Vec::new();
-    let mut headers = vec![("x-correlation-id".to_string(), format!("drill-{i}"))];
-    let mut claims = serde_json::Map::new();
-    let mut user = None;
-    for p in &policy.params {
-        let Some(v) = sc.param(&p.name, i).map(str::to_string) else {
-            continue;
-        };
-        if p.identity {
-            user = Some(v.clone());
-        }
-        match p.source {
-            ParamSource::Path => path = path.replace(&format!("{{{}}}", p.from), &encode(&v)),
-            ParamSource::Query => query.push(format!("{}={}", encode(&p.from), encode(&v))),
-            ParamSource::Header => headers.push((p.from.to_ascii_lowercase(), v)),
-            ParamSource::TokenClaim => {
-                claims.insert(p.from.clone(), Value::String(v));
-            }
-        }
-    }
-    if let Some(id) = &policy.identity {
-        let cache_key = Value::Object(claims.clone()).to_string();
-        let token = tokens.entry(cache_key).or_insert_with(|| {
-            let now = epoch_ms() / 1000;
-            claims.insert("iss".into(), json!(id.issuer));
-            claims.insert("aud".into(), json!(id.audience));
-            claims.insert("iat".into(), json!(now));
-            claims.insert("exp".into(), json!(now + 6 * 3600));
-            understudy_core::token::sign(
-                &Value::Object(claims),
-                edge::dev_secret(&id.secret).as_bytes(),
-            )
-        });
-        headers.push(("authorization".into(), format!("Bearer {token}")));
-    }
-    if !query.is_empty() {
-        path = format!("{path}?{}", query.join("&"));
-    }
-    let method = policy
-        .service
-        .methods
-        .first()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_else(|| "GET".into());
-    Planned {
-        index: i,
-        due_us: i * sc.interval_us,
-        method,
-        target: path,
-        headers,
-        user,
-    }
+    request::plan(policy, sc, i, tokens, epoch_ms() / 1000)
 }
 
 /// The KV seed file for edge-server.mjs: `[[kv]]` entries written `age` before now.
@@ -152,23 +98,6 @@ mod tests {
     use super::*;
     use understudy_compiler::load::load_policy;
     use understudy_compiler::simulate::scenario::{self, RawScenario};
-
-    #[test]
-    fn requests_carry_parameters_where_the_policy_reads_them() {
-        let p = understudy_compiler::fixtures::sample_policy();
-        let raw: RawScenario = toml::from_str(
-            "name = \"t\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 3\ninterval = \"10ms\"\n[params]\ncategory_id = [\"audio\", \"bags\"]\n[model]\nlatency = \"5ms\"\n",
-        )
-        .expect("scenario");
-        let sc = scenario::build(raw, &p).expect("valid");
-        let mut tokens = BTreeMap::new();
-        let r = plan_request(&p, &sc, 1, &mut tokens);
-        assert_eq!(r.target, "/v1/recommendations?category=bags");
-        assert_eq!(r.due_us, 10_000);
-        assert!(r
-            .headers
-            .contains(&("x-correlation-id".into(), "drill-1".into())));
-    }
 
     #[test]
     fn the_policy_copy_has_a_fresh_inventory_stamp_and_kv_seeds_are_aged() {

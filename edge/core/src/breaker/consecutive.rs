@@ -20,8 +20,14 @@ pub struct Consecutive {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Closed,
-    Open { since: Millis },
-    HalfOpen { trial_started: Millis },
+    Open {
+        since: Millis,
+    },
+    /// One trial at a time; `None` when the last trial ended without a verdict (the origin
+    /// refused the caller's request), so the next request is the trial.
+    HalfOpen {
+        trial_started: Option<Millis>,
+    },
 }
 
 impl Consecutive {
@@ -45,16 +51,25 @@ impl Consecutive {
         match self.state {
             State::Closed => Admission::Call,
             State::Open { since } if now.since(since) >= self.cooldown_ms => {
-                self.set(now, State::HalfOpen { trial_started: now });
+                self.set(
+                    now,
+                    State::HalfOpen {
+                        trial_started: Some(now),
+                    },
+                );
                 Admission::Probe
             }
             State::Open { .. } => Admission::Reject,
-            State::HalfOpen { trial_started } if now.since(trial_started) >= self.cooldown_ms => {
-                // The previous trial never reported: allow another.
-                self.state = State::HalfOpen { trial_started: now };
-                Admission::Probe
-            }
-            State::HalfOpen { .. } => Admission::Reject,
+            State::HalfOpen { trial_started } => match trial_started {
+                Some(t) if now.since(t) < self.cooldown_ms => Admission::Reject,
+                // No trial in flight, or the previous one never reported: allow another.
+                _ => {
+                    self.state = State::HalfOpen {
+                        trial_started: Some(now),
+                    };
+                    Admission::Probe
+                }
+            },
         }
     }
 
@@ -73,6 +88,18 @@ impl Consecutive {
         let trial_failed = admission == Admission::Probe;
         if trial_failed || (self.state == State::Closed && self.failures >= self.threshold) {
             self.set(now, State::Open { since: now });
+        }
+    }
+
+    /// A call admitted by [`Self::admit`] ended without news about the origin's health (it
+    /// refused the caller's request): a trial slot it held is free again.
+    pub fn release(&mut self, admission: Admission) {
+        if admission == Admission::Probe {
+            if let State::HalfOpen { .. } = self.state {
+                self.state = State::HalfOpen {
+                    trial_started: None,
+                };
+            }
         }
     }
 
@@ -103,6 +130,24 @@ fn mode_of(s: State) -> Mode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trial_without_a_verdict_frees_the_slot_for_the_next_request() {
+        let mut c = Consecutive::new(1, 4_000);
+        assert_eq!(c.admit(Millis(0)), Admission::Call);
+        c.record(Millis(10), Admission::Call, Outcome::failure(10));
+        assert_eq!(c.admit(Millis(5_000)), Admission::Probe);
+        assert_eq!(
+            c.admit(Millis(5_001)),
+            Admission::Reject,
+            "one trial at a time"
+        );
+        c.release(Admission::Probe);
+        assert_eq!(c.mode(Millis(5_002)), Mode::Probing);
+        assert_eq!(c.admit(Millis(5_002)), Admission::Probe);
+        c.record(Millis(5_010), Admission::Probe, Outcome::success(8));
+        assert_eq!(c.mode(Millis(5_010)), Mode::Healthy);
+    }
 
     const OK: Outcome = Outcome {
         ok: true,

@@ -135,6 +135,17 @@ impl Breaker {
         }
     }
 
+    /// A call [`Breaker::admit`] allowed ended without news about the origin's health (the
+    /// origin refused the caller's request, [`crate::classify::Class::Caller`]): nothing is
+    /// recorded, and a probe slot it held is released.
+    pub fn release(&mut self, admission: Admission) {
+        match self {
+            Breaker::Off => {}
+            Breaker::Consecutive(c) => c.release(admission),
+            Breaker::Rate(r) => r.release(admission),
+        }
+    }
+
     /// The mode as of `now` (transitions due by time are applied first).
     pub fn mode(&mut self, now: Millis) -> Mode {
         match self {

@@ -139,6 +139,15 @@ impl Rate {
         }
     }
 
+    /// A call admitted by [`Self::admit`] ended without news about the origin's health (it
+    /// refused the caller's request): a probe's credit is given back, so the next request
+    /// probes instead.
+    pub fn release(&mut self, admission: Admission) {
+        if admission == Admission::Probe && self.state == State::Probing {
+            self.credit_ppm = PPM - self.fraction_ppm();
+        }
+    }
+
     fn fraction_ppm(&self) -> u64 {
         ((self.cfg.probe_fraction * PPM as f64).round() as u64).clamp(1, PPM)
     }

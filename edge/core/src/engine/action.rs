@@ -1,0 +1,105 @@
+//! What the engine asks a driver to do ([`Action`]) and what the driver reports back
+//! ([`Event`]). These are the only I/O there is; see docs/adr/005-one-engine.md.
+
+use crate::cascade::KvRead;
+use crate::classify::Observed;
+use crate::metrics::DataPoint;
+use crate::policy::Method;
+use crate::writethrough::KvWrite;
+
+/// An HTTP request the driver sends as it is (the engine chose every header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outbound {
+    pub url: String,
+    pub method: Method,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<String>,
+    /// Stop reading (and abort) once the body passes this many bytes.
+    pub max_body_bytes: u64,
+}
+
+impl Outbound {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The answer, ready to send, and what goes with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The request's correlation ID (also in the headers and the log line).
+    pub correlation_id: String,
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: String,
+    /// KV writes to run in the background (`wait_until`); report failures with
+    /// [`super::Engine::write_failed`].
+    pub writes: Vec<KvWrite>,
+    /// The request's one structured log line (JSON).
+    pub log: String,
+    /// The request's Analytics Engine data point, when it counts as one.
+    pub point: Option<DataPoint>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action<'p> {
+    /// [E-STORM] Count this request against `key` with the Rate Limiting binding `binding`;
+    /// report [`Event::Limited`].
+    Limit { binding: &'p str, key: String },
+    /// [E-RACE] Send `request`; headers *and* body must arrive within `timeout_ms`, then the
+    /// loser is aborted; report [`Event::Origin`].
+    FetchOrigin {
+        attempt: u32,
+        timeout_ms: u64,
+        request: Outbound,
+    },
+    /// Wait `ms`, then report [`Event::Woke`].
+    Wait { ms: u64 },
+    /// Read `key` (with its metadata) from KV namespace `binding`, waiting at most
+    /// `timeout_ms`; report [`Event::Kv`].
+    ReadKv {
+        tier: usize,
+        binding: &'p str,
+        key: String,
+        timeout_ms: u64,
+    },
+    /// Fetch an HTTP tier like the origin (its own credential, never the origin's); report
+    /// [`Event::Http`].
+    FetchHttp {
+        tier: usize,
+        timeout_ms: u64,
+        request: Outbound,
+    },
+    /// Done: send the reply.
+    Respond(Box<Reply>),
+}
+
+/// What the driver observed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The rate limiter's verdict (`Ok(true)`: within the limit), or why it could not be
+    /// asked (the request then goes through: the limiter protects the origin and must not
+    /// become a new way to fail).
+    Limited(Result<bool, String>),
+    /// The origin attempt ended.
+    Origin(Observed),
+    /// A [`Action::Wait`] elapsed.
+    Woke,
+    /// The KV read ended.
+    Kv(KvRead),
+    /// The HTTP tier ended.
+    Http(Observed),
+}

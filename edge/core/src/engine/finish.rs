@@ -1,0 +1,123 @@
+//! A request's end: the answer rendered, write-through planned, counted and logged.
+
+use crate::disclosure;
+use crate::exchange::Answer;
+use crate::metrics::Outcome;
+use crate::time::Millis;
+use crate::writethrough;
+
+use super::action::Action;
+use super::flight::{Flight, Stage};
+use super::{meta, Engine, Facts, Race};
+
+/// The race and the cascade gave their answer: render it, plan write-through, count, log.
+pub(super) fn answered<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    race: &Race<'p>,
+    answer: Answer,
+) -> Action<'p> {
+    let policy = engine.policy();
+    let m = meta(&f.correlation_id, &engine.bake.release_id, f.credentialed);
+    let rendered = disclosure::render(&answer, policy, &m);
+    let mut writes = Vec::new();
+    let (outcome, failure) = match &answer {
+        Answer::Live { items, .. } => {
+            writes = writethrough::plan(policy, &race.ctx().params, items, now, &mut engine.writes);
+            (Outcome::Live, None)
+        }
+        Answer::Fallback(fb) => (
+            Outcome::Fallback {
+                tier: &fb.tier,
+                reason: fb.reason.code(),
+            },
+            race.failure(),
+        ),
+        Answer::Unavailable { failure, .. } => (
+            Outcome::Unavailable {
+                reason: failure.reason.code(),
+            },
+            Some(failure),
+        ),
+        Answer::Rejected { failure } => (Outcome::OriginRejected, Some(failure)),
+    };
+    let mut notes = f.notes.clone();
+    notes.extend_from_slice(race.notes());
+    let facts = Facts {
+        started: f.started,
+        correlation_id: &f.correlation_id,
+        provenance: f.provenance,
+        trace_id: &f.trace.trace_id,
+        outcome,
+        reason: failure.map(|x| format!("{}: {}", x.reason.code(), x.detail)),
+        class: failure.map(|x| x.reason.class().as_str()),
+        notes: &notes,
+        attempts: race.attempts().len(),
+        origin_override: f.origin_override,
+        writes,
+    };
+    let action = engine.reply(now, rendered, facts);
+    f.stage = Stage::Done;
+    action
+}
+
+/// [E-STORM] The client is over its retry allowance: 429 with the envelope and
+/// `Retry-After`.
+pub(super) fn storm_limited<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+) -> Action<'p> {
+    let policy = engine.policy();
+    let (max, window_ms) = policy
+        .storm
+        .as_ref()
+        .map_or((0, 1_000), |s| (s.max_retries, s.window_ms));
+    let retry_after = (window_ms / 1000).max(1);
+    let m = meta(&f.correlation_id, &engine.bake.release_id, f.credentialed);
+    let mut r = disclosure::error(
+        429,
+        "ERR_RETRY_STORM_DETECTED",
+        &format!(
+            "more than {max} retries of this request within {} s; retry after {retry_after} s",
+            window_ms / 1000
+        ),
+        true,
+        &m,
+    );
+    r.headers.push(("Retry-After", retry_after.to_string()));
+    finish_early(
+        engine,
+        f,
+        now,
+        r,
+        Outcome::Storm,
+        Some("ERR_RETRY_STORM_DETECTED".into()),
+    )
+}
+
+/// An answer given before the race (admin, 401, 400/404/405, 429).
+pub(super) fn finish_early<'p>(
+    engine: &mut Engine<'p>,
+    f: &Flight<'p>,
+    now: Millis,
+    rendered: disclosure::Rendered,
+    outcome: Outcome<'_>,
+    reason: Option<String>,
+) -> Action<'p> {
+    let facts = Facts {
+        started: f.started,
+        correlation_id: &f.correlation_id,
+        provenance: f.provenance,
+        trace_id: &f.trace.trace_id,
+        outcome,
+        reason,
+        class: None,
+        notes: &f.notes,
+        attempts: 0,
+        origin_override: f.origin_override,
+        writes: Vec::new(),
+    };
+    engine.reply(now, rendered, facts)
+}

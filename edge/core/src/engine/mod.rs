@@ -1,0 +1,273 @@
+//! The request engine: every decision an isolate makes, and nothing else (docs/adr/005).
+//!
+//! Why one engine? The Worker and `understudy simulate` must answer the same request the same
+//! way. When each kept its own glue around the core — naming outcomes, admitting and
+//! recording breaker calls, planning write-through — the copies drifted, and an origin 404
+//! opened the breaker for every tenant. Here the whole request lives in one sans-IO state
+//! machine, in the manner of quinn-proto: [`Engine::start`] and [`Engine::step`] take what
+//! happened with the time it happened and return the next [`Action`]; the drivers (the
+//! Worker, `simulate`) perform actions and hold no decision.
+//!
+//! Order of a request: correlation and trace context → the admin endpoint → token
+//! verification → parameters (400/404/405 before any I/O) → retry-storm limit (an
+//! [`Action::Limit`]) → breaker admission → the race and the cascade ([`Exchange`]) →
+//! rendering, write-through, counters, the data point and the log line ([`Reply`]).
+
+pub mod action;
+pub mod admin;
+mod finish;
+mod flight;
+pub mod outbound;
+pub mod report;
+pub mod rng;
+mod steps;
+pub mod trace;
+
+use std::collections::BTreeMap;
+
+pub use action::{Action, Event, Outbound, Reply};
+pub use flight::Flight;
+
+use crate::bake::Bake;
+use crate::breaker::Breaker;
+use crate::correlation::{self, Provenance};
+use crate::disclosure::{self, Meta, Rendered};
+use crate::exchange::Exchange;
+use crate::metrics::{data_point, Counters, Outcome};
+use crate::policy::Policy;
+use crate::request::Validator;
+use crate::time::Millis;
+use crate::writethrough::{KvWrite, WriteThrough};
+
+use self::rng::Rng;
+use self::trace::Trace;
+
+/// Wrangler `[vars]` entry that points the origin elsewhere (local dev, tests, drills).
+pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
+
+/// What the driver can read from its environment: secret bindings and plain vars.
+pub trait Bindings {
+    fn secret(&self, name: &str) -> Option<String>;
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The request as the driver received it, nothing interpreted yet.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'a> {
+    pub method: &'a str,
+    /// The URL path, still percent-encoded.
+    pub path: &'a str,
+    /// The raw query string without `?`.
+    pub query: &'a str,
+    /// Header names (any case) and values.
+    pub headers: &'a [(String, String)],
+}
+
+impl<'a> Incoming<'a> {
+    pub fn header(&self, name: &str) -> Option<&'a str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One isolate's engine: the bake, the compiled parameter rules, and the state that lives as
+/// long as the isolate — the breaker, the write-through map, the counters.
+pub struct Engine<'p> {
+    bake: &'p Bake,
+    validator: Validator,
+    breaker: Breaker,
+    writes: WriteThrough,
+    counters: Counters,
+}
+
+impl<'p> Engine<'p> {
+    /// An engine for `bake`. A pattern that does not compile is a bake the compiler should
+    /// have refused; the driver answers [`unbaked`] with the message.
+    pub fn new(bake: &'p Bake) -> Result<Engine<'p>, String> {
+        let validator = Validator::new(&bake.policy)
+            .map_err(|e| format!("the baked policy is invalid: {e}; re-bake"))?;
+        Ok(Engine {
+            bake,
+            validator,
+            breaker: Breaker::new(&bake.policy.breaker),
+            writes: WriteThrough::default(),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn policy(&self) -> &'p Policy {
+        &self.bake.policy
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The breaker's mode as of `now`, in the policy's vocabulary.
+    pub fn breaker_mode(&mut self, now: Millis) -> &'static str {
+        self.breaker.mode_name(now)
+    }
+
+    /// A background KV write of a [`Reply`] failed: forget it so the next live answer writes
+    /// again. Returns the log line to print.
+    pub fn write_failed(&mut self, w: &KvWrite, error: &str, correlation_id: &str) -> String {
+        self.writes.forget(&format!("{}/{}", w.binding, w.key));
+        serde_json::json!({
+            "event": "write_through_failed",
+            "correlation_id": correlation_id,
+            "binding": w.binding,
+            "error": crate::classify::bounded(error),
+        })
+        .to_string()
+    }
+
+    /// A request arrived at `now`. `seed` feeds the request's random source (correlation
+    /// and trace IDs, retry jitter).
+    pub fn start(
+        &mut self,
+        now: Millis,
+        req: &Incoming<'_>,
+        env: &dyn Bindings,
+        seed: u64,
+    ) -> (Flight<'p>, Action<'p>) {
+        flight::start(self, now, req, env, seed)
+    }
+
+    /// The driver observed `event` at `now`; returns the next action.
+    pub fn step(&mut self, flight: &mut Flight<'p>, now: Millis, event: Event) -> Action<'p> {
+        steps::step(self, flight, now, event)
+    }
+
+    /// Adds `X-Breaker-Mode`, counts, and writes the data point and the log line.
+    fn reply(&mut self, now: Millis, mut rendered: Rendered, facts: Facts<'_>) -> Action<'p> {
+        let mode = self.breaker.mode_name(now);
+        rendered.headers.push(("X-Breaker-Mode", mode.to_string()));
+        let policy = &self.bake.policy;
+        self.counters.record(facts.outcome);
+        let latency_ms = now.since(facts.started);
+        let point = (facts.outcome != Outcome::Admin).then(|| {
+            data_point(
+                &policy.service.name,
+                &self.bake.release_id,
+                facts.outcome,
+                latency_ms,
+                mode,
+            )
+        });
+        let tier = match facts.outcome {
+            Outcome::Fallback { tier, .. } => Some(tier),
+            _ => None,
+        };
+        let log = report::Line {
+            correlation_id: facts.correlation_id,
+            provenance: facts.provenance,
+            trace_id: facts.trace_id,
+            outcome: facts.outcome.name(),
+            status: rendered.status,
+            tier,
+            reason: facts.reason,
+            class: facts.class,
+            notes: facts.notes,
+            attempts: facts.attempts,
+            latency_ms,
+            origin_override: facts.origin_override,
+            policy_version: &self.bake.release_id,
+            breaker_mode: mode,
+            service: &policy.service.name,
+        }
+        .to_json();
+        Action::Respond(Box::new(Reply {
+            correlation_id: facts.correlation_id.to_string(),
+            status: rendered.status,
+            headers: rendered.headers,
+            body: rendered.body,
+            writes: facts.writes,
+            log,
+            point,
+        }))
+    }
+}
+
+/// What the log line, the counters and the data point say about a finished request.
+struct Facts<'a> {
+    started: Millis,
+    correlation_id: &'a str,
+    provenance: Provenance,
+    trace_id: &'a str,
+    outcome: Outcome<'a>,
+    reason: Option<String>,
+    class: Option<&'static str>,
+    notes: &'a [crate::cascade::Note],
+    attempts: usize,
+    origin_override: bool,
+    writes: Vec<KvWrite>,
+}
+
+/// The answer when the isolate has no usable bake (missing or corrupt custom section):
+/// 503 `BAKE_INVALID`, with a log line. There is no policy to consult.
+pub fn unbaked(now: Millis, req: &Incoming<'_>, message: &str, seed: u64) -> Reply {
+    let mut rng = Rng::new(seed);
+    let (cid, provenance) =
+        correlation::resolve(req.header(correlation::HEADER), || rng.bytes::<16>());
+    let trace = Trace::resolve(
+        req.header(trace::TRACEPARENT),
+        req.header(trace::TRACESTATE),
+        &mut rng,
+    );
+    let r = disclosure::bake_invalid(message, &cid);
+    let log = report::Line {
+        correlation_id: &cid,
+        provenance,
+        trace_id: &trace.trace_id,
+        outcome: Outcome::BakeInvalid.name(),
+        status: r.status,
+        tier: None,
+        reason: Some(crate::classify::bounded(message)),
+        class: None,
+        notes: &[],
+        attempts: 0,
+        latency_ms: 0,
+        origin_override: false,
+        policy_version: "none",
+        breaker_mode: "UNKNOWN",
+        service: "unknown",
+    }
+    .to_json();
+    let _ = now; // the bake-less answer has nothing to time: it does no I/O
+    Reply {
+        correlation_id: cid,
+        status: r.status,
+        headers: r.headers,
+        body: r.body,
+        writes: Vec::new(),
+        log,
+        point: None,
+    }
+}
+
+/// Secret values a test or `simulate` hands the engine.
+impl Bindings for BTreeMap<String, String> {
+    fn secret(&self, name: &str) -> Option<String> {
+        self.get(name).cloned()
+    }
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).cloned()
+    }
+}
+
+/// The request's meta for rendering.
+fn meta<'a>(cid: &'a str, release: &'a str, credentialed: bool) -> Meta<'a> {
+    Meta {
+        correlation_id: cid,
+        policy_version: release,
+        credentialed,
+    }
+}
+
+/// The type the engine drives for the race and the cascade.
+type Race<'p> = Exchange<'p, crate::retry::Backoff<'p, Rng>>;
+
+#[cfg(test)]
+mod tests;

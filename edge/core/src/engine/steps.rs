@@ -1,0 +1,170 @@
+//! A request after its start: the storm limiter's verdict, breaker admission, the race and
+//! the cascade, and what each origin attempt tells the breaker.
+
+use crate::breaker::{Admission, Outcome as BreakerOutcome};
+use crate::classify::{Class, FailureReason};
+use crate::disclosure;
+use crate::exchange::{self, Gate};
+use crate::metrics::Outcome;
+use crate::time::Millis;
+
+use super::action::{Action, Event};
+use super::finish::{answered, finish_early, storm_limited};
+use super::flight::{Flight, Stage};
+use super::outbound;
+use super::{meta, Engine, Race};
+
+pub(super) fn step<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    event: Event,
+) -> Action<'p> {
+    match (std::mem::replace(&mut f.stage, Stage::Done), event) {
+        (Stage::Limiting(race), Event::Limited(verdict)) => match verdict {
+            Ok(true) => admit(engine, f, now, race),
+            Ok(false) => storm_limited(engine, f, now),
+            Err(e) => {
+                f.note("STORM_LIMITER_UNAVAILABLE", e);
+                admit(engine, f, now, race)
+            }
+        },
+        // A driver that skips the limiter's verdict: the request goes through, noted.
+        (Stage::Limiting(race), _) => {
+            f.note(
+                "STORM_LIMITER_UNAVAILABLE",
+                "no verdict was reported".into(),
+            );
+            admit(engine, f, now, race)
+        }
+        (Stage::Racing(mut race), event) => {
+            let is_origin = matches!(event, Event::Origin(_));
+            let ev = match event {
+                Event::Origin(o) => exchange::Event::Origin(o),
+                Event::Http(o) => exchange::Event::Http(o),
+                Event::Kv(r) => exchange::Event::Kv(r),
+                Event::Woke | Event::Limited(_) => exchange::Event::Woke,
+            };
+            let next = race.step(now, ev);
+            if is_origin {
+                record(engine, f, &race);
+            }
+            drive(engine, f, now, race, next)
+        }
+        // Events after the answer (a driver bug) change nothing and answer nothing new.
+        (Stage::Done, _) => {
+            let m = meta(&f.correlation_id, &engine.bake.release_id, f.credentialed);
+            let r = disclosure::error(
+                503,
+                "DEPENDENCY_UNAVAILABLE",
+                "the request was already answered",
+                true,
+                &m,
+            );
+            finish_early(engine, f, now, r, Outcome::Unavailable { reason: "" }, None)
+        }
+    }
+}
+
+/// [E-BREAKER] The breaker decides whether this request may call the model.
+pub(super) fn admit<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    mut race: Box<Race<'p>>,
+) -> Action<'p> {
+    f.admission = engine.breaker.admit(now);
+    let gate = if f.admission.calls_origin() {
+        Gate::Allow
+    } else {
+        Gate::Open
+    };
+    let next = race.step(now, exchange::Event::Start(gate));
+    drive(engine, f, now, race, next)
+}
+
+/// [E-CLASSIFY] The last origin attempt, as the breaker and the counters see it: dependency
+/// and credential failures count against the origin, a caller's 4xx is no news about it.
+fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
+    let Some(a) = race.attempts().last() else {
+        return;
+    };
+    let latency = a.latency_ms();
+    let class = a.result.as_ref().err().map(|r| r.class());
+    if class == Some(Class::Credential) {
+        engine.counters.credential_refused += 1;
+    }
+    if f.admission == Admission::Reject {
+        return;
+    }
+    let outcome = match a.result {
+        Ok(()) => BreakerOutcome::success(latency),
+        Err(r) if r.class() == Class::Caller => {
+            engine.breaker.release(f.admission);
+            return;
+        }
+        Err(FailureReason::MlTimeout) => BreakerOutcome::timeout(latency),
+        Err(_) => BreakerOutcome::failure(latency),
+    };
+    engine.breaker.record(a.ended, f.admission, outcome);
+}
+
+/// Turns the exchange's next step into the driver's action.
+fn drive<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    race: Box<Race<'p>>,
+    next: exchange::Action<'p>,
+) -> Action<'p> {
+    let action = match next {
+        exchange::Action::FetchOrigin {
+            attempt,
+            timeout_ms,
+        } => Action::FetchOrigin {
+            attempt,
+            timeout_ms,
+            request: outbound::origin(
+                engine.policy(),
+                &f.origin_url,
+                &race.ctx().params,
+                &f.common(),
+                f.idempotency_key.as_deref(),
+                f.origin_credential.as_ref(),
+            ),
+        },
+        exchange::Action::Wait { ms } => Action::Wait { ms },
+        exchange::Action::ReadKv {
+            tier,
+            binding,
+            key,
+            timeout_ms,
+        } => Action::ReadKv {
+            tier,
+            binding,
+            key,
+            timeout_ms,
+        },
+        exchange::Action::FetchHttp {
+            tier,
+            url,
+            timeout_ms,
+            ..
+        } => {
+            let secret = f.tier_secrets.get(tier).cloned().flatten();
+            Action::FetchHttp {
+                tier,
+                timeout_ms,
+                request: outbound::tier(
+                    url,
+                    &f.common(),
+                    secret.as_deref(),
+                    engine.policy().origin.max_body_bytes,
+                ),
+            }
+        }
+        exchange::Action::Respond(answer) => return answered(engine, f, now, &race, answer),
+    };
+    f.stage = Stage::Racing(race);
+    action
+}

@@ -1,0 +1,104 @@
+//! Where the docs list what the code defines, they must agree: the outcome table
+//! (docs/outcomes.md), the log line's outcomes (docs/observability.md) and the README's
+//! reason list. A new reason or outcome without its documentation fails here.
+
+use std::path::Path;
+
+use understudy_core::classify::FailureReason;
+use understudy_core::metrics::Outcome;
+
+fn doc(rel: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Rows of the first Markdown table whose header starts with `| first |`: cells trimmed,
+/// backticks removed.
+fn table(text: &str, first: &str) -> Vec<Vec<String>> {
+    let head = format!("| {first} |");
+    let mut rows = Vec::new();
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(&head));
+    lines.next(); // header
+    lines.next(); // |---|
+    for l in lines.take_while(|l| l.starts_with('|')) {
+        rows.push(
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .collect(),
+        );
+    }
+    rows
+}
+
+#[test]
+fn the_outcome_table_is_the_classification() {
+    let text = doc("docs/outcomes.md");
+    let rows = table(&text, "reason");
+    let documented: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| (r[0].clone(), r[1].clone(), r[2].clone()))
+        .collect();
+    let code: Vec<(String, String, String)> = FailureReason::ALL
+        .iter()
+        .map(|r| {
+            (
+                r.code().to_string(),
+                r.class().as_str().to_string(),
+                r.source().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(documented, code, "docs/outcomes.md ## Reasons");
+    let classes: Vec<String> = table(&text, "class").iter().map(|r| r[0].clone()).collect();
+    assert_eq!(classes, ["dependency", "credential", "caller", "breaker"]);
+}
+
+#[test]
+fn the_log_outcomes_are_the_metrics_outcomes() {
+    let text = doc("docs/observability.md");
+    let block = text
+        .split("<!-- outcomes -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- /outcomes -->").next())
+        .expect("docs/observability.md has an <!-- outcomes --> block");
+    let documented: Vec<String> = table(block, "outcome")
+        .iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(documented, Outcome::NAMES);
+    let named = [
+        Outcome::Live,
+        Outcome::Fallback {
+            tier: "",
+            reason: "",
+        },
+        Outcome::Unavailable { reason: "" },
+        Outcome::OriginRejected,
+        Outcome::BadRequest,
+        Outcome::Unauthorized,
+        Outcome::Storm,
+        Outcome::BakeInvalid,
+        Outcome::Admin,
+    ]
+    .map(|o| o.name());
+    assert_eq!(named, Outcome::NAMES);
+}
+
+#[test]
+fn the_readme_lists_every_reason() {
+    let text = doc("README.md");
+    let block = text
+        .split("<!-- reasons -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- /reasons -->").next())
+        .expect("README.md has a <!-- reasons --> list");
+    let listed: Vec<&str> = block
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let code: Vec<&str> = FailureReason::ALL.iter().map(|r| r.code()).collect();
+    assert_eq!(listed, code);
+}
