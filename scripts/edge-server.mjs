@@ -86,7 +86,7 @@ export default function (env) {
   };
 }`;
 
-export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, secrets = {}, verbose = false, slowKv = {} }) {
+export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, secrets = {}, verbose = false, slowKv = {}, extra = {} }) {
   dist = resolve(dist);
   const manifest = await readManifest(dist);
   const b = manifest.bindings;
@@ -143,6 +143,8 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
       collect(stdout, process.stdout);
       collect(stderr, process.stderr);
     },
+    // Further Miniflare options (e.g. `inspectorPort` for scripts/profile-edge.mjs).
+    ...extra,
   });
   // The namespace behind binding `name`: the wrapper's inner one for slow bindings.
   const kvOf = (name) => (name in slowKv ? mf.getKVNamespace("INNER", `slow-kv-${name.toLowerCase()}`) : mf.getKVNamespace(name));

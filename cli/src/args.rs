@@ -39,7 +39,8 @@ pub enum Command {
     Token(TokenArgs),
     /// Play a scenario against the real edge in workerd; check the invariants, write a report.
     Drill(DrillArgs),
-    /// Measure the edge against a bare pass-through Worker in workerd (the floor).
+    /// Measure the edge against a bare pass-through Worker (the floor) and a hand-written JS
+    /// Worker (the peer) in one workerd: cold start, healthy and hung, CPU per request.
     Bench(BenchArgs),
 }
 
@@ -211,14 +212,14 @@ pub struct BenchArgs {
     /// Sequential request pairs (edge, bare) on the healthy path.
     #[arg(long, default_value_t = 1000)]
     pub rounds: usize,
-    /// Requests with the model hung.
+    /// Sequential requests with the model hung, per edge variant.
     #[arg(long, default_value_t = 200)]
     pub hung_rounds: usize,
-    /// Connections of the throughput loop.
+    /// Connections of the healthy closed loop (a second one runs at 64).
     #[arg(long, default_value_t = 16)]
     pub concurrency: usize,
-    /// Seconds of throughput measurement, split between the two in alternating slices.
-    #[arg(long, default_value_t = 6.0)]
+    /// Seconds of each closed-loop phase, split between the sides in alternating slices.
+    #[arg(long, default_value_t = 9.0)]
     pub throughput_secs: f64,
     /// The simulated model's latency on the healthy path (seed 000's baseline: 25).
     #[arg(long, default_value_t = 25)]
@@ -229,9 +230,10 @@ pub struct BenchArgs {
     /// Prebuilt bare Worker directory (scripts/build-edge.sh --bare); built when absent.
     #[arg(long)]
     pub bare: Option<PathBuf>,
-    /// Bake only the policy's embedded tiers: the hung phase then times the baked tier alone.
+    /// Another prebuilt edge directory, measured beside this one (breaker off) in the healthy
+    /// closed loop: an A/B of two builds in one workerd.
     #[arg(long)]
-    pub embedded_only: bool,
+    pub compare_edge: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
 }

@@ -48,6 +48,7 @@ pub fn sample_policy() -> Policy {
             result_path: vec!["items".into()],
             max_body_bytes: 1 << 20,
             client_errors: ClientErrors::PassThrough,
+            max_in_flight: None,
         },
         breaker: Breaker::Consecutive {
             failures: 5,

@@ -1,6 +1,6 @@
-//! `understudy bench [POLICY] [--out FILE]`: the edge against a bare pass-through Worker in
-//! workerd (see [`understudy_lab::bench`]). Prints the figures and their ratios; targets are reported,
-//! not asserted. Exit 0 when it ran; 2 on usage or I/O errors.
+//! `understudy bench [POLICY] [--out FILE]`: the edge against the bare pass-through Worker
+//! and a hand-written JS peer in one workerd (see [`understudy_lab::bench`]). Prints the
+//! figures; targets are reported, not asserted. Exit 0 when it ran; 2 on usage or I/O errors.
 
 use std::process::ExitCode;
 
@@ -24,7 +24,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         origin_latency_ms: args.origin_latency_ms,
         edge: args.edge,
         bare: args.bare,
-        embedded_only: args.embedded_only,
+        compare_edge: args.compare_edge,
     };
     let doc = bench::run(&opts)?;
     match args.format {

@@ -189,6 +189,7 @@ pub fn schema() -> Value {
                         ("credential_header", string("Header the credential goes in (default Authorization).")),
                         ("result_path", string("Dotted path of the result list in the origin's JSON (default items).")),
                         ("max_body_bytes", integer("Largest origin body accepted (default 1 MiB).", 0)),
+                        ("max_in_flight", integer("The bulkhead: most origin calls in flight per isolate; past it requests go to the cascade with BULKHEAD_FULL (default: no cap).", 1)),
                         ("client_errors", choice("What the caller gets when the origin refuses its request with a 4xx other than 401/403/408/429 (default pass_through).", &["pass_through", "fallback"])),
                     ],
                 ),

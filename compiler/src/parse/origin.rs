@@ -160,6 +160,18 @@ pub(super) fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
         }
         None => Some(ClientErrors::PassThrough),
     };
+    let max_in_flight = t.opt_uint(ctx, "max_in_flight", 100_000).map(|n| n as u32);
+    if max_in_flight == Some(0) {
+        if let Some(span) = ctx.span_of("origin.max_in_flight") {
+            ctx.error(
+                codes::INVALID_VALUE,
+                span,
+                "`origin.max_in_flight` is 0: the origin would never be called",
+                "at least 1",
+                "cap the origin calls an isolate has in flight at 1 or more, or remove the key for no cap",
+            );
+        }
+    }
     t.finish(ctx);
     Some(Origin {
         url: url?,
@@ -177,6 +189,7 @@ pub(super) fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
         result_path,
         max_body_bytes,
         client_errors: client_errors?,
+        max_in_flight,
     })
 }
 

@@ -34,6 +34,11 @@ pub enum FailureReason {
     Ml4xx,
     MlBadResponse,
     BreakerOpen,
+    /// The isolate's in-flight origin calls are at the policy's cap (the bulkhead).
+    BulkheadFull,
+    /// The attempt's timer fired well after it was due: the isolate was too busy to take
+    /// the model's answer in time, so the timeout is the edge's, not the model's.
+    EdgeOverloaded,
 }
 
 /// Whose fault a failure is, which decides what the breaker, the retry plan and the caller
@@ -47,8 +52,12 @@ pub enum Class {
     /// The origin refused the caller's request: no breaker record, no retry; pass the status
     /// through or fall back, as the policy says.
     Caller,
-    /// Not an origin outcome: the breaker kept the request from the origin.
-    Breaker,
+    /// Not an origin outcome: the edge kept the request from the origin (its breaker is
+    /// open, its bulkhead full) — no breaker record.
+    Shed,
+    /// The edge itself was too slow (a late timer on a saturated or cold isolate): never
+    /// blamed on the origin.
+    Edge,
 }
 
 impl Class {
@@ -57,7 +66,8 @@ impl Class {
             Class::Dependency => "dependency",
             Class::Credential => "credential",
             Class::Caller => "caller",
-            Class::Breaker => "breaker",
+            Class::Shed => "shed",
+            Class::Edge => "edge",
         }
     }
 
@@ -68,7 +78,7 @@ impl Class {
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 9] = [
+    pub const ALL: [FailureReason; 11] = [
         FailureReason::MlTimeout,
         FailureReason::MlConnect,
         FailureReason::Ml5xx,
@@ -78,6 +88,8 @@ impl FailureReason {
         FailureReason::Ml4xx,
         FailureReason::MlBadResponse,
         FailureReason::BreakerOpen,
+        FailureReason::BulkheadFull,
+        FailureReason::EdgeOverloaded,
     ];
 
     pub fn class(self) -> Class {
@@ -90,7 +102,8 @@ impl FailureReason {
             | FailureReason::MlBadResponse => Class::Dependency,
             FailureReason::MlAuth => Class::Credential,
             FailureReason::Ml4xx => Class::Caller,
-            FailureReason::BreakerOpen => Class::Breaker,
+            FailureReason::BreakerOpen | FailureReason::BulkheadFull => Class::Shed,
+            FailureReason::EdgeOverloaded => Class::Edge,
         }
     }
 
@@ -106,6 +119,8 @@ impl FailureReason {
             FailureReason::Ml4xx => "any other status 400–499",
             FailureReason::MlBadResponse => "a 2xx/other status whose body is not the declared shape (not JSON, no list at `result_path`, an empty list, too large)",
             FailureReason::BreakerOpen => "the breaker kept the request from the origin",
+            FailureReason::BulkheadFull => "the isolate's origin calls in flight were at `origin.max_in_flight`",
+            FailureReason::EdgeOverloaded => "the attempt's timer fired later than its timeout plus the tolerance: the isolate, not the model, was slow",
         }
     }
 
@@ -120,6 +135,8 @@ impl FailureReason {
             FailureReason::Ml4xx => "ML_4XX",
             FailureReason::MlBadResponse => "ML_BAD_RESPONSE",
             FailureReason::BreakerOpen => "BREAKER_OPEN",
+            FailureReason::BulkheadFull => "BULKHEAD_FULL",
+            FailureReason::EdgeOverloaded => "EDGE_OVERLOADED",
         }
     }
 
@@ -134,7 +151,9 @@ impl FailureReason {
             FailureReason::MlAuth
             | FailureReason::Ml4xx
             | FailureReason::MlBadResponse
-            | FailureReason::BreakerOpen => false,
+            | FailureReason::BreakerOpen
+            | FailureReason::BulkheadFull
+            | FailureReason::EdgeOverloaded => false,
         }
     }
 }
@@ -180,6 +199,31 @@ pub enum Observed {
         retry_after: Option<String>,
         body: Vec<u8>,
     },
+}
+
+/// How late an attempt's timer may fire before the timeout counts as the edge's own: a
+/// quarter of the timeout, at least 5 ms (timer granularity and one scheduling slice).
+pub fn late_tolerance_ms(timeout_ms: u64) -> u64 {
+    (timeout_ms / 4).max(5)
+}
+
+/// Classifies a timed-out attempt by when the driver noticed: `waited_ms` after it started,
+/// for a timer of `timeout_ms`. A timer that fired on time is the model's timeout; one that
+/// fired much later means the isolate was busy (or still starting) and could not have taken
+/// an answer in time — [`FailureReason::EdgeOverloaded`], which never blames the model.
+pub fn timeout_failure(waited_ms: u64, timeout_ms: u64) -> Failure {
+    let late = waited_ms.saturating_sub(timeout_ms);
+    if late > late_tolerance_ms(timeout_ms) {
+        Failure::new(
+            FailureReason::EdgeOverloaded,
+            format!("the {timeout_ms} ms timer fired {late} ms late: the isolate was busy"),
+        )
+    } else {
+        Failure::new(
+            FailureReason::MlTimeout,
+            "no complete answer before the attempt's timeout",
+        )
+    }
 }
 
 /// Classifies an attempt: the verified items, or the failure.
@@ -462,7 +506,25 @@ mod tests {
         );
         assert_eq!(of(Class::Credential), ["ML_AUTH"]);
         assert_eq!(of(Class::Caller), ["ML_4XX"]);
+        assert_eq!(of(Class::Shed), ["BREAKER_OPEN", "BULKHEAD_FULL"]);
+        assert_eq!(of(Class::Edge), ["EDGE_OVERLOADED"]);
         assert!(!Class::Caller.blames_origin() && Class::Credential.blames_origin());
+    }
+
+    #[test]
+    fn a_timer_that_fires_late_is_the_edges_timeout() {
+        assert_eq!(timeout_failure(45, 45).reason, FailureReason::MlTimeout);
+        assert_eq!(timeout_failure(56, 45).reason, FailureReason::MlTimeout);
+        assert_eq!(
+            timeout_failure(57, 45).reason,
+            FailureReason::EdgeOverloaded
+        );
+        assert_eq!(timeout_failure(805, 800).reason, FailureReason::MlTimeout);
+        assert_eq!(
+            timeout_failure(1001, 800).reason,
+            FailureReason::EdgeOverloaded
+        );
+        assert!(!FailureReason::EdgeOverloaded.class().blames_origin());
     }
 
     #[test]

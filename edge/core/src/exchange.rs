@@ -11,7 +11,7 @@
 //! for the breaker to learn from.
 
 use crate::cascade::{Ctx, Fallback, KvRead, Note, TierStep, Walker};
-use crate::classify::{classify, Class, Failure, FailureReason, Items, Observed};
+use crate::classify::{classify, timeout_failure, Class, Failure, FailureReason, Items, Observed};
 use crate::policy::ClientErrors;
 use crate::time::Millis;
 
@@ -125,7 +125,7 @@ impl Attempt {
 #[derive(Debug, Clone)]
 enum State {
     Idle,
-    Racing { started: Millis },
+    Racing { started: Millis, timeout_ms: u64 },
     Waiting,
     Cascading(Walker),
     Done,
@@ -140,6 +140,9 @@ pub struct Exchange<'p, R: RetryPolicy = NoRetry> {
     /// Connections this request still holds (see [`crate::cascade::MAX_CONNECTIONS`]).
     open: u32,
     notes: Vec<Note>,
+    /// Whether the isolate's bulkhead lets another origin attempt start (set by the engine
+    /// before each step).
+    origin_open: bool,
 }
 
 impl<'p> Exchange<'p, NoRetry> {
@@ -157,7 +160,14 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
             attempts: Vec::new(),
             open: 0,
             notes: Vec::new(),
+            origin_open: true,
         }
+    }
+
+    /// The bulkhead's verdict for the next origin attempt: `false` sends the request to the
+    /// cascade with `BULKHEAD_FULL` instead of calling the origin.
+    pub fn set_origin_open(&mut self, open: bool) {
+        self.origin_open = open;
     }
 
     pub fn attempts(&self) -> &[Attempt] {
@@ -200,10 +210,19 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
                     "circuit breaker open",
                 )),
             ),
-            (State::Racing { started }, Event::Origin(observed)) => {
+            (
+                State::Racing {
+                    started,
+                    timeout_ms,
+                },
+                Event::Origin(observed),
+            ) => {
                 self.open = self.open.saturating_sub(1);
                 let o = &self.ctx.policy.origin;
-                let result = classify(&observed, &o.result_path, o.max_body_bytes);
+                let result = match observed {
+                    Observed::TimedOut => Err(timeout_failure(now.since(started), timeout_ms)),
+                    other => classify(&other, &o.result_path, o.max_body_bytes),
+                };
                 self.attempts.push(Attempt {
                     started,
                     ended: now,
@@ -277,6 +296,15 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
 
     fn race(&mut self, now: Millis) -> Action<'p> {
         let attempt = self.attempts.len() as u32 + 1;
+        if !self.origin_open {
+            return self.cascade(
+                now,
+                Walker::new(Failure::new(
+                    FailureReason::BulkheadFull,
+                    "the isolate's origin calls in flight are at the cap",
+                )),
+            );
+        }
         match self
             .ctx
             .deadline
@@ -284,7 +312,10 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
         {
             Some(timeout_ms) => {
                 self.open += 1;
-                self.state = State::Racing { started: now };
+                self.state = State::Racing {
+                    started: now,
+                    timeout_ms,
+                };
                 Action::FetchOrigin {
                     attempt,
                     timeout_ms,

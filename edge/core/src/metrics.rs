@@ -81,6 +81,9 @@ pub struct Counters {
     /// Origin attempts refused with 401/403: the edge's own credential is wrong. Alert on
     /// any increase — no caller can fix it.
     pub credential_refused: u64,
+    /// Origin attempts the breaker did not learn from because the edge, not the model, set
+    /// their pace: started while the isolate was cold, or timed out by a late timer.
+    pub unrecorded: u64,
     /// Degraded answers per tier.
     pub by_tier: BTreeMap<String, u64>,
     /// Degraded and unavailable answers per reason (`ML_TIMEOUT`, `BREAKER_OPEN`, …).

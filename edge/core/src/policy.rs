@@ -190,6 +190,9 @@ pub struct Origin {
     /// What the caller gets when the origin refuses the caller's request (a 4xx other than
     /// 401/403/408/429): see [`ClientErrors`].
     pub client_errors: ClientErrors,
+    /// The bulkhead: most origin calls in flight per isolate; past it a request goes straight
+    /// to the cascade with `BULKHEAD_FULL`. `None`: no cap.
+    pub max_in_flight: Option<u32>,
 }
 
 /// [E-CLASSIFY] What the caller gets when the origin answers a 4xx about the caller's own

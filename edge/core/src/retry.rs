@@ -122,6 +122,7 @@ mod tests {
             result_path: vec!["items".into()],
             max_body_bytes: 1 << 20,
             client_errors: ClientErrors::PassThrough,
+            max_in_flight: None,
         }
     }
 

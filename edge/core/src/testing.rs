@@ -69,6 +69,7 @@ pub fn seed_policy() -> Policy {
             result_path: vec!["items".into()],
             max_body_bytes: 65_536,
             client_errors: ClientErrors::PassThrough,
+            max_in_flight: None,
         },
         breaker: Breaker::Off,
         cascade: Cascade {

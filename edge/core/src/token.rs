@@ -122,6 +122,7 @@ impl std::error::Error for TokenError {}
 pub struct Claims {
     values: BTreeMap<String, String>,
     expires_at: Millis,
+    not_before: Option<Millis>,
 }
 
 impl Claims {
@@ -226,11 +227,12 @@ pub fn verify(
     if now.0 > expires_at.0.saturating_add(leeway) {
         return Err(TokenError::Expired);
     }
-    if let Some(v) = payload.get("nbf") {
-        let not_before = numeric_date(v).ok_or(TokenError::InvalidClaim("nbf"))?;
-        if now.0.saturating_add(leeway) < not_before.0 {
-            return Err(TokenError::NotYetValid);
-        }
+    let not_before = match payload.get("nbf") {
+        Some(v) => Some(numeric_date(v).ok_or(TokenError::InvalidClaim("nbf"))?),
+        None => None,
+    };
+    if not_before.is_some_and(|nb| now.0.saturating_add(leeway) < nb.0) {
+        return Err(TokenError::NotYetValid);
     }
 
     match payload.get("iss") {
@@ -262,7 +264,64 @@ pub fn verify(
             Some((name, text))
         })
         .collect();
-    Ok(Claims { values, expires_at })
+    Ok(Claims {
+        values,
+        expires_at,
+        not_before,
+    })
+}
+
+/// The tokens this isolate has verified, so a client's next request with the same token
+/// costs a map lookup instead of base64, JSON and HMAC. Safe to cache: an entry exists only
+/// after a full verification with the key (the token carries its signature), the key is a
+/// secret binding that cannot change without a new isolate, and the time checks — `exp`,
+/// `nbf` with the leeway — are made again on every hit. Bounded: when full it is cleared
+/// (tokens are short-lived; a full sweep is cheaper than an LRU).
+#[derive(Debug, Default)]
+pub struct Verified {
+    map: std::collections::HashMap<String, Claims>,
+}
+
+impl Verified {
+    /// Tokens remembered per isolate (a token is ~300 bytes: about 1 MB at most).
+    pub const CAPACITY: usize = 4096;
+
+    /// [`verify`], remembering successes.
+    pub fn verify(
+        &mut self,
+        token: &str,
+        key: &[u8],
+        rules: &IdentityRules,
+        now: Millis,
+    ) -> Result<Claims, TokenError> {
+        if let Some(c) = self.map.get(token) {
+            let leeway = rules.leeway_ms;
+            if now.0 > c.expires_at.0.saturating_add(leeway) {
+                self.map.remove(token);
+                return Err(TokenError::Expired);
+            }
+            if c.not_before
+                .is_some_and(|nb| now.0.saturating_add(leeway) < nb.0)
+            {
+                return Err(TokenError::NotYetValid);
+            }
+            return Ok(c.clone());
+        }
+        let claims = verify(token, key, rules, now)?;
+        if self.map.len() >= Self::CAPACITY {
+            self.map.clear();
+        }
+        self.map.insert(token.to_string(), claims.clone());
+        Ok(claims)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
 }
 
 /// Signs `claims` (normally a JSON object) as an HS256 token with header
@@ -309,6 +368,60 @@ fn numeric_date(v: &Value) -> Option<Millis> {
     let secs = n.as_f64()?;
     // `as` saturates (and maps NaN, which JSON cannot carry, to 0).
     Some(Millis((secs * 1000.0) as u64))
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rules() -> IdentityRules {
+        IdentityRules {
+            secret: "K".into(),
+            issuer: "iss".into(),
+            audience: "aud".into(),
+            leeway_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_cached_token_is_checked_for_time_again_and_a_forged_one_never_cached() {
+        let key = b"k3y";
+        let tok = sign(
+            &json!({"sub": "a", "iss": "iss", "aud": "aud", "exp": 100}),
+            key,
+        );
+        let mut v = Verified::default();
+        assert!(v.verify(&tok, key, &rules(), Millis(10_000)).is_ok());
+        assert_eq!(v.len(), 1);
+        assert!(
+            v.verify(&tok, key, &rules(), Millis(50_000)).is_ok(),
+            "a hit"
+        );
+        assert_eq!(
+            v.verify(&tok, key, &rules(), Millis(100_001)),
+            Err(TokenError::Expired),
+            "expiry is checked on a hit"
+        );
+        assert!(v.is_empty());
+        let forged = sign(
+            &json!({"sub": "a", "iss": "iss", "aud": "aud", "exp": 100}),
+            b"other",
+        );
+        assert_eq!(
+            v.verify(&forged, key, &rules(), Millis(10_000)),
+            Err(TokenError::BadSignature)
+        );
+        assert!(v.is_empty(), "failures are not remembered");
+        let later = sign(
+            &json!({"sub": "b", "iss": "iss", "aud": "aud", "exp": 100, "nbf": 50}),
+            key,
+        );
+        assert_eq!(
+            v.verify(&later, key, &rules(), Millis(10_000)),
+            Err(TokenError::NotYetValid)
+        );
+    }
 }
 
 #[cfg(test)]

@@ -32,10 +32,30 @@ impl Sink for AnalyticsEngineDataset {
     }
 }
 
+thread_local! {
+    /// Whether the dataset is bound, learnt on this isolate's first data point: an unbound
+    /// binding is not looked up (and its error built) on every request.
+    static BOUND: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
 /// The sink for this request's environment.
 pub fn sink(env: &Env) -> Box<dyn Sink> {
-    match env.analytics_engine(BINDING) {
-        Ok(ds) => Box::new(ds),
-        Err(_) => Box::new(Nowhere),
+    if BOUND.with(|b| b.get()) == Some(false) {
+        return Box::new(Nowhere);
     }
+    match env.analytics_engine(BINDING) {
+        Ok(ds) => {
+            BOUND.with(|b| b.set(Some(true)));
+            Box::new(ds)
+        }
+        Err(_) => {
+            BOUND.with(|b| b.set(Some(false)));
+            Box::new(Nowhere)
+        }
+    }
+}
+
+/// Writes `point` to this environment's sink.
+pub fn write(env: &Env, point: &DataPoint) {
+    sink(env).write(point);
 }

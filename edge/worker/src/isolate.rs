@@ -3,6 +3,7 @@
 //! isolates or locations (docs/adr/002-per-isolate-breaker.md).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 use understudy_core::bake::{self, Bake};
 use understudy_core::engine::Engine;
@@ -15,6 +16,17 @@ pub const BAKE_GLOBAL: &str = "__UNDERSTUDY_BAKE";
 
 thread_local! {
     static ENGINE: RefCell<Option<Engine<'static>>> = const { RefCell::new(None) };
+    static BINDINGS: RefCell<HashMap<String, Option<String>>> = RefCell::new(HashMap::new());
+}
+
+/// A secret's or var's value, read once per isolate with `read`.
+pub fn binding(name: &str, read: impl FnOnce() -> Option<String>) -> Option<String> {
+    if let Some(v) = BINDINGS.with(|b| b.borrow().get(name).cloned()) {
+        return v;
+    }
+    let v = read();
+    BINDINGS.with(|b| b.borrow_mut().insert(name.to_string(), v.clone()));
+    v
 }
 
 /// Runs `f` on the isolate's engine, decoding the bake on first use. Never held across an

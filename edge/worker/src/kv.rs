@@ -1,27 +1,19 @@
 //! [E-CASCADE] [E-LIVE] Workers KV: tier reads raced against their timeout (a KV read cannot
-//! be aborted, so the edge just stops waiting) and background write-through.
+//! be aborted, so the edge just stops waiting; the race runs in JS, `crate::shim::kv`) and
+//! background write-through.
 
-use std::pin::pin;
-use std::time::Duration;
-
-use futures_util::future::{select, Either};
 use understudy_core::cascade::KvRead;
 use understudy_core::writethrough::KvWrite;
-use worker::{console_log, Delay, Env};
+use wasm_bindgen::JsValue;
+use worker::{console_log, Env};
 
-use crate::isolate;
+use crate::{isolate, shim};
 
 pub async fn read(env: &Env, binding: &str, key: &str, timeout_ms: u64) -> KvRead {
-    let store = match env.kv(binding) {
-        Ok(s) => s,
-        Err(_) => return KvRead::Error(format!("KV binding `{binding}` is not bound")),
-    };
-    let get = store.get(key).text_with_metadata::<serde_json::Value>();
-    let timer = Delay::from(Duration::from_millis(timeout_ms));
-    match select(pin!(get), pin!(timer)).await {
-        Either::Left((Ok((value, metadata)), _)) => KvRead::Value { value, metadata },
-        Either::Left((Err(e), _)) => KvRead::Error(e.to_string()),
-        Either::Right(((), _)) => KvRead::TimedOut,
+    // The namespace object as the runtime gives it, for the JS read (crate::shim::kv).
+    match js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(binding)) {
+        Ok(ns) if ns.is_object() => shim::kv(&ns, key, timeout_ms).await,
+        _ => KvRead::Error(format!("KV binding `{binding}` is not bound")),
     }
 }
 

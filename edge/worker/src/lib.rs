@@ -14,10 +14,14 @@ mod isolate;
 mod kv;
 mod race;
 mod serve;
+mod shim;
 
-use worker::{event, Context, Env, Request, Response, Result};
+use worker::{event, web_sys, Context, Env, Result};
 
+/// The raw `Request` and `Response` of the runtime: nothing on the way in or out is converted
+/// that the engine does not read (workers-rs' own `Request` would copy `request.cf` on every
+/// request).
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys::Response> {
     Ok(serve::serve(req, env, ctx).await)
 }

@@ -4,36 +4,40 @@
 use std::time::Duration;
 
 use understudy_core::engine::{self, Action, Bindings, Event, Incoming, Reply};
-use worker::{console_log, Context, Delay, Env, Headers, Request, Response, ResponseBuilder};
+use worker::{console_log, web_sys, Context, Delay, Env};
 
 use crate::isolate::{self, now};
-use crate::{analytics, kv, race};
+use crate::{analytics, kv, race, shim};
 
-/// Secrets and vars, as the engine reads them.
+/// Secrets and vars, as the engine reads them — each read from the environment once per
+/// isolate (a changed secret or var is a new deployment, hence a new isolate).
 struct WorkerEnv<'a>(&'a Env);
 
 impl Bindings for WorkerEnv<'_> {
     fn secret(&self, name: &str) -> Option<String> {
-        self.0.secret(name).ok().map(|s| s.to_string())
+        isolate::binding(name, || self.0.secret(name).ok().map(|s| s.to_string()))
     }
     fn var(&self, name: &str) -> Option<String> {
-        self.0.var(name).ok().map(|v| v.to_string())
+        isolate::binding(name, || self.0.var(name).ok().map(|v| v.to_string()))
     }
 }
 
-pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
+pub async fn serve(req: web_sys::Request, env: Env, ctx: Context) -> web_sys::Response {
     let arrived = now();
-    let headers: Vec<(String, String)> = req.headers().entries().collect();
-    let (path, query) = match req.url() {
-        Ok(u) => (u.path().to_string(), u.query().unwrap_or("").to_string()),
-        Err(_) => (req.path(), String::new()),
-    };
-    let method = req.method();
+    let r = shim::incoming(&req);
+    // The URL is absolute (`scheme://host/path?query#fragment`): the path starts at the
+    // first `/` after `://`, the query after the first `?`.
+    let after_scheme = r.url.find("://").map_or(0, |i| i + 3);
+    let target = r.url[after_scheme..]
+        .find('/')
+        .map_or("/", |i| &r.url[after_scheme + i..]);
+    let target = target.split('#').next().unwrap_or(target);
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let incoming = Incoming {
-        method: method.as_ref(),
-        path: &path,
-        query: &query,
-        headers: &headers,
+        method: &r.method,
+        path,
+        query,
+        headers: &r.headers,
     };
     let seed = isolate::seed();
     let started = isolate::with_engine(|e| e.start(arrived, &incoming, &WorkerEnv(&env), seed));
@@ -72,7 +76,13 @@ pub async fn serve(req: Request, env: Env, ctx: Context) -> Response {
             } => Event::Http(race::race(&request, timeout_ms).await),
             Action::Respond(reply) => return send(*reply, &env, &ctx),
         };
-        action = match isolate::with_engine(|e| e.step(&mut flight, now(), event)) {
+        let lag = matches!(event, Event::Origin(_)).then(shim::lag_ms);
+        action = match isolate::with_engine(|e| {
+            if let Some(ms) = lag {
+                e.set_queue_delay(ms);
+            }
+            e.step(&mut flight, now(), event)
+        }) {
             Ok(a) => a,
             Err(message) => {
                 return send(
@@ -97,10 +107,10 @@ async fn limit(env: &Env, binding: &str, key: String) -> Result<bool, String> {
 
 /// Sends the engine's reply: the response, the log line, the data point, and the
 /// write-through in the background.
-fn send(reply: Reply, env: &Env, ctx: &Context) -> Response {
+fn send(reply: Reply, env: &Env, ctx: &Context) -> web_sys::Response {
     console_log!("{}", reply.log);
     if let Some(point) = &reply.point {
-        analytics::sink(env).write(point);
+        analytics::write(env, point);
     }
     if !reply.writes.is_empty() {
         ctx.wait_until(kv::write_all(
@@ -109,14 +119,7 @@ fn send(reply: Reply, env: &Env, ctx: &Context) -> Response {
             reply.correlation_id,
         ));
     }
-    let headers = Headers::new();
-    for (name, value) in &reply.headers {
-        // The compiler validated every value the policy puts here; one the runtime still
-        // refuses is dropped, never fatal.
-        let _ = headers.set(name, value);
-    }
-    ResponseBuilder::new()
-        .with_status(reply.status)
-        .with_headers(headers)
-        .fixed(reply.body.into_bytes())
+    // The compiler validated every value the policy puts here; one the runtime still
+    // refuses is dropped, never fatal.
+    shim::response(reply.status, &reply.headers, &reply.body)
 }

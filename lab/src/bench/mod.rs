@@ -1,116 +1,77 @@
-//! `understudy bench`: what the shell costs. The built edge and a bare pass-through Worker
-//! (edge/bare: the same origin call, nothing else — the floor) run side by side in ONE
-//! workerd (one Miniflare instance, routed by `Host`: see [`server`]) against the same
-//! simulated origin, and are measured in one run, interleaved request by request so that
-//! machine noise hits both alike:
+//! `understudy bench`: what the shell costs, and what it buys, against what a team would run
+//! instead. In ONE workerd (one Miniflare instance, routed by `Host`: [`server`]) run
+//! side by side against one simulated origin ([`sides`]):
 //!
-//! - healthy path: p50, p99 (sequential, alternating) and throughput (closed loop, slices
-//!   alternating between the two);
-//! - model hung: the edge's degraded answers against the deadline (the bare Worker has no
-//!   deadline: it waits as long as the client does), and the time from the deadline to the
-//!   answer per tier — the embedded tier's is the cascade's own cost;
-//! - module size (raw and gzipped) and cold start (process start to both listening — one
-//!   figure, as they share the process — and each one's first request, which instantiates
-//!   its module and, for the edge, decodes the bake).
+//! - `edge` — the policy as shipped (breaker as the policy says);
+//! - `edge-off` — the same with its breaker off, so every hung request pays the deadline
+//!   and each tier's time after the deadline shows;
+//! - `edge-emb` — embedded tiers only, breaker off: the baked tier's own cost;
+//! - `bare` — the pass-through floor (edge/bare);
+//! - `peer` — the JS Worker a frontend team would write by hand (lab/peer/worker.mjs).
 //!
-//! The bench bakes the policy with its breaker off (so every hung request pays the deadline,
-//! the case the targets are about) and without its retry-storm limit (the bench repeats one
-//! request on purpose). Targets are reported, not asserted.
+//! Phases, interleaved so machine noise hits every side alike: a cold first wave on fresh
+//! isolates; sequential healthy rounds (edge vs bare); closed loops at 16 and 64 connections
+//! with a healthy origin (edge vs peer vs bare, counting live answers, workerd CPU per
+//! request, breaker openings); the model hung (the embedded tier's answer against the
+//! deadline, each tier's deadline-to-answer time, and 64 connections edge vs peer). Figures
+//! are printed and written as JSON (`--out`); targets are reported, not asserted.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod cpu;
+mod load;
+mod report;
+mod server;
+mod sides;
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
-use serde::Serialize;
 use serde_json::{json, Value};
 use understudy_core::policy::{Breaker, ParamSource};
 use understudy_core::Millis;
 
-use crate::drill::check::Latency;
 use crate::drill::driver::Planned;
 use crate::drill::edge::dev_secret;
+use crate::drill::status::status_once;
 use crate::origin::{Fault, OriginConfig, OriginServer};
 use understudy_compiler::dist::{self, edge::workspace_root};
 use understudy_compiler::load::load_policy;
 
-mod server;
+use load::Slice;
+pub use report::human;
 use server::{BenchServer, Target};
+use sides::Variant;
+
+const EDGE: Target = Target("edge");
+const EDGE_OFF: Target = Target("edge-off");
+const EDGE_EMB: Target = Target("edge-emb");
+const BARE: Target = Target("bare");
+const PEER: Target = Target("peer");
+/// `--compare-edge`: another prebuilt edge, baked like `edge-off`, for A/B measurements.
+const EDGE_B: Target = Target("edge-b");
 
 pub struct Options {
     pub policy: PathBuf,
     pub out: Option<PathBuf>,
+    /// Sequential healthy request pairs (edge, bare).
     pub rounds: usize,
+    /// Sequential requests with the model hung, per edge variant.
     pub hung_rounds: usize,
+    /// Connections of the healthy closed loop (the high one is 64).
     pub concurrency: usize,
+    /// Seconds of each closed-loop phase, split into alternating slices per side.
     pub throughput_secs: f64,
     pub origin_latency_ms: u64,
     pub edge: Option<PathBuf>,
     pub bare: Option<PathBuf>,
-    /// Drop every tier but the embedded ones, so the hung phase measures the baked tier
-    /// alone (no KV read before it).
-    pub embedded_only: bool,
+    /// Another prebuilt edge to measure beside `edge-off` in the healthy closed loop.
+    pub compare_edge: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Side {
-    pub healthy: Latency,
-    pub throughput_rps: f64,
-    pub startup_ms: f64,
-    pub first_request_ms: f64,
-    pub module_bytes: u64,
-    pub module_gzip_bytes: u64,
-}
-
-/// The bare Worker as a directory edge-server.mjs runs: worker-build's output, an entry, a
-/// `wrangler.toml` with the edge's compatibility date, and a manifest with no bindings.
-fn bare_dist(
-    root: &Path,
-    explicit: Option<&Path>,
-    dir: &Path,
-    edge_dist: &Path,
-) -> Result<Vec<u8>> {
-    let build = match explicit {
-        Some(d) => d.to_path_buf(),
-        None => root.join("edge/bare/build"),
-    };
-    if explicit.is_none() && !build.join("index_bg.wasm").is_file() {
-        eprintln!("bench: building the bare Worker once (scripts/build-edge.sh --bare)…");
-        let status = Command::new("bash")
-            .arg(root.join("scripts/build-edge.sh"))
-            .arg("--bare")
-            .current_dir(root)
-            .status()?;
-        if !status.success() {
-            bail!("scripts/build-edge.sh --bare failed ({status})");
-        }
-    }
-    std::fs::create_dir_all(dir)?;
-    for f in ["index.js", "index_bg.wasm"] {
-        std::fs::copy(build.join(f), dir.join(f))
-            .with_context(|| format!("{}: not a built bare Worker", build.display()))?;
-    }
-    std::fs::write(
-        dir.join("entry.mjs"),
-        "export * from \"./index.js\";\nexport { default } from \"./index.js\";\n",
-    )?;
-    let wrangler = std::fs::read_to_string(edge_dist.join("wrangler.toml"))?;
-    let date = wrangler
-        .lines()
-        .find(|l| l.starts_with("compatibility_date"))
-        .unwrap_or("compatibility_date = \"2025-01-01\"");
-    std::fs::write(
-        dir.join("wrangler.toml"),
-        format!("name = \"understudy-bare\"\nmain = \"entry.mjs\"\n{date}\n"),
-    )?;
-    std::fs::write(
-        dir.join("manifest.json"),
-        json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}).to_string(),
-    )?;
-    Ok(std::fs::read(dir.join("index_bg.wasm"))?)
-}
+/// Connections of the high-concurrency phases (healthy and hung).
+pub const HIGH_CONCURRENCY: usize = 64;
+/// Requests of the cold first wave.
+pub const COLD_WAVE: usize = 10;
 
 /// One request of the policy, signed when it carries a token; `subject` replaces the
 /// identity claim (a user with nothing cached).
@@ -159,43 +120,45 @@ fn request(
     }
 }
 
-/// Closed loop: `c` connections sending `p` to `target` back to back for `dur`; answers per
-/// second.
-async fn throughput(
-    addr: std::net::SocketAddr,
-    target: Target,
-    p: &Planned,
-    c: usize,
-    dur: Duration,
-) -> f64 {
-    let done = Arc::new(AtomicU64::new(0));
-    let until = Instant::now() + dur;
-    let mut tasks = Vec::new();
-    for _ in 0..c.clamp(1, 256) {
-        let (p, done) = (p.clone(), Arc::clone(&done));
-        tasks.push(tokio::spawn(async move {
-            let mut conn = None;
-            while Instant::now() < until {
-                let o = server::once(&mut conn, addr, target, &p, Duration::from_secs(5)).await;
-                if o.status == 200 {
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }));
-    }
-    let start = Instant::now();
-    for t in tasks {
-        let _ = t.await;
-    }
-    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64().max(1e-9)
-}
-
-fn ratio(a: f64, b: f64) -> f64 {
+pub(crate) fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
         (a / b * 1000.0).round() / 1000.0
     } else {
         0.0
     }
+}
+
+/// Alternating closed-loop slices of each side, three rounds; one merged slice per side.
+async fn interleaved(
+    addr: std::net::SocketAddr,
+    sides: &[Target],
+    plans: &[Planned],
+    c: usize,
+    secs: f64,
+    pids: &[u32],
+) -> Vec<Slice> {
+    let rounds = 3;
+    let slice = Duration::from_secs_f64((secs / (rounds * sides.len()) as f64).max(0.2));
+    let mut per: Vec<Vec<Slice>> = vec![Vec::new(); sides.len()];
+    for _ in 0..rounds {
+        for (i, t) in sides.iter().enumerate() {
+            let s =
+                load::closed_loop(addr, *t, plans, c, slice, pids, Duration::from_secs(5)).await;
+            per[i].push(s);
+        }
+    }
+    per.iter().map(|v| Slice::merge(v)).collect()
+}
+
+/// Breaker transitions into the open mode that the edge's status endpoint lists.
+async fn openings(addr: std::net::SocketAddr, path: &str, token: &str) -> Option<usize> {
+    let doc = status_once(addr, path, token).await?;
+    let t = doc["breaker"]["transitions"].as_array()?;
+    Some(
+        t.iter()
+            .filter(|x| matches!(x["to"].as_str(), Some("OPEN" | "DEGRADED_FALLBACK")))
+            .count(),
+    )
 }
 
 pub fn run(opts: &Options) -> Result<Value> {
@@ -214,207 +177,215 @@ pub fn run(opts: &Options) -> Result<Value> {
             opts.policy.display()
         );
     };
-    let mut policy = base.clone();
-    policy.breaker = Breaker::Off;
-    policy.storm = None;
-    if opts.embedded_only {
-        policy
-            .cascade
-            .tiers
-            .retain(|t| matches!(t.kind, understudy_core::policy::TierKind::Embedded(_)));
-        if policy.cascade.tiers.is_empty() {
-            bail!(
-                "{} has no embedded tier to keep (--embedded-only)",
-                opts.policy.display()
-            );
-        }
-    }
-    let edge_src = dist::edge::locate(opts.edge.as_deref())?;
     let file = opts
         .policy
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let built = dist::assemble(
-        &dist::Inputs {
-            policy: &policy,
-            catalog: loaded.catalog.as_ref(),
-            policy_hash: &loaded.policy_hash,
-            catalog_hash: &loaded.catalog_hash,
-            policy_file: &file,
-            validated_at_ms: now.0,
-        },
+    let edge_src = dist::edge::locate(opts.edge.as_deref())?;
+    let shipped = sides::variant(base, Variant::AsShipped)?;
+    let (edge_dir, module_bytes, module_gzip) = sides::edge_dist(
+        &loaded,
+        &shipped,
         &edge_src,
+        &file,
+        now.0,
+        &work.join("edge"),
     )?;
-    let edge_dir = work.join("edge");
-    dist::write_dir(&edge_dir, &built)?;
+    let off = sides::variant(base, Variant::BreakerOff)?;
+    let (off_dir, _, _) = sides::edge_dist(
+        &loaded,
+        &off,
+        &edge_src,
+        &file,
+        now.0,
+        &work.join("edge-off"),
+    )?;
+    let emb = sides::variant(base, Variant::EmbeddedOnly)?;
+    let (emb_dir, _, _) = sides::edge_dist(
+        &loaded,
+        &emb,
+        &edge_src,
+        &file,
+        now.0,
+        &work.join("edge-emb"),
+    )?;
     let bare_dir = work.join("bare");
-    let bare_wasm = bare_dist(&root, opts.bare.as_deref(), &bare_dir, &edge_dir)?;
+    let bare_wasm = sides::bare_dist(&root, opts.bare.as_deref(), &bare_dir, &edge_dir)?;
+    let peer_dir = work.join("peer");
+    let peer_bytes = sides::peer_dist(&root, &off, loaded.catalog.as_ref(), &peer_dir, &edge_dir)?;
 
     let mut cfg = OriginConfig::new(([127, 0, 0, 1], 0).into());
     cfg.base_latency = Duration::from_millis(opts.origin_latency_ms);
     let origin = OriginServer::spawn_with(cfg)?;
-    let workerd = BenchServer::start(&root, &edge_dir, &bare_dir, &origin.url())?;
-    let startup = workerd.startup_ms;
+    let mut workers = vec![
+        (EDGE.0, edge_dir.clone()),
+        (EDGE_OFF.0, off_dir),
+        (EDGE_EMB.0, emb_dir),
+        (BARE.0, bare_dir),
+        (PEER.0, peer_dir),
+    ];
+    if let Some(b) = &opts.compare_edge {
+        let src = dist::edge::locate(Some(b))?;
+        let (dir, _, _) =
+            sides::edge_dist(&loaded, &off, &src, &file, now.0, &work.join("edge-b"))?;
+        workers.push((EDGE_B.0, dir));
+    }
+    let server = BenchServer::start(&root, &workers, &[], &origin.url())?;
+    let (addr, pids, startup_ms) = (server.addr, server.workerd.clone(), server.startup_ms);
 
-    let req = request(&policy, loaded.catalog.as_ref(), None);
-    // Users with nothing cached: with the model hung their answers come from the baked
-    // tier after every KV tier missed (one distinct user per request).
-    let fresh: Vec<Planned> = (0..opts.hung_rounds / 2)
-        .map(|i| {
-            request(
-                &policy,
-                loaded.catalog.as_ref(),
-                Some(&format!("bench-fresh-{i}")),
-            )
-        })
-        .collect();
+    let catalog = loaded.catalog.as_ref();
+    let req = request(&shipped, catalog, None);
+    let fresh = |prefix: &str, n: usize| -> Vec<Planned> {
+        (0..n)
+            .map(|i| request(&shipped, catalog, Some(&format!("{prefix}-{i}"))))
+            .collect()
+    };
+    let cold_plans = fresh("bench-cold", COLD_WAVE);
+    let hung_fresh = fresh("bench-fresh", opts.hung_rounds.div_ceil(2));
+    let admin = shipped.admin.clone();
+    let admin_token = admin
+        .as_ref()
+        .map(|a| dev_secret(&a.secret))
+        .unwrap_or_default();
+    let admin_path = admin.map(|a| a.path).unwrap_or_default();
+    let timeout = Duration::from_secs(5);
+    let deadline = shipped.budget.deadline_ms as f64;
+    let budget = shipped.budget.total_ms as f64;
+    eprintln!(
+        "bench: cold wave {COLD_WAVE}, {} healthy rounds, closed loops at {} and {HIGH_CONCURRENCY} connections ({:.0} s each), {} hung rounds, origin latency {} ms…",
+        opts.rounds, opts.concurrency, opts.throughput_secs, opts.hung_rounds, opts.origin_latency_ms
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let timeout = Duration::from_secs(5);
-    let addr = workerd.addr;
-    let (ea, ba) = (Target::Edge, Target::Bare);
-    eprintln!(
-        "bench: {} rounds healthy, {} hung, throughput {:.0} s, origin latency {} ms…",
-        opts.rounds, opts.hung_rounds, opts.throughput_secs, opts.origin_latency_ms
-    );
-    let result = rt.block_on(async {
+    let m = rt.block_on(async {
+        // Fresh isolates: the first requests each Worker ever sees.
+        let cold_edge = load::wave(addr, EDGE, &cold_plans, timeout).await;
+        let cold_peer = load::wave(addr, PEER, &cold_plans, timeout).await;
+        for t in [EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER]
+            .into_iter()
+            .chain(opts.compare_edge.as_ref().map(|_| EDGE_B))
+        {
+            let warm = load::sequential(addr, t, std::slice::from_ref(&req), 50, timeout).await;
+            if !warm.iter().any(|o| o.status == 200) {
+                bail!(
+                    "{} never answered 200 while warming up: {:?}",
+                    t.0,
+                    warm.last().map(|o| (&o.status, &o.error))
+                );
+            }
+        }
+        // Sequential healthy rounds, edge and bare alternating who goes first.
+        let (mut se, mut sb) = (Vec::new(), Vec::new());
         let (mut ce, mut cb) = (None, None);
-        let first_edge = server::once(&mut ce, addr, ea, &req, timeout).await;
-        let first_bare = server::once(&mut cb, addr, ba, &req, timeout).await;
-        if first_edge.status != 200 || first_bare.status != 200 {
-            bail!(
-                "the first requests failed: edge HTTP {} {:?}, bare HTTP {} {:?}",
-                first_edge.status,
-                first_edge.error,
-                first_bare.status,
-                first_bare.error
-            );
-        }
-        // Warm up both, then interleave (alternating who goes first).
-        for _ in 0..50 {
-            server::once(&mut ce, addr, ea, &req, timeout).await;
-            server::once(&mut cb, addr, ba, &req, timeout).await;
-        }
-        let (mut le, mut lb, mut not_live) = (Vec::new(), Vec::new(), 0u64);
         for r in 0..opts.rounds {
             let (e, b) = if r % 2 == 0 {
-                let e = server::once(&mut ce, addr, ea, &req, timeout).await;
-                (e, server::once(&mut cb, addr, ba, &req, timeout).await)
+                let e = server::once(&mut ce, addr, EDGE, &req, timeout).await;
+                (e, server::once(&mut cb, addr, BARE, &req, timeout).await)
             } else {
-                let b = server::once(&mut cb, addr, ba, &req, timeout).await;
-                (server::once(&mut ce, addr, ea, &req, timeout).await, b)
+                let b = server::once(&mut cb, addr, BARE, &req, timeout).await;
+                (server::once(&mut ce, addr, EDGE, &req, timeout).await, b)
             };
-            if !e.is_live() {
-                not_live += 1;
-            }
-            le.push(e.latency_ms);
-            lb.push(b.latency_ms);
+            se.push(e);
+            sb.push(b);
         }
-        let slice = Duration::from_secs_f64((opts.throughput_secs / 6.0).max(0.2));
-        let (mut te, mut tb) = (0.0, 0.0);
-        for _ in 0..3 {
-            te += throughput(addr, ea, &req, opts.concurrency, slice).await / 3.0;
-            tb += throughput(addr, ba, &req, opts.concurrency, slice).await / 3.0;
+        let open_before = openings(addr, &admin_path, &admin_token).await;
+        let plans = fresh("bench-load", 200);
+        let mut sides = vec![EDGE, PEER, BARE, EDGE_OFF];
+        if opts.compare_edge.is_some() {
+            sides.push(EDGE_B);
         }
-        // The model hangs: the edge answers at its deadline from the cascade.
+        let healthy_c = interleaved(
+            addr,
+            &sides,
+            &plans,
+            opts.concurrency,
+            opts.throughput_secs,
+            &pids,
+        )
+        .await;
+        let healthy_hi = interleaved(
+            addr,
+            &[EDGE, PEER],
+            &plans,
+            HIGH_CONCURRENCY,
+            opts.throughput_secs,
+            &pids,
+        )
+        .await;
+        let open_after = openings(addr, &admin_path, &admin_token).await;
+
+        // The model hangs.
         origin.set_fault(Fault::Hang)?;
-        let mut hung = Vec::new();
-        let mut ch = None;
+        let emb_hung = load::sequential(
+            addr,
+            EDGE_EMB,
+            std::slice::from_ref(&req),
+            opts.hung_rounds,
+            timeout,
+        )
+        .await;
+        let mut off_hung = Vec::new();
+        let mut c = None;
         for i in 0..opts.hung_rounds {
-            // Alternate: the benchmark's user (its list is in the user tier from the
-            // healthy rounds) and a user with nothing cached.
             let p = if i % 2 == 1 {
-                fresh.get(i / 2).unwrap_or(&req)
+                hung_fresh.get(i / 2).unwrap_or(&req)
             } else {
                 &req
             };
-            hung.push(server::once(&mut ch, addr, ea, p, timeout).await);
+            off_hung.push(server::once(&mut c, addr, EDGE_OFF, p, timeout).await);
         }
-        let bare_hung = server::once(&mut None, addr, ba, &req, Duration::from_secs(1)).await;
+        let hung_hi = interleaved(
+            addr,
+            &[EDGE, PEER],
+            &plans,
+            HIGH_CONCURRENCY,
+            opts.throughput_secs,
+            &pids,
+        )
+        .await;
+        let bare_hung = server::once(&mut None, addr, BARE, &req, Duration::from_secs(1)).await;
         origin.clear_fault();
-        Ok((
-            first_edge, first_bare, le, lb, not_live, te, tb, hung, bare_hung,
-        ))
+        let origin_calls = origin.stats().requests;
+        Ok(report::Measured {
+            cold_edge,
+            cold_peer,
+            seq_edge: se,
+            seq_bare: sb,
+            healthy_c,
+            healthy_hi,
+            breaker_openings: open_before
+                .zip(open_after)
+                .map(|(b, a)| a.saturating_sub(b)),
+            emb_hung,
+            off_hung,
+            hung_hi,
+            bare_hung,
+            origin_calls,
+        })
     });
-    drop(workerd);
+    drop(server);
     origin.shutdown();
     let _ = std::fs::remove_dir_all(&work);
-    let (first_edge, first_bare, le, lb, not_live, te, tb, hung, bare_hung) = result?;
-
-    let deadline = policy.budget.deadline_ms as f64;
-    let hung_lat = Latency::of(
-        hung.iter()
-            .filter(|o| o.status == 200)
-            .map(|o| o.latency_ms),
+    let m = m?;
+    let doc = report::document(
+        &report::Setup {
+            policy: &shipped.service.name,
+            breaker: !matches!(shipped.breaker, Breaker::Off),
+            origin_latency_ms: opts.origin_latency_ms,
+            deadline_ms: deadline,
+            budget_ms: budget,
+            concurrency: opts.concurrency,
+            rounds: opts.rounds,
+            module_bytes,
+            module_gzip_bytes: module_gzip,
+            bare_module_gzip_bytes: understudy_compiler::dist::gzip_len(&bare_wasm),
+            peer_bytes,
+            startup_ms,
+        },
+        &m,
     );
-    let mut by_tier: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-    for o in hung.iter().filter(|o| o.status == 200) {
-        by_tier
-            .entry(o.headers.tier.clone().unwrap_or_else(|| "?".into()))
-            .or_default()
-            .push(o.latency_ms - deadline);
-    }
-    let after_deadline: serde_json::Map<String, Value> = by_tier
-        .into_iter()
-        .map(|(t, v)| {
-            (
-                t,
-                json!({"answers": v.len(), "ms_after_deadline": Latency::of(v)}),
-            )
-        })
-        .collect();
-    let edge_side = Side {
-        healthy: Latency::of(le),
-        throughput_rps: te,
-        startup_ms: startup,
-        first_request_ms: first_edge.latency_ms,
-        module_bytes: built.manifest.module.bytes,
-        module_gzip_bytes: built.manifest.module.gzip_bytes,
-    };
-    let bare_side = Side {
-        healthy: Latency::of(lb),
-        throughput_rps: tb,
-        startup_ms: startup,
-        first_request_ms: first_bare.latency_ms,
-        module_bytes: bare_wasm.len() as u64,
-        module_gzip_bytes: understudy_compiler::dist::gzip_len(&bare_wasm),
-    };
-    let doc = json!({
-        "policy": policy.service.name,
-        "release": built.release_id,
-        "origin_latency_ms": opts.origin_latency_ms,
-        "embedded_only": opts.embedded_only,
-        "tiers": policy.cascade.tiers.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
-        "rounds": opts.rounds,
-        "concurrency": opts.concurrency,
-        "workerd_processes": 1,
-        "edge": edge_side,
-        "bare": bare_side,
-        "edge_not_live_on_healthy_path": not_live,
-        "ratios": {
-            "healthy_p50": ratio(edge_side.healthy.p50_ms, bare_side.healthy.p50_ms),
-            "healthy_p99": ratio(edge_side.healthy.p99_ms, bare_side.healthy.p99_ms),
-            "throughput": ratio(edge_side.throughput_rps, bare_side.throughput_rps),
-            "module_gzip": ratio(edge_side.module_gzip_bytes as f64, bare_side.module_gzip_bytes as f64),
-        },
-        "hung": {
-            "deadline_ms": deadline,
-            "budget_ms": policy.budget.total_ms,
-            "answers": hung.iter().filter(|o| o.status == 200).count(),
-            "degraded": hung.iter().filter(|o| o.is_degraded()).count(),
-            "latency": hung_lat,
-            "p99_minus_deadline_ms": hung_lat.p99_ms - deadline,
-            "by_tier": after_deadline,
-            "bare": if bare_hung.status == 0 { json!(format!("no answer within 1000 ms ({})", bare_hung.error.unwrap_or_default())) } else { json!(bare_hung.status) },
-        },
-        "targets": {
-            "healthy_p50_within_10_percent": ratio(edge_side.healthy.p50_ms, bare_side.healthy.p50_ms) <= 1.10,
-            "healthy_p99_within_25_percent": ratio(edge_side.healthy.p99_ms, bare_side.healthy.p99_ms) <= 1.25,
-            "hung_p99_within_deadline_plus_2ms": hung_lat.p99_ms <= deadline + 2.0,
-        },
-    });
     if let Some(out) = &opts.out {
         if let Some(parent) = out.parent() {
             std::fs::create_dir_all(parent)?;
@@ -422,68 +393,6 @@ pub fn run(opts: &Options) -> Result<Value> {
         std::fs::write(out, serde_json::to_vec_pretty(&doc)?)?;
     }
     Ok(doc)
-}
-
-/// The human summary of a bench document.
-pub fn human(d: &Value) -> String {
-    let f = |v: &Value| v.as_f64().map_or("?".into(), |x| format!("{x:.2}"));
-    let mut s = String::new();
-    s.push_str(&format!(
-        "Bench: {} (origin latency {} ms; edge and bare in one workerd, interleaved)\n\n",
-        d["policy"].as_str().unwrap_or("?"),
-        d["origin_latency_ms"]
-    ));
-    s.push_str(&format!(
-        "{:<34} {:>12} {:>12} {:>8}\n",
-        "", "edge", "bare", "ratio"
-    ));
-    for (label, key, r) in [
-        ("healthy p50 (ms)", "/healthy/p50_ms", "healthy_p50"),
-        ("healthy p99 (ms)", "/healthy/p99_ms", "healthy_p99"),
-        ("throughput (req/s)", "/throughput_rps", "throughput"),
-        ("module gzip (bytes)", "/module_gzip_bytes", "module_gzip"),
-    ] {
-        s.push_str(&format!(
-            "{:<34} {:>12} {:>12} {:>8}\n",
-            label,
-            f(d["edge"].pointer(key).unwrap_or(&Value::Null)),
-            f(d["bare"].pointer(key).unwrap_or(&Value::Null)),
-            f(&d["ratios"][r])
-        ));
-    }
-    for (label, key) in [
-        ("module (bytes)", "/module_bytes"),
-        ("start to listening, shared (ms)", "/startup_ms"),
-        ("first request (ms)", "/first_request_ms"),
-    ] {
-        s.push_str(&format!(
-            "{:<34} {:>12} {:>12}\n",
-            label,
-            f(d["edge"].pointer(key).unwrap_or(&Value::Null)),
-            f(d["bare"].pointer(key).unwrap_or(&Value::Null))
-        ));
-    }
-    let h = &d["hung"];
-    s.push_str(&format!(
-        "\nModel hung (deadline {} ms): {} answers, {} degraded; p50 {} ms, p99 {} ms (p99 - deadline = {} ms); bare: {}\n",
-        h["deadline_ms"], h["answers"], h["degraded"], f(&h["latency"]["p50_ms"]), f(&h["latency"]["p99_ms"]), f(&h["p99_minus_deadline_ms"]),
-        h["bare"]
-    ));
-    if let Some(tiers) = h["by_tier"].as_object() {
-        for (t, v) in tiers {
-            s.push_str(&format!(
-                "  {t:<12} {:>5} answers, deadline to answer: p50 {} ms, p99 {} ms\n",
-                v["answers"],
-                f(&v["ms_after_deadline"]["p50_ms"]),
-                f(&v["ms_after_deadline"]["p99_ms"])
-            ));
-        }
-    }
-    s.push_str(&format!(
-        "\nTargets (reported, not asserted): {}\n",
-        d["targets"]
-    ));
-    s
 }
 
 #[cfg(test)]
@@ -495,35 +404,5 @@ mod tests {
         assert_eq!(ratio(33.0, 30.0), 1.1);
         assert_eq!(ratio(1.0, 3.0), 0.333);
         assert_eq!(ratio(5.0, 0.0), 0.0);
-    }
-
-    #[test]
-    fn the_summary_prints_both_sides_the_ratios_and_the_hung_path() {
-        let side = |p50: f64| {
-            json!({"healthy": {"p50_ms": p50, "p99_ms": p50 * 1.5}, "throughput_rps": 400.0,
-                   "module_gzip_bytes": 1000, "module_bytes": 4000, "startup_ms": 700.0, "first_request_ms": 50.0})
-        };
-        let doc = json!({
-            "policy": "recommendation-service", "origin_latency_ms": 25,
-            "edge": side(31.0), "bare": side(30.0),
-            "ratios": {"healthy_p50": 1.033, "healthy_p99": 1.033, "throughput": 1.0, "module_gzip": 1.0},
-            "hung": {"deadline_ms": 45.0, "answers": 10, "degraded": 10, "latency": {"p50_ms": 49.0, "p99_ms": 55.0},
-                     "p99_minus_deadline_ms": 10.0, "bare": "no answer within 1000 ms",
-                     "by_tier": {"curated": {"answers": 10, "ms_after_deadline": {"p50_ms": 4.0, "p99_ms": 10.0}}}},
-            "targets": {"healthy_p50_within_10_percent": true},
-        });
-        let h = human(&doc);
-        assert!(
-            h.contains("healthy p50 (ms)")
-                && h.contains("31.00")
-                && h.contains("30.00")
-                && h.contains("1.03"),
-            "{h}"
-        );
-        assert!(h.contains("p99 - deadline = 10.00 ms"), "{h}");
-        assert!(
-            h.contains("curated") && h.contains("deadline to answer: p50 4.00 ms"),
-            "{h}"
-        );
     }
 }

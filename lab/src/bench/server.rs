@@ -1,11 +1,11 @@
-//! Both Workers in ONE workerd: `scripts/bench-server.mjs` runs the built edge and the bare
-//! Worker in one Miniflare instance on one loopback port, routed by `Host` (see
-//! [`Side::host`]); requests here carry the side's host, so the edge and the floor are
-//! measured interleaved against the same runtime process. The process stops when the
-//! handle is dropped (its stdin closes, and it is killed if it lingers).
+//! The bench's Workers in ONE workerd: `scripts/bench-server.mjs` runs each named dist in one
+//! Miniflare instance on one loopback port, routed by `Host` (`NAME.bench`), so the edge, the
+//! bare floor and the JS peer are measured interleaved against the same runtime process. The
+//! server reports its workerd pids (for CPU accounting, see [`super::cpu`]). It stops when
+//! the handle is dropped (its stdin closes, and it is killed if it lingers).
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -15,47 +15,48 @@ use crate::drill::driver::{self, Planned};
 use crate::drill::edge::NodeServer;
 use crate::drill::observe::Observed;
 
-/// workerd's first start compiles both modules.
-const START: Duration = Duration::from_secs(60);
+/// workerd's first start compiles every module.
+const START: Duration = Duration::from_secs(90);
 const READY: &str = "bench listening on ";
 
-/// Which Worker a request is for.
+/// A Worker of the bench, by name; requests reach it with `Host: NAME.bench`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    Edge,
-    Bare,
-}
+pub struct Target(pub &'static str);
 
 impl Target {
-    /// The `Host` header that routes to it (the `routes` of scripts/bench-server.mjs).
-    pub fn host(self) -> &'static str {
-        match self {
-            Target::Edge => "edge.bench",
-            Target::Bare => "bare.bench",
-        }
+    pub fn host(self) -> String {
+        format!("{}.bench", self.0)
     }
 }
 
-/// The address in the server's ready line, when it is one and on loopback.
-pub fn parse_ready(line: &str) -> Option<SocketAddr> {
-    let addr: SocketAddr = line
-        .strip_prefix(READY)?
-        .trim()
-        .strip_prefix("http://")?
-        .parse()
-        .ok()?;
-    addr.ip().is_loopback().then_some(addr)
+/// The address and workerd pids of the server's ready line (loopback only).
+pub fn parse_ready(line: &str) -> Option<(SocketAddr, Vec<u32>)> {
+    let rest = line.strip_prefix(READY)?.trim();
+    let mut words = rest.split_whitespace();
+    let addr: SocketAddr = words.next()?.strip_prefix("http://")?.parse().ok()?;
+    let pids = words
+        .filter_map(|w| w.strip_prefix("pid=")?.parse().ok())
+        .collect();
+    addr.ip().is_loopback().then_some((addr, pids))
 }
 
 pub struct BenchServer {
     pub addr: SocketAddr,
-    /// From spawning `node` to both Workers listening.
+    /// The workerd processes (their CPU time is what the Workers cost).
+    pub workerd: Vec<u32>,
+    /// From spawning `node` to every Worker listening.
     pub startup_ms: f64,
     _server: NodeServer,
 }
 
 impl BenchServer {
-    pub fn start(root: &Path, edge: &Path, bare: &Path, origin: &str) -> Result<BenchServer> {
+    /// Starts `workers` (name, dist directory) with optional KV seed files (name, file).
+    pub fn start(
+        root: &Path,
+        workers: &[(&str, PathBuf)],
+        seeds: &[(&str, PathBuf)],
+        origin: &str,
+    ) -> Result<BenchServer> {
         let script = root.join("scripts/bench-server.mjs");
         if !root.join("node_modules/miniflare").is_dir() {
             bail!("{} has no node_modules/miniflare; run `scripts/setup.sh` there first (it runs `npm ci`)", root.display());
@@ -63,20 +64,23 @@ impl BenchServer {
         let t = Instant::now();
         let mut cmd = Command::new("node");
         cmd.arg(&script)
-            .arg("--edge")
-            .arg(edge)
-            .arg("--bare")
-            .arg(bare)
             .args(["--port", "0", "--origin", origin])
             .current_dir(root);
+        for (name, dir) in workers {
+            cmd.arg("--worker").arg(format!("{name}={}", dir.display()));
+        }
+        for (name, file) in seeds {
+            cmd.arg("--seed").arg(format!("{name}={}", file.display()));
+        }
         let (server, rest) = NodeServer::start(cmd, READY, START, &script.display().to_string())?;
         let line = format!("{READY}{rest}");
         let startup_ms = t.elapsed().as_secs_f64() * 1000.0;
-        let Some(addr) = parse_ready(&line) else {
+        let Some((addr, workerd)) = parse_ready(&line) else {
             bail!("the bench server printed {line:?}, not a loopback address");
         };
         Ok(BenchServer {
             addr,
+            workerd,
             startup_ms,
             _server: server,
         })
@@ -94,7 +98,7 @@ pub async fn once(
     p: &Planned,
     timeout: Duration,
 ) -> Observed {
-    driver::once_with_host(conn, addr, target.host(), p, timeout).await
+    driver::once_with_host(conn, addr, &target.host(), p, timeout).await
 }
 
 #[cfg(test)]
@@ -102,23 +106,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_side_has_its_own_host_matching_the_server_routes() {
-        assert_eq!(Target::Edge.host(), "edge.bench");
-        assert_eq!(Target::Bare.host(), "bare.bench");
-        let script = include_str!("../../../scripts/bench-server.mjs");
-        for t in [Target::Edge, Target::Bare] {
-            assert!(script.contains(&format!("\"{}/*\"", t.host())), "{t:?}");
-        }
-    }
-
-    #[test]
-    fn the_ready_line_gives_a_loopback_address_only() {
+    fn the_ready_line_gives_a_loopback_address_and_the_workerd_pids() {
         assert_eq!(
-            parse_ready("bench listening on http://127.0.0.1:40123"),
-            Some("127.0.0.1:40123".parse().unwrap())
+            parse_ready("bench listening on http://127.0.0.1:40123 pid=17 pid=18"),
+            Some(("127.0.0.1:40123".parse().unwrap(), vec![17, 18]))
+        );
+        assert_eq!(
+            parse_ready("bench listening on http://127.0.0.1:1"),
+            Some(("127.0.0.1:1".parse().unwrap(), vec![]))
         );
         assert_eq!(parse_ready("bench listening on http://10.0.0.1:80"), None);
         assert_eq!(parse_ready("edge listening on http://127.0.0.1:1"), None);
         assert_eq!(parse_ready("bench listening on nonsense"), None);
+    }
+
+    #[test]
+    fn hosts_follow_the_server_routes() {
+        assert_eq!(Target("edge").host(), "edge.bench");
+        let script = include_str!("../../../scripts/bench-server.mjs");
+        assert!(script.contains("routes: [`${name}.bench/*`]"));
     }
 }

@@ -19,6 +19,8 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Latency {
+    /// How many values.
+    pub n: usize,
     pub p50_ms: f64,
     pub p95_ms: f64,
     pub p99_ms: f64,
@@ -30,6 +32,7 @@ impl Latency {
         let mut v: Vec<f64> = values.into_iter().collect();
         v.sort_by(f64::total_cmp);
         Latency {
+            n: v.len(),
             p50_ms: percentile(&v, 0.50),
             p95_ms: percentile(&v, 0.95),
             p99_ms: percentile(&v, 0.99),

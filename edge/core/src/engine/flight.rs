@@ -40,6 +40,8 @@ pub struct Flight<'p> {
     /// Resolved secret of each HTTP tier's credential, by tier index.
     pub(super) tier_secrets: Vec<Option<String>>,
     pub(super) admission: Admission,
+    /// The bulkhead slot of the origin call in flight, if one is.
+    pub(super) lease: Option<super::Lease>,
     /// Notes of the engine's own (a missing secret, an unreachable limiter).
     pub(super) notes: Vec<Note>,
     pub(super) stage: Stage<'p>,
@@ -111,6 +113,7 @@ pub(super) fn start<'p>(
         origin_credential: None,
         tier_secrets: Vec::new(),
         admission: Admission::Reject,
+        lease: None,
         notes: Vec::new(),
         stage: Stage::Done,
     };
@@ -138,7 +141,7 @@ pub(super) fn start<'p>(
         (Some(rules), Some(tok)) => {
             // A missing secret verifies nothing (`NoKey`); it never makes tokens forgeable.
             let key = env.secret(&rules.secret).unwrap_or_default();
-            match token::verify(tok, key.as_bytes(), rules, now) {
+            match engine.tokens.verify(tok, key.as_bytes(), rules, now) {
                 Ok(c) => Some(c.into_map()),
                 Err(e) => {
                     let m = meta(&f.correlation_id, &engine.bake.release_id, true);

@@ -23,7 +23,9 @@ pub mod rng;
 mod steps;
 pub mod trace;
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 pub use action::{Action, Event, Outbound, Reply};
 pub use flight::Flight;
@@ -80,6 +82,37 @@ pub struct Engine<'p> {
     breaker: Breaker,
     writes: WriteThrough,
     counters: Counters,
+    /// Origin calls in flight in this isolate (the bulkhead's count), shared with the
+    /// [`Lease`]s of the flights that hold one.
+    origin_in_flight: Rc<Cell<u32>>,
+    /// When the isolate's first origin attempt ended: attempts started before it ran on a
+    /// cold isolate and are not the model's to answer for (see [`steps`]).
+    warm_since: Option<Millis>,
+    /// Bearer tokens this isolate has verified (re-checked for time on every use).
+    tokens: crate::token::Verified,
+    /// The isolate's own scheduling delay, as the driver last measured it (ms): how late a
+    /// zero-delay timer fires. Subtracted from origin latencies before the breaker judges
+    /// them slow.
+    queue_delay_ms: u64,
+}
+
+/// One origin call's slot in the bulkhead, given back when the call ends — or when the
+/// flight is dropped without ending it (a client that went away), so a lost flight cannot
+/// leak a slot.
+#[derive(Debug)]
+pub struct Lease(Rc<Cell<u32>>);
+
+impl Lease {
+    fn take(count: &Rc<Cell<u32>>) -> Lease {
+        count.set(count.get().saturating_add(1));
+        Lease(Rc::clone(count))
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
 }
 
 impl<'p> Engine<'p> {
@@ -94,7 +127,33 @@ impl<'p> Engine<'p> {
             breaker: Breaker::new(&bake.policy.breaker),
             writes: WriteThrough::default(),
             counters: Counters::default(),
+            origin_in_flight: Rc::new(Cell::new(0)),
+            warm_since: None,
+            tokens: crate::token::Verified::default(),
+            queue_delay_ms: 0,
         })
+    }
+
+    /// The driver's measurement of the isolate's scheduling delay: how late a zero-delay
+    /// timer fires now (its recent average). A busy isolate takes the model's answer late;
+    /// that wait is the edge's, and the breaker does not count it as the model's latency.
+    /// (`simulate` has no queue and never sets it.)
+    pub fn set_queue_delay(&mut self, ms: u64) {
+        self.queue_delay_ms = ms;
+    }
+
+    /// Origin calls in flight in this isolate.
+    pub fn origin_in_flight(&self) -> u32 {
+        self.origin_in_flight.get()
+    }
+
+    /// Whether the bulkhead lets another origin call start now.
+    fn origin_open(&self) -> bool {
+        self.bake
+            .policy
+            .origin
+            .max_in_flight
+            .is_none_or(|cap| self.origin_in_flight.get() < cap)
     }
 
     pub fn policy(&self) -> &'p Policy {

@@ -45,6 +45,10 @@ pub(super) fn step<'p>(
                 Event::Kv(r) => exchange::Event::Kv(r),
                 Event::Woke | Event::Limited(_) => exchange::Event::Woke,
             };
+            if is_origin {
+                f.lease = None; // the call ended: its bulkhead slot is free
+            }
+            race.set_origin_open(engine.origin_open());
             let next = race.step(now, ev);
             if is_origin {
                 record(engine, f, &race);
@@ -79,12 +83,17 @@ pub(super) fn admit<'p>(
     } else {
         Gate::Open
     };
+    race.set_origin_open(engine.origin_open());
     let next = race.step(now, exchange::Event::Start(gate));
     drive(engine, f, now, race, next)
 }
 
 /// [E-CLASSIFY] The last origin attempt, as the breaker and the counters see it: dependency
-/// and credential failures count against the origin, a caller's 4xx is no news about it.
+/// and credential failures count against the origin; a caller's 4xx is no news about it;
+/// and neither is an attempt the edge itself could not serve in time — a late timer
+/// (`EDGE_OVERLOADED`), or an attempt started while the isolate was still cold (before its
+/// first origin attempt had ended: the first wave of a fresh isolate pays for instantiation
+/// and connection set-up, and must not open the breaker on a healthy model).
 fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
     let Some(a) = race.attempts().last() else {
         return;
@@ -94,11 +103,26 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
     if class == Some(Class::Credential) {
         engine.counters.credential_refused += 1;
     }
+    let cold = match engine.warm_since {
+        None => {
+            engine.warm_since = Some(a.ended);
+            true
+        }
+        Some(warm) => a.started < warm,
+    };
     if f.admission == Admission::Reject {
         return;
     }
+    if cold || class == Some(Class::Edge) {
+        engine.counters.unrecorded += 1;
+        engine.breaker.release(f.admission);
+        return;
+    }
+    // What the answer spent waiting in the isolate's own queue is the edge's, not the
+    // model's: the slow-call judgement sees the latency without it.
+    let model_latency = latency.saturating_sub(engine.queue_delay_ms);
     let outcome = match a.result {
-        Ok(()) => BreakerOutcome::success(latency),
+        Ok(()) => BreakerOutcome::success(model_latency),
         Err(r) if r.class() == Class::Caller => {
             engine.breaker.release(f.admission);
             return;
@@ -121,18 +145,21 @@ fn drive<'p>(
         exchange::Action::FetchOrigin {
             attempt,
             timeout_ms,
-        } => Action::FetchOrigin {
-            attempt,
-            timeout_ms,
-            request: outbound::origin(
-                engine.policy(),
-                &f.origin_url,
-                &race.ctx().params,
-                &f.common(),
-                f.idempotency_key.as_deref(),
-                f.origin_credential.as_ref(),
-            ),
-        },
+        } => {
+            f.lease = Some(super::Lease::take(&engine.origin_in_flight));
+            Action::FetchOrigin {
+                attempt,
+                timeout_ms,
+                request: outbound::origin(
+                    engine.policy(),
+                    &f.origin_url,
+                    &race.ctx().params,
+                    &f.common(),
+                    f.idempotency_key.as_deref(),
+                    f.origin_credential.as_ref(),
+                ),
+            }
+        }
         exchange::Action::Wait { ms } => Action::Wait { ms },
         exchange::Action::ReadKv {
             tier,

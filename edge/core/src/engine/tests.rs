@@ -93,6 +93,12 @@ fn run(engine: &mut Engine<'_>, t0: u64, path: &str, origin: Observed) -> Reply 
     }
 }
 
+/// One healthy request, so the isolate is no longer cold: the breaker learns from what
+/// starts after it.
+fn warm(engine: &mut Engine<'_>) {
+    assert_eq!(run(engine, 0, "/recommendations/warm", ok()).status, 200);
+}
+
 fn body(r: &Reply) -> Value {
     serde_json::from_str(&r.body).unwrap()
 }
@@ -227,7 +233,8 @@ fn a_run_of_401s_opens_the_breaker_with_its_own_reason_and_counter() {
     };
     let b = bake(p);
     let mut e = Engine::new(&b).unwrap();
-    for i in 0..3 {
+    warm(&mut e);
+    for i in 1..4 {
         let r = run(&mut e, i * 10, "/recommendations/alice", status(401));
         assert_eq!(r.header("X-Degraded-Reason"), Some("ML_AUTH"));
         assert_eq!(log(&r)["class"], "credential");
@@ -247,8 +254,9 @@ fn a_probe_that_ends_in_a_caller_4xx_frees_the_trial_for_the_next_request() {
     };
     let b = bake(p);
     let mut e = Engine::new(&b).unwrap();
-    run(&mut e, 0, "/recommendations/alice", status(503));
-    assert_eq!(e.breaker_mode(at(10)), "OPEN");
+    warm(&mut e);
+    run(&mut e, 10, "/recommendations/alice", status(503));
+    assert_eq!(e.breaker_mode(at(20)), "OPEN");
     // The half-open trial is refused by the origin for the caller's own reasons...
     assert_eq!(
         run(&mut e, 1_100, "/recommendations/x", status(404)).status,
@@ -420,4 +428,146 @@ fn without_a_bake_the_answer_is_503_bake_invalid_with_a_log_line() {
     assert_eq!(r.status, 503);
     assert_eq!(body(&r)["code"], "BAKE_INVALID");
     assert_eq!(log(&r)["outcome"], "bake_invalid");
+}
+
+/// Starts a request and returns its flight and first action.
+fn begin<'p>(e: &mut Engine<'p>, t: u64, seed: u64) -> (Flight<'p>, Action<'p>) {
+    let headers = vec![];
+    let req = Incoming {
+        method: "GET",
+        path: "/recommendations/alice",
+        query: "",
+        headers: &headers,
+    };
+    e.start(at(t), &req, &env(), seed)
+}
+
+#[test]
+fn the_first_wave_of_a_cold_isolate_does_not_open_the_breaker() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 3,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    // Five requests start together on a fresh isolate; all time out (instantiation and
+    // connection set-up, not the model).
+    let mut wave: Vec<_> = (0..5).map(|i| begin(&mut e, 0, i + 1).0).collect();
+    for f in &mut wave {
+        let _ = e.step(f, at(45), Event::Origin(Observed::TimedOut));
+    }
+    assert_eq!(e.breaker_mode(at(50)), "CLOSED");
+    assert_eq!(e.counters().unrecorded, 5);
+    // Attempts started once the isolate is warm count as usual.
+    for t in [100, 200, 300] {
+        run(&mut e, t, "/recommendations/alice", status(503));
+    }
+    assert_eq!(e.breaker_mode(at(400)), "OPEN");
+}
+
+#[test]
+fn a_late_timer_is_the_edges_overload_not_the_models_timeout() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 1,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    let (mut f, _) = begin(&mut e, 100, 9);
+    // The 45 ms timer ran 30 ms late: the isolate was busy.
+    let a = e.step(&mut f, at(175), Event::Origin(Observed::TimedOut));
+    let r = match a {
+        Action::Respond(r) => r,
+        Action::ReadKv { .. } => {
+            // The budget is gone: the cascade answers from the stubs at once.
+            panic!("no time was left for a KV read")
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(r.header("X-Degraded-Reason"), Some("EDGE_OVERLOADED"));
+    assert_eq!(log(&r)["class"], "edge");
+    assert_eq!(e.breaker_mode(at(180)), "CLOSED", "the model is not blamed");
+}
+
+#[test]
+fn the_bulkhead_caps_origin_calls_in_flight_and_frees_slots_of_dropped_flights() {
+    let mut p = seed_policy();
+    p.origin.max_in_flight = Some(2);
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    let (f1, a1) = begin(&mut e, 0, 1);
+    let (mut f2, a2) = begin(&mut e, 0, 2);
+    assert!(matches!(a1, Action::FetchOrigin { .. }));
+    assert!(matches!(a2, Action::FetchOrigin { .. }));
+    assert_eq!(e.origin_in_flight(), 2);
+    // The third goes straight to the cascade, disclosed.
+    let (_, a3) = begin(&mut e, 1, 3);
+    let Action::ReadKv { .. } = a3 else {
+        panic!("{a3:?}")
+    };
+    // A flight whose client went away (dropped by the driver) gives its slot back…
+    drop(f1);
+    assert_eq!(e.origin_in_flight(), 1);
+    // …and one that ends gives its slot back too.
+    let _ = e.step(&mut f2, at(20), Event::Origin(ok()));
+    assert_eq!(e.origin_in_flight(), 0);
+    let (mut f4, a4) = begin(&mut e, 30, 4);
+    assert!(matches!(a4, Action::FetchOrigin { .. }));
+    let _ = e.step(&mut f4, at(40), Event::Origin(ok()));
+    // A request refused by the bulkhead says so.
+    let (mut g1, _) = begin(&mut e, 100, 5);
+    let (_g2, _) = begin(&mut e, 100, 6);
+    let (mut g3, mut a) = begin(&mut e, 100, 7);
+    let r = loop {
+        a = match a {
+            Action::ReadKv { .. } => e.step(&mut g3, at(101), Event::Kv(KvRead::TimedOut)),
+            Action::Respond(r) => break r,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(r.header("X-Degraded-Reason"), Some("BULKHEAD_FULL"));
+    assert_eq!(log(&r)["class"], "shed");
+    let _ = e.step(&mut g1, at(120), Event::Origin(ok()));
+}
+
+#[test]
+fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Rate(crate::policy::RateBreaker {
+        window_ms: 10_000,
+        failure_ratio: 0.5,
+        min_calls: 5,
+        slow_call_p95_ms: 45,
+        hold_down_ms: 1_000,
+        probe_fraction: 0.5,
+        probe_min_calls: 2,
+        probe_success_ratio: 0.99,
+        probe_p95_ms: 40,
+        failed_probe_hold_ms: 1_000,
+    });
+    p.budget.deadline_ms = 100;
+    p.budget.total_ms = 150;
+    p.origin.attempt_timeout_ms = 100;
+    let b = bake(p);
+    // Answers measured at 60 ms of which 30 ms were the isolate's own queue: the model took
+    // 30 ms, under the 45 ms bar.
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    e.set_queue_delay(30);
+    for i in 1..=10 {
+        let (mut f, _) = begin(&mut e, i * 100, i);
+        let _ = e.step(&mut f, at(i * 100 + 60), Event::Origin(ok()));
+    }
+    assert_eq!(e.breaker_mode(at(1_100)), "PRIMARY_HEALTHY");
+    // Without the measurement, the same answers are slow calls and trip the breaker.
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    for i in 1..=10 {
+        let (mut f, _) = begin(&mut e, i * 100, i);
+        let _ = e.step(&mut f, at(i * 100 + 60), Event::Origin(ok()));
+    }
+    assert_eq!(e.breaker_mode(at(1_100)), "DEGRADED_FALLBACK");
 }

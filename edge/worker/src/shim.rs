@@ -1,0 +1,250 @@
+//! The Worker's I/O, written where it is cheapest: in JavaScript, one crossing per operation.
+//!
+//! Profiling the edge in workerd (scripts/profile-edge.mjs) showed the per-request cost was
+//! not the engine's decisions but the glue: every Rust future awaiting a JS promise costs
+//! closures and a queued microtask, a body read through `ReadableStream` costs a crossing per
+//! chunk and lock, and every header set from Rust costs a crossing and a transcoding. So the
+//! operations themselves — race a fetch against its timeout and abort the loser, read a KV
+//! entry against its timeout, build a response — live in small JS functions that take and
+//! return plain values, and each is ONE crossing and at most ONE awaited promise. Headers
+//! travel as one string of `name\nvalue\n` pairs (names and values never contain a newline:
+//! the runtime refuses them and the engine writes none). The decisions stay in the engine;
+//! this is I/O only.
+
+use js_sys::{Array, Promise, Uint8Array};
+use understudy_core::cascade::KvRead;
+use understudy_core::classify::Observed;
+use wasm_bindgen::prelude::*;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::web_sys;
+
+#[wasm_bindgen(inline_js = r#"
+function headersOf(flat) {
+  const h = new Headers();
+  if (flat.length === 0) return h;
+  const p = flat.split("\n");
+  for (let i = 0; i + 1 < p.length; i += 2) {
+    try { h.set(p[i], p[i + 1]); } catch (_) { /* a value the runtime refuses is dropped */ }
+  }
+  return h;
+}
+const firstLine = (e) => String((e && e.message) || e).split("\n")[0];
+
+// The isolate's scheduling delay: how late a zero-delay timer fires, averaged. Sampled
+// around origin calls (at most every 20 ms); a busy isolate takes every answer late by
+// about this much, and the breaker must not count that as the model's latency.
+let lag = 0, probing = false, lastProbe = 0;
+function probe() {
+  const t0 = Date.now();
+  if (probing || t0 - lastProbe < 20) return;
+  probing = true;
+  lastProbe = t0;
+  setTimeout(() => { lag = lag * 0.8 + (Date.now() - t0) * 0.2; probing = false; }, 0);
+}
+export function us_lag() { return lag; }
+
+export function us_incoming(req) {
+  let out = req.method + "\n" + req.url;
+  for (const [k, v] of req.headers) out += "\n" + k + "\n" + v;
+  return out;
+}
+
+export function us_response(status, head, body) {
+  return new Response(body, { status, headers: headersOf(head) });
+}
+
+// [kind, status, retryAfter, body]: kind 0 timed out, 1 answered, 2 body too large, 3 failed.
+export async function us_race(url, method, head, body, timeoutMs, maxBody) {
+  probe();
+  const ctl = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => { timedOut = true; ctl.abort(); }, timeoutMs);
+  try {
+    const res = await fetch(url, { method, headers: headersOf(head), body: body === undefined ? null : body, signal: ctl.signal });
+    probe();
+    const status = res.status;
+    if (status < 200 || status > 299) {
+      const ra = res.headers.get("retry-after");
+      ctl.abort(); // the unread body stops costing a connection
+      return [1, status, ra === null ? "" : ra, null];
+    }
+    const len = res.headers.get("content-length");
+    if (len !== null && Number(len) > maxBody) { ctl.abort(); return [2, status, "", null]; }
+    let bytes;
+    if (len !== null) {
+      bytes = new Uint8Array(await res.arrayBuffer());
+    } else {
+      const reader = res.body.getReader();
+      const parts = [];
+      let n = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        n += value.length;
+        if (n > maxBody) { ctl.abort(); return [2, status, "", null]; }
+        parts.push(value);
+      }
+      bytes = new Uint8Array(n);
+      let at = 0;
+      for (const p of parts) { bytes.set(p, at); at += p.length; }
+    }
+    if (bytes.length > maxBody) return [2, status, "", null];
+    return [1, status, "", bytes];
+  } catch (e) {
+    if (timedOut) return [0, 0, "", null];
+    ctl.abort();
+    return [3, 0, firstLine(e), null];
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// [kind, value, metadata JSON]: kind 0 timed out, 1 absent, 2 present, 3 failed.
+export async function us_kv(ns, key, timeoutMs) {
+  let timer;
+  const late = new Promise((r) => { timer = setTimeout(() => r(undefined), timeoutMs); });
+  try {
+    const got = await Promise.race([ns.getWithMetadata(key, "text"), late]);
+    if (got === undefined) return [0, "", ""];
+    if (got.value === null) return [1, "", ""];
+    return [2, got.value, got.metadata == null ? "" : JSON.stringify(got.metadata)];
+  } catch (e) {
+    return [3, firstLine(e), ""];
+  } finally {
+    clearTimeout(timer);
+  }
+}
+"#)]
+extern "C" {
+    fn us_incoming(req: &web_sys::Request) -> String;
+    fn us_response(status: u16, head: &str, body: &str) -> web_sys::Response;
+    fn us_race(
+        url: &str,
+        method: &str,
+        head: &str,
+        body: Option<String>,
+        timeout_ms: f64,
+        max_body: f64,
+    ) -> Promise;
+    fn us_kv(ns: &JsValue, key: &str, timeout_ms: f64) -> Promise;
+    fn us_lag() -> f64;
+}
+
+/// The isolate's scheduling delay in ms (see `probe` above): how late a zero-delay timer
+/// fires, on recent average.
+pub fn lag_ms() -> u64 {
+    let l = us_lag();
+    if l.is_finite() && l > 0.0 {
+        l.round() as u64
+    } else {
+        0
+    }
+}
+
+/// The request's method, URL and headers (names lower-case, as the runtime gives them).
+pub struct Incoming {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+}
+
+pub fn incoming(req: &web_sys::Request) -> Incoming {
+    let text = us_incoming(req);
+    let mut lines = text.split('\n');
+    let method = lines.next().unwrap_or("GET").to_string();
+    let url = lines.next().unwrap_or("").to_string();
+    let mut headers = Vec::new();
+    while let (Some(k), Some(v)) = (lines.next(), lines.next()) {
+        headers.push((k.to_string(), v.to_string()));
+    }
+    Incoming {
+        method,
+        url,
+        headers,
+    }
+}
+
+/// `name\nvalue\n…` for a list of headers.
+fn flat<'a>(headers: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::with_capacity(512);
+    for (i, (k, v)) in headers.enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(k);
+        out.push('\n');
+        out.push_str(v);
+    }
+    out
+}
+
+pub fn response(status: u16, headers: &[(&'static str, String)], body: &str) -> web_sys::Response {
+    us_response(
+        status,
+        &flat(headers.iter().map(|(k, v)| (*k, v.as_str()))),
+        body,
+    )
+}
+
+fn str_at(a: &Array, i: u32) -> String {
+    a.get(i).as_string().unwrap_or_default()
+}
+
+/// [E-RACE] Sends the request; headers *and* body must arrive within `timeout_ms`, the body
+/// at most `max_body` bytes; the loser is aborted (`AbortController`).
+pub async fn race(
+    url: &str,
+    method: &str,
+    headers: &[(String, String)],
+    body: Option<String>,
+    timeout_ms: u64,
+    max_body: u64,
+) -> Observed {
+    let head = flat(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let p = us_race(url, method, &head, body, timeout_ms as f64, max_body as f64);
+    let r = match JsFuture::from(p).await {
+        Ok(v) => Array::from(&v),
+        Err(e) => return Observed::Connect(understudy_core::classify::bounded(&format!("{e:?}"))),
+    };
+    let status = r.get(1).as_f64().unwrap_or(0.0) as u16;
+    match r.get(0).as_f64().unwrap_or(3.0) as u8 {
+        0 => Observed::TimedOut,
+        1 => Observed::Response {
+            status,
+            retry_after: Some(str_at(&r, 2)).filter(|s| !s.is_empty()),
+            body: r
+                .get(3)
+                .dyn_into::<Uint8Array>()
+                .map(|b| b.to_vec())
+                .unwrap_or_default(),
+        },
+        2 => Observed::TooLarge { limit: max_body },
+        _ => Observed::Connect(str_at(&r, 2)),
+    }
+}
+
+/// [E-CASCADE] Reads `key` with its metadata from namespace `ns`, waiting at most
+/// `timeout_ms` (a KV read cannot be aborted: the edge just stops waiting).
+pub async fn kv(ns: &JsValue, key: &str, timeout_ms: u64) -> KvRead {
+    let r = match JsFuture::from(us_kv(ns, key, timeout_ms as f64)).await {
+        Ok(v) => Array::from(&v),
+        Err(e) => return KvRead::Error(understudy_core::classify::bounded(&format!("{e:?}"))),
+    };
+    match r.get(0).as_f64().unwrap_or(3.0) as u8 {
+        0 => KvRead::TimedOut,
+        1 => KvRead::Value {
+            value: None,
+            metadata: None,
+        },
+        2 => {
+            let meta = str_at(&r, 2);
+            KvRead::Value {
+                value: Some(str_at(&r, 1)),
+                metadata: (!meta.is_empty())
+                    .then(|| serde_json::from_str(&meta).ok())
+                    .flatten(),
+            }
+        }
+        _ => KvRead::Error(str_at(&r, 1)),
+    }
+}

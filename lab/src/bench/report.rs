@@ -1,0 +1,358 @@
+//! The bench's figures as one JSON document (what `--out` writes) and its human summary.
+//! The document's top-level keys are the figures issue 13 names; `targets` says which of the
+//! goals each run met. Pure functions of the measurements, tested on synthetic ones.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::load::Slice;
+use super::ratio;
+use crate::drill::check::Latency;
+use crate::drill::observe::Observed;
+
+/// What a run measured, before any figure is computed.
+pub struct Measured {
+    pub cold_edge: Vec<Observed>,
+    pub cold_peer: Vec<Observed>,
+    pub seq_edge: Vec<Observed>,
+    pub seq_bare: Vec<Observed>,
+    /// Healthy closed loop at `concurrency`: edge, peer, bare, edge-off (and edge-b).
+    pub healthy_c: Vec<Slice>,
+    /// Healthy closed loop at 64: edge, peer.
+    pub healthy_hi: Vec<Slice>,
+    /// Breaker openings on `edge` during the healthy closed loops (None: no status read).
+    pub breaker_openings: Option<usize>,
+    /// Model hung, sequential, embedded tiers only (breaker off).
+    pub emb_hung: Vec<Observed>,
+    /// Model hung, sequential, every tier (breaker off).
+    pub off_hung: Vec<Observed>,
+    /// Model hung, closed loop at 64: edge (breaker as shipped), peer.
+    pub hung_hi: Vec<Slice>,
+    pub bare_hung: Observed,
+    pub origin_calls: u64,
+}
+
+pub struct Setup<'a> {
+    pub policy: &'a str,
+    pub breaker: bool,
+    pub origin_latency_ms: u64,
+    pub deadline_ms: f64,
+    pub budget_ms: f64,
+    pub concurrency: usize,
+    pub rounds: usize,
+    pub module_bytes: u64,
+    pub module_gzip_bytes: u64,
+    pub bare_module_gzip_bytes: u64,
+    pub peer_bytes: u64,
+    pub startup_ms: f64,
+}
+
+fn lat(obs: &[Observed]) -> Latency {
+    Latency::of(obs.iter().filter(|o| o.status == 200).map(|o| o.latency_ms))
+}
+
+fn slice_json(s: &Slice) -> Value {
+    json!({
+        "rps": round(s.rps()), "live_rps": round(s.live_rps()), "answers": s.answers, "live": s.live,
+        "failed": s.failed, "latency": s.latency, "cpu_us_per_request": s.cpu_us_per_request.map(round),
+    })
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// Time from the deadline to the answer, per answering tier, ms.
+fn after_deadline(obs: &[Observed], deadline_ms: f64) -> BTreeMap<String, Latency> {
+    let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for o in obs.iter().filter(|o| o.status == 200) {
+        by.entry(o.headers.tier.clone().unwrap_or_else(|| "?".into()))
+            .or_default()
+            .push(o.latency_ms - deadline_ms);
+    }
+    by.into_iter().map(|(t, v)| (t, Latency::of(v))).collect()
+}
+
+pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
+    let cold = lat(&m.cold_edge);
+    let cold_peer = lat(&m.cold_peer);
+    let (seq_e, seq_b) = (lat(&m.seq_edge), lat(&m.seq_bare));
+    let emb_over = Latency::of(
+        m.emb_hung
+            .iter()
+            .filter(|o| o.status == 200)
+            .map(|o| o.latency_ms - s.deadline_ms),
+    );
+    let tiers = after_deadline(&m.off_hung, s.deadline_ms);
+    let (hc_edge, hc_peer, hc_bare) = (&m.healthy_c[0], &m.healthy_c[1], &m.healthy_c[2]);
+    let (hh_edge, hh_peer) = (&m.healthy_hi[0], &m.healthy_hi[1]);
+    let (hung_edge, hung_peer) = (&m.hung_hi[0], &m.hung_hi[1]);
+    let cold_within = m.cold_edge.len() == m.cold_edge.iter().filter(|o| o.status == 200).count()
+        && m.cold_edge.iter().all(|o| o.latency_ms <= s.budget_ms);
+    let cpu = |x: &Slice| x.cpu_us_per_request.map(round);
+    let healthy_c16_rps_vs_js = ratio(hc_edge.live_rps(), hc_peer.live_rps());
+    let hung_c64_rps_vs_js = ratio(hung_edge.rps(), hung_peer.rps());
+    let p50_vs_bare = ratio(seq_e.p50_ms, seq_b.p50_ms);
+    let p99_vs_bare = ratio(seq_e.p99_ms, seq_b.p99_ms);
+    let mut bare_json = slice_json(hc_bare);
+    bare_json["live_rps"] = json!(round(hc_bare.rps()));
+    let tier_p99: BTreeMap<&String, f64> =
+        tiers.iter().map(|(t, l)| (t, round(l.p99_ms))).collect();
+    json!({
+        "policy": s.policy,
+        "breaker_as_shipped": s.breaker,
+        "origin_latency_ms": s.origin_latency_ms,
+        "deadline_ms": s.deadline_ms,
+        "budget_ms": s.budget_ms,
+        "workerd_processes": 1,
+        "module": {"edge_bytes": s.module_bytes, "edge_gzip_bytes": s.module_gzip_bytes,
+                   "bare_gzip_bytes": s.bare_module_gzip_bytes, "peer_js_bytes": s.peer_bytes},
+        "startup_ms": round(s.startup_ms),
+
+        "degraded_p99_over_deadline_ms": round(emb_over.p99_ms),
+        "deadline_to_answer_p99_ms": tier_p99,
+        "hung_c64_rps_vs_js": hung_c64_rps_vs_js,
+        "hung_c64_p99_ms": round(hung_edge.latency.p99_ms),
+        "cold_first_wave_p99_ms": round(cold.p99_ms),
+        "cpu_us_per_request": {
+            "healthy": {"edge": cpu(hc_edge), "bare": cpu(hc_bare), "js": cpu(hc_peer)},
+            "degraded": {"edge": cpu(hung_edge), "js": cpu(hung_peer)},
+        },
+        "healthy_c16_rps_vs_js": healthy_c16_rps_vs_js,
+        "breaker_openings_healthy": m.breaker_openings,
+        "healthy_p50_vs_bare": p50_vs_bare,
+        "healthy_p99_vs_bare": p99_vs_bare,
+
+        "detail": {
+            "cold_first_wave": {"edge": cold, "peer": cold_peer, "requests": m.cold_edge.len(),
+                                "edge_answered": m.cold_edge.iter().filter(|o| o.status == 200).count()},
+            "healthy_sequential": {"rounds": s.rounds, "edge": seq_e, "bare": seq_b},
+            // The bare Worker passes the origin through without saying so: its answers are live.
+            "healthy_closed_loop": {"connections": s.concurrency, "edge": slice_json(hc_edge), "peer": slice_json(hc_peer),
+                                    "bare": bare_json, "edge_breaker_off": slice_json(&m.healthy_c[3]),
+                                    "edge_b": m.healthy_c.get(4).map(slice_json)},
+            "healthy_closed_loop_64": {"edge": slice_json(hh_edge), "peer": slice_json(hh_peer)},
+            "hung_embedded_only": {"answers": m.emb_hung.iter().filter(|o| o.status == 200).count(),
+                                   "latency": lat(&m.emb_hung), "ms_after_deadline": emb_over},
+            "hung_every_tier_breaker_off": {"answers": m.off_hung.iter().filter(|o| o.status == 200).count(),
+                                            "latency": lat(&m.off_hung), "ms_after_deadline_by_tier": tiers},
+            "hung_closed_loop_64": {"edge": slice_json(hung_edge), "peer": slice_json(hung_peer)},
+            "bare_with_the_model_hung": if m.bare_hung.status == 0 { json!(format!("no answer within 1000 ms ({})", m.bare_hung.error.clone().unwrap_or_default())) } else { json!(m.bare_hung.status) },
+            "origin_calls": m.origin_calls,
+        },
+        "targets": {
+            "degraded_p99_within_deadline_plus_2ms": emb_over.p99_ms <= 2.0,
+            "hung_c64_at_least_1_5x_js_with_p99_in_budget": hung_c64_rps_vs_js >= 1.5 && hung_edge.latency.p99_ms <= s.budget_ms,
+            "cold_first_wave_within_budget": cold_within,
+            "healthy_p50_within_5_percent_of_bare": p50_vs_bare <= 1.05,
+            "healthy_p99_within_10_percent_of_bare": p99_vs_bare <= 1.10,
+            "healthy_c16_at_least_1_2x_js": healthy_c16_rps_vs_js >= 1.2,
+            "no_breaker_opening_with_a_healthy_origin": m.breaker_openings == Some(0),
+        },
+    })
+}
+
+/// The human summary of a bench document.
+pub fn human(d: &Value) -> String {
+    let f = |v: &Value| v.as_f64().map_or("?".into(), |x| format!("{x:.2}"));
+    let det = &d["detail"];
+    let mut s = format!(
+        "Bench: {} (origin latency {} ms, deadline {} ms, budget {} ms; edge, bare and the JS peer in one workerd, interleaved)\n\n",
+        d["policy"].as_str().unwrap_or("?"), d["origin_latency_ms"], d["deadline_ms"], d["budget_ms"]
+    );
+    s.push_str(&format!(
+        "Cold first wave ({} concurrent, fresh isolates): edge p99 {} ms ({} answered), JS peer p99 {} ms\n",
+        det["cold_first_wave"]["requests"],
+        f(&d["cold_first_wave_p99_ms"]),
+        det["cold_first_wave"]["edge_answered"],
+        f(&det["cold_first_wave"]["peer"]["p99_ms"])
+    ));
+    s.push_str(&format!(
+        "Healthy, sequential: edge p50 {} / p99 {} ms, bare {} / {} ms → {}× / {}×\n",
+        f(&det["healthy_sequential"]["edge"]["p50_ms"]),
+        f(&det["healthy_sequential"]["edge"]["p99_ms"]),
+        f(&det["healthy_sequential"]["bare"]["p50_ms"]),
+        f(&det["healthy_sequential"]["bare"]["p99_ms"]),
+        f(&d["healthy_p50_vs_bare"]),
+        f(&d["healthy_p99_vs_bare"])
+    ));
+    s.push_str(&format!(
+        "\n{:<38} {:>10} {:>10} {:>10}\n",
+        "closed loop", "edge", "JS peer", "bare"
+    ));
+    let row = |label: &str, block: &Value, key: &str| {
+        format!(
+            "{:<38} {:>10} {:>10} {:>10}\n",
+            label,
+            f(&block["edge"][key]),
+            f(&block["peer"][key]),
+            f(&block["bare"][key])
+        )
+    };
+    let c = &det["healthy_closed_loop"];
+    s.push_str(&row(
+        &format!("healthy, {} conns: live req/s", c["connections"]),
+        c,
+        "live_rps",
+    ));
+    s.push_str(&row("  CPU µs / request", c, "cpu_us_per_request"));
+    s.push_str(&format!(
+        "{:<38} {:>10} {:>10} {:>10}\n",
+        "  p50 / p99 ms",
+        format!(
+            "{}/{}",
+            f(&c["edge"]["latency"]["p50_ms"]),
+            f(&c["edge"]["latency"]["p99_ms"])
+        ),
+        format!(
+            "{}/{}",
+            f(&c["peer"]["latency"]["p50_ms"]),
+            f(&c["peer"]["latency"]["p99_ms"])
+        ),
+        format!(
+            "{}/{}",
+            f(&c["bare"]["latency"]["p50_ms"]),
+            f(&c["bare"]["latency"]["p99_ms"])
+        )
+    ));
+    let off = &c["edge_breaker_off"];
+    s.push_str(&format!(
+        "{:<38} {:>10} (CPU µs/request {})\n",
+        "  edge with its breaker off: live req/s",
+        f(&off["live_rps"]),
+        f(&off["cpu_us_per_request"])
+    ));
+    if c["edge_b"].is_object() {
+        s.push_str(&format!(
+            "{:<38} {:>10} (CPU µs/request {})\n",
+            "  --compare-edge (breaker off): live req/s",
+            f(&c["edge_b"]["live_rps"]),
+            f(&c["edge_b"]["cpu_us_per_request"])
+        ));
+    }
+    let c = &det["healthy_closed_loop_64"];
+    s.push_str(&row("healthy, 64 conns: live req/s", c, "live_rps"));
+    let c = &det["hung_closed_loop_64"];
+    s.push_str(&row("model hung, 64 conns: req/s", c, "rps"));
+    s.push_str(&row(
+        "  p99 ms",
+        &json!({"edge": c["edge"]["latency"], "peer": c["peer"]["latency"]}),
+        "p99_ms",
+    ));
+    s.push_str(&row("  CPU µs / request", c, "cpu_us_per_request"));
+    s.push_str(&format!(
+        "\nBreaker openings with a healthy origin: {}\n",
+        d["breaker_openings_healthy"]
+    ));
+    s.push_str(&format!(
+        "Model hung, embedded tier only: answer {} ms after the deadline at p99\n",
+        f(&d["degraded_p99_over_deadline_ms"])
+    ));
+    if let Some(t) = det["hung_every_tier_breaker_off"]["ms_after_deadline_by_tier"].as_object() {
+        for (tier, l) in t {
+            s.push_str(&format!(
+                "  {tier:<12} deadline to answer: p50 {} ms, p99 {} ms ({} answers)\n",
+                f(&l["p50_ms"]),
+                f(&l["p99_ms"]),
+                l["n"]
+            ));
+        }
+    }
+    s.push_str(&format!(
+        "Module: {} bytes gzipped (bare {}); start to listening {} ms\n",
+        d["module"]["edge_gzip_bytes"],
+        d["module"]["bare_gzip_bytes"],
+        f(&d["startup_ms"])
+    ));
+    s.push_str(&format!(
+        "\nTargets (reported, not asserted): {}\n",
+        d["targets"]
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drill::observe::Disclosed;
+
+    fn ok(ms: f64, tier: Option<&str>) -> Observed {
+        Observed {
+            status: 200,
+            latency_ms: ms,
+            headers: Disclosed {
+                tier: tier.map(String::from),
+                source: Some(if tier.is_some() { "fallback" } else { "origin" }.into()),
+                ..Disclosed::default()
+            },
+            ..Observed::default()
+        }
+    }
+
+    fn slice(rps: f64, live: bool) -> Slice {
+        let answers = (rps * 2.0) as u64;
+        Slice {
+            secs: 2.0,
+            answers,
+            live: if live { answers } else { 0 },
+            latencies: vec![10.0, 20.0],
+            latency: Latency::of([10.0, 20.0]),
+            cpu_us_per_request: Some(500.0),
+            ..Slice::default()
+        }
+    }
+
+    #[test]
+    fn the_document_holds_the_named_figures_and_judges_the_targets() {
+        let m = Measured {
+            cold_edge: vec![ok(40.0, None); 10],
+            cold_peer: vec![ok(50.0, None); 10],
+            seq_edge: vec![ok(30.0, None); 10],
+            seq_bare: vec![ok(29.0, None); 10],
+            healthy_c: vec![
+                slice(600.0, true),
+                slice(400.0, true),
+                slice(700.0, true),
+                slice(600.0, true),
+            ],
+            healthy_hi: vec![slice(600.0, true), slice(400.0, true)],
+            breaker_openings: Some(0),
+            emb_hung: vec![ok(46.0, Some("curated")); 10],
+            off_hung: vec![ok(53.0, Some("user")), ok(56.0, Some("curated"))],
+            hung_hi: vec![slice(1500.0, false), slice(500.0, false)],
+            bare_hung: Observed::default(),
+            origin_calls: 100,
+        };
+        let s = Setup {
+            policy: "p",
+            breaker: true,
+            origin_latency_ms: 25,
+            deadline_ms: 45.0,
+            budget_ms: 60.0,
+            concurrency: 16,
+            rounds: 10,
+            module_bytes: 1,
+            module_gzip_bytes: 1,
+            bare_module_gzip_bytes: 1,
+            peer_bytes: 1,
+            startup_ms: 700.0,
+        };
+        let d = document(&s, &m);
+        assert_eq!(d["degraded_p99_over_deadline_ms"], 1.0);
+        assert_eq!(d["deadline_to_answer_p99_ms"]["user"], 8.0);
+        assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
+        assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
+        assert_eq!(d["breaker_openings_healthy"], 0);
+        assert_eq!(d["targets"]["degraded_p99_within_deadline_plus_2ms"], true);
+        assert_eq!(d["targets"]["cold_first_wave_within_budget"], true);
+        assert_eq!(d["targets"]["healthy_p50_within_5_percent_of_bare"], true);
+        assert_eq!(d["cpu_us_per_request"]["healthy"]["js"], 500.0);
+        let h = human(&d);
+        assert!(
+            h.contains("Breaker openings with a healthy origin: 0"),
+            "{h}"
+        );
+        assert!(h.contains("user"), "{h}");
+    }
+}

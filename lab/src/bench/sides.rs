@@ -1,0 +1,312 @@
+//! The Workers a bench runs, each as a directory `scripts/edge-server.mjs` can start:
+//! - the edge, baked from the policy in three variants — as shipped (breaker as the policy
+//!   says), breaker off (every hung request pays the deadline, so each tier's time after the
+//!   deadline shows), and embedded tiers only (the baked tier's cost alone);
+//! - the bare pass-through Worker (edge/bare: the floor);
+//! - the JS peer (lab/peer/worker.mjs: what a frontend team would write by hand), with a
+//!   configuration generated from the same policy and catalog.
+//!
+//! Every variant drops the retry-storm limit (the bench repeats requests on purpose) and
+//! gets an admin status endpoint if the policy has none (to read breaker transitions).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context as _, Result};
+use serde_json::{json, Map, Value};
+use understudy_compiler::dist::{self, edge::Edge};
+use understudy_compiler::load::Loaded;
+use understudy_core::catalog::Catalog;
+use understudy_core::policy::{Admin, Breaker, EmbeddedTier, ParamSource, Policy, TierKind};
+
+/// The admin endpoint added to a policy without one.
+pub const STATUS_PATH: &str = "/__understudy/status";
+pub const ADMIN_SECRET: &str = "ADMIN_TOKEN";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    AsShipped,
+    BreakerOff,
+    EmbeddedOnly,
+}
+
+/// The policy of an edge variant.
+pub fn variant(base: &Policy, v: Variant) -> Result<Policy> {
+    let mut p = base.clone();
+    p.storm = None;
+    if p.admin.is_none() {
+        p.admin = Some(Admin {
+            path: STATUS_PATH.into(),
+            secret: ADMIN_SECRET.into(),
+        });
+    }
+    if v != Variant::AsShipped {
+        p.breaker = Breaker::Off;
+    }
+    if v == Variant::EmbeddedOnly {
+        p.cascade
+            .tiers
+            .retain(|t| matches!(t.kind, TierKind::Embedded(_)));
+        if p.cascade.tiers.is_empty() {
+            bail!("the policy has no embedded tier to bench alone");
+        }
+    }
+    Ok(p)
+}
+
+/// Bakes `policy` into a directory under `dir`; returns it and the module's (raw, gzip) size.
+pub fn edge_dist(
+    loaded: &Loaded,
+    policy: &Policy,
+    edge: &Edge,
+    file: &str,
+    validated_at_ms: u64,
+    dir: &Path,
+) -> Result<(PathBuf, u64, u64)> {
+    let built = dist::assemble(
+        &dist::Inputs {
+            policy,
+            catalog: loaded.catalog.as_ref(),
+            policy_hash: &loaded.policy_hash,
+            catalog_hash: &loaded.catalog_hash,
+            policy_file: file,
+            validated_at_ms,
+        },
+        edge,
+    )?;
+    dist::write_dir(dir, &built)?;
+    Ok((
+        dir.to_path_buf(),
+        built.manifest.module.bytes,
+        built.manifest.module.gzip_bytes,
+    ))
+}
+
+fn compat_line(edge_dir: &Path) -> Result<String> {
+    let wrangler = std::fs::read_to_string(edge_dir.join("wrangler.toml"))?;
+    Ok(wrangler
+        .lines()
+        .find(|l| l.starts_with("compatibility_date"))
+        .unwrap_or("compatibility_date = \"2025-01-01\"")
+        .to_string())
+}
+
+/// The bare Worker (edge/bare), built once by `scripts/build-edge.sh --bare` when absent.
+/// Returns its directory and module bytes.
+pub fn bare_dist(
+    root: &Path,
+    explicit: Option<&Path>,
+    dir: &Path,
+    edge_dir: &Path,
+) -> Result<Vec<u8>> {
+    let build = match explicit {
+        Some(d) => d.to_path_buf(),
+        None => root.join("edge/bare/build"),
+    };
+    if explicit.is_none() && !build.join("index_bg.wasm").is_file() {
+        eprintln!("bench: building the bare Worker once (scripts/build-edge.sh --bare)…");
+        let status = Command::new("bash")
+            .arg(root.join("scripts/build-edge.sh"))
+            .arg("--bare")
+            .current_dir(root)
+            .status()?;
+        if !status.success() {
+            bail!("scripts/build-edge.sh --bare failed ({status})");
+        }
+    }
+    std::fs::create_dir_all(dir)?;
+    for f in ["index.js", "index_bg.wasm"] {
+        std::fs::copy(build.join(f), dir.join(f))
+            .with_context(|| format!("{}: not a built bare Worker", build.display()))?;
+    }
+    std::fs::write(
+        dir.join("entry.mjs"),
+        "export * from \"./index.js\";\nexport { default } from \"./index.js\";\n",
+    )?;
+    std::fs::write(
+        dir.join("wrangler.toml"),
+        format!(
+            "name = \"understudy-bare\"\nmain = \"entry.mjs\"\n{}\n",
+            compat_line(edge_dir)?
+        ),
+    )?;
+    std::fs::write(
+        dir.join("manifest.json"),
+        json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}).to_string(),
+    )?;
+    Ok(std::fs::read(dir.join("index_bg.wasm"))?)
+}
+
+/// The JS peer's configuration for `policy`: what its author would have written by hand.
+pub fn peer_config(policy: &Policy, catalog: Option<&Catalog>) -> Value {
+    let params: Vec<Value> = policy
+        .params
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "source": match p.source {
+                    ParamSource::Query => "query",
+                    ParamSource::Header => "header",
+                    ParamSource::Path => "path",
+                    ParamSource::TokenClaim => "claim",
+                },
+                "from": p.from,
+                "pattern": p.pattern,
+                "maxLen": p.max_len,
+                "required": p.required,
+                "default": p.default,
+                "identity": p.identity,
+            })
+        })
+        .collect();
+    let mut stubs = Map::new();
+    let mut tiers = Vec::new();
+    for t in &policy.cascade.tiers {
+        match &t.kind {
+            TierKind::Kv(kv) => tiers.push(json!({
+                "kind": "kv", "name": t.name, "binding": kv.binding, "key": kv.key.source,
+                "maxStalenessMs": kv.max_staleness_ms, "readTimeoutMs": kv.read_timeout_ms,
+                "writeThrough": kv.write_through, "refreshMs": kv.refresh_ms,
+                "perUser": policy.tier_is_per_user(t),
+            })),
+            TierKind::Embedded(EmbeddedTier::Curated { by, limit }) => {
+                if let Some(c) = catalog {
+                    let list = |cat: Option<&str>| {
+                        let items: Vec<&str> = c
+                            .curated(cat, *limit as usize)
+                            .iter()
+                            .map(|i| i.json.as_str())
+                            .collect();
+                        Value::String(format!("[{}]", items.join(",")))
+                    };
+                    stubs.insert("*".into(), list(None));
+                    for cat in c.items.iter().filter_map(|i| i.category.as_deref()) {
+                        if !stubs.contains_key(cat) {
+                            stubs.insert(cat.to_string(), list(Some(cat)));
+                        }
+                    }
+                }
+                tiers.push(json!({"kind": "embedded", "name": t.name, "by": by}));
+            }
+            // The peer does what the recommendations policy needs; other tiers are skipped.
+            _ => {}
+        }
+    }
+    let d = &policy.disclosure;
+    json!({
+        "route": policy.service.route,
+        "methods": policy.service.methods.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
+        "params": params,
+        "identity": policy.identity.as_ref().map(|i| json!({
+            "secret": i.secret, "issuer": i.issuer, "audience": i.audience,
+            "leewayS": i.leeway_ms / 1000,
+        })),
+        "budget": {"totalMs": policy.budget.total_ms, "deadlineMs": policy.budget.deadline_ms},
+        "origin": {
+            "url": policy.origin.url,
+            "credentialSecret": policy.origin.credential_secret,
+            "credentialHeader": policy.origin.credential_header,
+            "resultPath": policy.origin.result_path,
+        },
+        "tiers": tiers,
+        "stubs": stubs,
+        "disclosure": {
+            "cacheControl": d.cache_control.as_deref().unwrap_or("no-store"),
+            "privateCacheControl": d.private_cache_control,
+            "liveCacheControl": d.live_cache_control,
+            "retryAfterS": d.retry_after_s.unwrap_or(1),
+        },
+    })
+}
+
+/// The JS peer as a directory: lab/peer/worker.mjs, its generated config.mjs, an entry, a
+/// `wrangler.toml` and a manifest with the policy's KV bindings and secrets.
+pub fn peer_dist(
+    root: &Path,
+    policy: &Policy,
+    catalog: Option<&Catalog>,
+    dir: &Path,
+    edge_dir: &Path,
+) -> Result<u64> {
+    std::fs::create_dir_all(dir)?;
+    let src = root.join("lab/peer/worker.mjs");
+    std::fs::copy(&src, dir.join("worker.mjs"))
+        .with_context(|| format!("cannot copy {}", src.display()))?;
+    let config = peer_config(policy, catalog);
+    std::fs::write(
+        dir.join("config.mjs"),
+        format!("export default {};\n", serde_json::to_string(&config)?),
+    )?;
+    std::fs::write(
+        dir.join("entry.mjs"),
+        "export { default } from \"./worker.mjs\";\n",
+    )?;
+    std::fs::write(
+        dir.join("wrangler.toml"),
+        format!(
+            "name = \"understudy-peer\"\nmain = \"entry.mjs\"\n{}\n",
+            compat_line(edge_dir)?
+        ),
+    )?;
+    let kv: Vec<&str> = policy
+        .cascade
+        .tiers
+        .iter()
+        .filter_map(|t| match &t.kind {
+            TierKind::Kv(k) => Some(k.binding.as_str()),
+            _ => None,
+        })
+        .collect();
+    let secrets: Vec<&str> = [
+        policy.identity.as_ref().map(|i| i.secret.as_str()),
+        policy.origin.credential_secret.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    std::fs::write(
+        dir.join("manifest.json"),
+        json!({"bindings": {"vars": {}, "secrets": secrets, "kv": kv, "rate_limits": []}})
+            .to_string(),
+    )?;
+    let bytes = std::fs::metadata(dir.join("worker.mjs"))?.len()
+        + std::fs::metadata(dir.join("config.mjs"))?.len();
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use understudy_compiler::fixtures::{sample_catalog, sample_policy};
+
+    #[test]
+    fn variants_drop_the_storm_limit_and_keep_or_switch_off_the_breaker() {
+        let mut base = sample_policy();
+        base.breaker = Breaker::Consecutive {
+            failures: 3,
+            cooldown_ms: 1000,
+        };
+        let shipped = variant(&base, Variant::AsShipped).unwrap();
+        assert!(shipped.storm.is_none());
+        assert_eq!(shipped.breaker, base.breaker);
+        assert!(shipped.admin.is_some());
+        let off = variant(&base, Variant::BreakerOff).unwrap();
+        assert_eq!(off.breaker, Breaker::Off);
+        let emb = variant(&base, Variant::EmbeddedOnly).unwrap();
+        assert!(emb
+            .cascade
+            .tiers
+            .iter()
+            .all(|t| matches!(t.kind, TierKind::Embedded(_))));
+    }
+
+    #[test]
+    fn the_peer_config_carries_the_policy_and_the_stubs_per_category() {
+        let c = peer_config(&sample_policy(), Some(&sample_catalog()));
+        assert_eq!(c["route"], "/v1/recommendations");
+        assert_eq!(c["budget"]["deadlineMs"], 45);
+        assert!(c["stubs"]["audio"].as_str().unwrap().contains("SKU-1"));
+        assert!(c["stubs"]["*"].is_string());
+    }
+}
