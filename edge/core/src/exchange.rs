@@ -113,6 +113,8 @@ pub enum Answer {
 pub struct Attempt {
     pub started: Millis,
     pub ended: Millis,
+    /// The attempt's timeout (what "late" is measured against).
+    pub timeout_ms: u64,
     pub result: Result<(), FailureReason>,
 }
 
@@ -226,6 +228,7 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
                 self.attempts.push(Attempt {
                     started,
                     ended: now,
+                    timeout_ms,
                     result: result.as_ref().map(|_| ()).map_err(|f| f.reason),
                 });
                 match result {
@@ -466,6 +469,7 @@ mod tests {
             &[Attempt {
                 started: at(0),
                 ended: at(20),
+                timeout_ms: 45,
                 result: Ok(())
             }]
         );

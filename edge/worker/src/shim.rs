@@ -30,18 +30,32 @@ function headersOf(flat) {
 }
 const firstLine = (e) => String((e && e.message) || e).split("\n")[0];
 
-// The isolate's scheduling delay: how late a zero-delay timer fires, averaged. Sampled
-// around origin calls (at most every 20 ms); a busy isolate takes every answer late by
-// about this much, and the breaker must not count that as the model's latency.
-let lag = 0, probing = false, lastProbe = 0;
+// The isolate's scheduling delay: how late its timers fire, as the largest sample of the
+// last second (ten 100 ms buckets). Sampled with a zero-delay timer at each request (at most
+// every 10 ms) and from every race timer that fires. A busy or cold isolate takes every
+// answer late by about this much — the breaker must not count that as the model's latency —
+// and stays known as busy for a second after its last late timer.
+const lagBuckets = new Array(10).fill(0), lagAt = new Array(10).fill(0);
+let probing = false, lastProbe = 0;
+function sample(late) {
+  const now = Date.now(), slot = Math.floor(now / 100) % 10;
+  if (now - lagAt[slot] >= 100) { lagBuckets[slot] = 0; lagAt[slot] = now - (now % 100); }
+  if (late > lagBuckets[slot]) lagBuckets[slot] = late;
+}
 function probe() {
   const t0 = Date.now();
-  if (probing || t0 - lastProbe < 20) return;
+  if (probing || t0 - lastProbe < 10) return;
   probing = true;
   lastProbe = t0;
-  setTimeout(() => { lag = lag * 0.8 + (Date.now() - t0) * 0.2; probing = false; }, 0);
+  setTimeout(() => { sample(Date.now() - t0); probing = false; }, 0);
 }
-export function us_lag() { return lag; }
+export function us_lag() {
+  probe();
+  const now = Date.now();
+  let m = 0;
+  for (let i = 0; i < 10; i++) if (now - lagAt[i] < 1000 && lagBuckets[i] > m) m = lagBuckets[i];
+  return m;
+}
 
 export function us_incoming(req) {
   let out = req.method + "\n" + req.url;
@@ -58,7 +72,8 @@ export async function us_race(url, method, head, body, timeoutMs, maxBody) {
   probe();
   const ctl = new AbortController();
   let timedOut = false;
-  const timer = setTimeout(() => { timedOut = true; ctl.abort(); }, timeoutMs);
+  const due = Date.now() + timeoutMs;
+  const timer = setTimeout(() => { timedOut = true; sample(Date.now() - due); ctl.abort(); }, timeoutMs);
   try {
     const res = await fetch(url, { method, headers: headersOf(head), body: body === undefined ? null : body, signal: ctl.signal });
     probe();
@@ -130,8 +145,8 @@ extern "C" {
     fn us_lag() -> f64;
 }
 
-/// The isolate's scheduling delay in ms (see `probe` above): how late a zero-delay timer
-/// fires, on recent average.
+/// The isolate's scheduling delay in ms (see `us_lag` above): the latest its timers fired
+/// in the last second.
 pub fn lag_ms() -> u64 {
     let l = us_lag();
     if l.is_finite() && l > 0.0 {

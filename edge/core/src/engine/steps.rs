@@ -113,7 +113,10 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
     if f.admission == Admission::Reject {
         return;
     }
-    if cold || class == Some(Class::Edge) {
+    // An isolate that knows it is busy — its timers fire later than an attempt's timeout
+    // tolerates — cannot tell the model's latency from its own queue: no verdict.
+    let saturated = engine.queue_delay_ms > crate::classify::late_tolerance_ms(a.timeout_ms);
+    if cold || saturated || class == Some(Class::Edge) {
         engine.counters.unrecorded += 1;
         engine.breaker.release(f.admission);
         return;
