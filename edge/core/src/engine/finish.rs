@@ -25,6 +25,13 @@ pub(super) fn answered<'p>(
     let (outcome, failure) = match &answer {
         Answer::Live { items, .. } => {
             writes = writethrough::plan(policy, &race.ctx().params, items, now, &mut engine.writes);
+            for w in &writes {
+                let read = crate::cascade::KvRead::Value {
+                    value: Some(w.value.clone()),
+                    metadata: Some(w.metadata.clone()),
+                };
+                engine.kv_cache.put(&w.binding, &w.key, now, &read);
+            }
             (Outcome::Live, None)
         }
         Answer::Fallback(fb) => (

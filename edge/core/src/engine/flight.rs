@@ -42,6 +42,8 @@ pub struct Flight<'p> {
     pub(super) admission: Admission,
     /// The bulkhead slot of the origin call in flight, if one is.
     pub(super) lease: Option<super::Lease>,
+    /// The KV read in flight (binding, key), for the isolate's read cache.
+    pub(super) pending_kv: Option<(&'p str, String)>,
     /// Notes of the engine's own (a missing secret, an unreachable limiter).
     pub(super) notes: Vec<Note>,
     pub(super) stage: Stage<'p>,
@@ -114,6 +116,7 @@ pub(super) fn start<'p>(
         tier_secrets: Vec::new(),
         admission: Admission::Reject,
         lease: None,
+        pending_kv: None,
         notes: Vec::new(),
         stage: Stage::Done,
     };

@@ -17,6 +17,7 @@ pub mod action;
 pub mod admin;
 mod finish;
 mod flight;
+pub mod kvcache;
 pub mod outbound;
 pub mod report;
 pub mod rng;
@@ -90,6 +91,8 @@ pub struct Engine<'p> {
     warm_since: Option<Millis>,
     /// Bearer tokens this isolate has verified (re-checked for time on every use).
     tokens: crate::token::Verified,
+    /// KV reads of the last second ([`kvcache`]).
+    kv_cache: kvcache::KvCache,
     /// The isolate's own scheduling delay, as the driver last measured it (ms): how late a
     /// zero-delay timer fires. Subtracted from origin latencies before the breaker judges
     /// them slow.
@@ -131,6 +134,7 @@ impl<'p> Engine<'p> {
             warm_since: None,
             tokens: crate::token::Verified::default(),
             queue_delay_ms: 0,
+            kv_cache: kvcache::KvCache::default(),
         })
     }
 

@@ -583,3 +583,39 @@ fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
     assert_eq!(e.breaker_mode(at(1_100)), "PRIMARY_HEALTHY");
     assert_eq!(e.counters().unrecorded, 11);
 }
+
+#[test]
+fn a_second_degraded_request_within_a_second_reads_no_kv() {
+    let b = bake(seed_policy());
+    let mut e = Engine::new(&b).unwrap();
+    let reads = |e: &mut Engine<'_>, t: u64, seed: u64| {
+        let (mut f, mut a) = begin(e, t, seed);
+        let mut n = 0;
+        loop {
+            a = match a {
+                Action::FetchOrigin { .. } => {
+                    e.step(&mut f, at(t + 45), Event::Origin(Observed::TimedOut))
+                }
+                Action::ReadKv { .. } => {
+                    n += 1;
+                    e.step(
+                        &mut f,
+                        at(t + 46),
+                        Event::Kv(KvRead::Value {
+                            value: None,
+                            metadata: None,
+                        }),
+                    )
+                }
+                Action::Respond(r) => {
+                    assert_eq!(r.header("X-Degraded"), Some("true"));
+                    return n;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    assert_eq!(reads(&mut e, 0, 1), 2, "the user and the category tier");
+    assert_eq!(reads(&mut e, 500, 2), 0, "both answered from the isolate's cache");
+    assert_eq!(reads(&mut e, 1_600, 3), 2, "a second later, read again");
+}

@@ -1,0 +1,75 @@
+//! [E-CASCADE] What this isolate read from KV in the last second, so a burst of degraded
+//! answers — every request of an outage walks the same tiers — costs one read per key, not
+//! one per request. KV is eventually consistent for about a minute anyway; a second more is
+//! no new staleness, and every use still judges the entry's own age against the tier's
+//! ceiling (`written_at` travels with it). Hits and misses are both kept; timeouts and errors
+//! are not (the next request tries again). The edge's own write-through updates the cache.
+//! Bounded: when full it is cleared.
+
+use std::collections::HashMap;
+
+use crate::cascade::KvRead;
+use crate::time::Millis;
+
+/// How long a read is reused.
+pub const TTL_MS: u64 = 1_000;
+/// Most keys kept per isolate.
+pub const CAPACITY: usize = 4_096;
+
+#[derive(Debug, Default)]
+pub struct KvCache {
+    map: HashMap<(String, String), (Millis, KvRead)>,
+}
+
+impl KvCache {
+    /// A read of `key` in `binding` made less than [`TTL_MS`] before `now`.
+    pub fn get(&self, binding: &str, key: &str, now: Millis) -> Option<KvRead> {
+        let (at, read) = self.map.get(&(binding.to_string(), key.to_string()))?;
+        (*at <= now && now.since(*at) < TTL_MS).then(|| read.clone())
+    }
+
+    /// Remembers a completed read (a value or its absence) made at `now`.
+    pub fn put(&mut self, binding: &str, key: &str, now: Millis, read: &KvRead) {
+        if !matches!(read, KvRead::Value { .. }) {
+            return;
+        }
+        if self.map.len() >= CAPACITY {
+            self.map.clear();
+        }
+        self.map
+            .insert((binding.to_string(), key.to_string()), (now, read.clone()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit() -> KvRead {
+        KvRead::Value {
+            value: Some("{}".into()),
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn reads_are_reused_for_a_second_and_failures_never() {
+        let mut c = KvCache::default();
+        c.put("B", "k", Millis(1_000), &hit());
+        assert_eq!(c.get("B", "k", Millis(1_999)), Some(hit()));
+        assert_eq!(c.get("B", "k", Millis(2_000)), None, "expired");
+        assert_eq!(c.get("B", "k", Millis(999)), None, "from the future");
+        assert_eq!(c.get("C", "k", Millis(1_500)), None, "per binding");
+        c.put("B", "t", Millis(1_000), &KvRead::TimedOut);
+        c.put("B", "e", Millis(1_000), &KvRead::Error("x".into()));
+        assert_eq!(c.len(), 1);
+    }
+}
