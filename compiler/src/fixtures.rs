@@ -35,6 +35,7 @@ pub fn sample_policy() -> Policy {
         origin: Origin {
             url: "https://ml.example/v2/recommend".into(),
             method: Method::Post,
+            idempotent: false,
             attempt_timeout_ms: 45,
             connect_timeout_ms: None,
             attempts: 1,
@@ -49,6 +50,7 @@ pub fn sample_policy() -> Policy {
             max_body_bytes: 1 << 20,
             client_errors: ClientErrors::PassThrough,
             max_in_flight: None,
+            hedge: None,
         },
         breaker: Breaker::Consecutive {
             failures: 5,

@@ -213,7 +213,7 @@ fn break_help(origin: &str) -> String {
          \x20 curl -X PUT {origin}/__origin/fault -d '{{\"kind\":\"latency\",\"ms\":2000}}'\n\
          \x20 curl -X DELETE {origin}/__origin/fault     # healthy again\n\
          \x20 curl {origin}/__origin/stats               # what the origin has seen\n\
-         Other faults: reset slow_body malformed empty wrong_shape huge (docs/origin.md).\n\
+         Other faults: reset slow_body malformed empty wrong_shape huge bimodal (docs/origin.md).\n\
          Ctrl-C stops the edge and the origin.\n"
     )
 }

@@ -60,7 +60,7 @@ fn help(url: &str, script: Option<&std::path::Path>) -> String {
   curl -X DELETE {url}/__origin/fault      # back to the script
   curl {url}/__origin/stats                # counts, disconnects, recent requests
   curl -X POST {url}/__origin/reset        # zero the counters
-faults: healthy latency hang status rate_limited reset slow_body malformed empty wrong_shape huge (docs/origin.md)
+faults: healthy latency hang status rate_limited reset slow_body malformed empty wrong_shape huge bimodal (docs/origin.md)
 Ctrl-C stops it."
     )
 }

@@ -189,6 +189,13 @@ pub fn schema() -> Value {
                         ("credential_header", string("Header the credential goes in (default Authorization).")),
                         ("result_path", string("Dotted path of the result list in the origin's JSON (default items).")),
                         ("max_body_bytes", integer("Largest origin body accepted (default 1 MiB).", 0)),
+                        ("idempotent", boolean("The call has no side effect and may be repeated (default: true for GET/HEAD/PUT/DELETE, false for POST/PATCH).")),
+                        ("hedge", table("Hedged requests: a second, identical origin request after the origin's p95 (or a delay), first good answer wins.", &[], vec![
+                            ("after", string("\"p95\" (the isolate's observed p95 of the origin, default) or a duration.")),
+                            ("max_share", json!({"type": "number", "exclusiveMinimum": 0, "maximum": 0.5, "description": "Hedges per origin call, the token bucket's refill (default 0.05)."})),
+                            ("burst", integer("Most hedges in a burst (default 10).", 1)),
+                            ("min_calls", integer("Successful origin calls before their p95 is trusted (default 20).", 1)),
+                        ])),
                         ("max_in_flight", integer("The bulkhead: most origin calls in flight per isolate; past it requests go to the cascade with BULKHEAD_FULL (default: no cap).", 1)),
                         ("client_errors", choice("What the caller gets when the origin refuses its request with a 4xx other than 401/403/408/429 (default pass_through).", &["pass_through", "fallback"])),
                     ],

@@ -69,6 +69,7 @@ pub(super) fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
         }
         None => Some(Method::Post),
     };
+    let idempotent = t.opt_bool(ctx, "idempotent");
     let attempt_timeout = t.req_duration(ctx, "attempt_timeout", "\"45ms\"");
     let connect_timeout_ms = t.opt_duration(ctx, "connect_timeout");
     let attempts = t.opt_uint(ctx, "attempts", 10).unwrap_or(1) as u32;
@@ -172,9 +173,11 @@ pub(super) fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
             );
         }
     }
+    let hedge = t.opt_table(ctx, "hedge").and_then(|h| hedge(ctx, h));
     t.finish(ctx);
     Some(Origin {
         url: url?,
+        idempotent: idempotent.unwrap_or_else(|| method.is_some_and(Method::is_idempotent)),
         method: method?,
         attempt_timeout_ms: attempt_timeout?,
         connect_timeout_ms,
@@ -190,6 +193,55 @@ pub(super) fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
         max_body_bytes,
         client_errors: client_errors?,
         max_in_flight,
+        hedge,
+    })
+}
+
+/// `[origin.hedge]`: when to send a second request, and how many.
+fn hedge(ctx: &mut Ctx, mut h: Table) -> Option<Hedge> {
+    let after_ms = match h.take(ctx, "after") {
+        None => None,
+        Some(n) => {
+            let span = n.span;
+            match node::as_str(ctx, "origin.hedge.after", n) {
+                Some(v) if v == "p95" => None,
+                Some(v) => match understudy_core::time::parse_duration(&v) {
+                    Ok(ms) if ms > 0 => Some(ms),
+                    _ => {
+                        ctx.error(
+                            codes::INVALID_VALUE,
+                            span,
+                            format!("`{v}` is neither \"p95\" nor a positive duration"),
+                            "not a hedge delay",
+                            "write after = \"p95\" (the origin's observed p95) or a duration such as \"30ms\"",
+                        );
+                        None
+                    }
+                },
+                None => None,
+            }
+        }
+    };
+    let max_share = h.opt_ratio(ctx, "max_share").unwrap_or(0.05);
+    if !(max_share > 0.0 && max_share <= 0.5) {
+        if let Some(span) = ctx.span_of("origin.hedge.max_share") {
+            ctx.error(
+                codes::INVALID_VALUE,
+                span,
+                format!("`origin.hedge.max_share` = {max_share} is outside (0, 0.5]"),
+                "out of range",
+                "hedge a few percent of calls (0.05); more than half doubles the load on a slow origin",
+            );
+        }
+    }
+    let burst = h.opt_uint(ctx, "burst", 1_000).unwrap_or(10) as u32;
+    let min_calls = h.opt_uint(ctx, "min_calls", 100_000).unwrap_or(20) as u32;
+    h.finish(ctx);
+    Some(Hedge {
+        after_ms,
+        max_share,
+        burst: burst.max(1),
+        min_calls: min_calls.max(1),
     })
 }
 

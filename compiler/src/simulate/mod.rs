@@ -118,6 +118,8 @@ struct InFlight<'p> {
     arrival_ms: u64,
     mode: &'static str,
     attempts: u32,
+    /// Calls made to the model (attempts and hedges).
+    calls: u32,
     pending: Option<Event>,
 }
 
@@ -207,6 +209,7 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
                         arrival_ms: rel_ms,
                         mode,
                         attempts: 0,
+                        calls: 0,
                         pending: None,
                     },
                 );
@@ -266,12 +269,37 @@ fn perform<'p>(
                 action = engine.step(&mut f.flight, now, Event::Limited(Ok(allowed)));
                 continue;
             }
-            Action::FetchOrigin { timeout_ms, .. } => {
-                w.model_calls += 1;
-                f.attempts += 1;
+            Action::FetchOrigin {
+                timeout_ms,
+                hedge_after_ms,
+                ..
+            } => {
                 let fault = w.sc.fault(i, f.arrival_ms);
-                let (took, observed) = origin::attempt(fault, timeout_ms, i);
-                (took, Event::Origin(observed))
+                let call = u64::from(f.calls);
+                f.attempts += 1;
+                match hedge_after_ms {
+                    None => {
+                        w.model_calls += 1;
+                        f.calls += 1;
+                        let (took, observed) = origin::attempt(fault, timeout_ms, i, call);
+                        (took, Event::Origin(observed))
+                    }
+                    Some(after) => {
+                        let (took, observed, sent, won) =
+                            origin::hedged(fault, timeout_ms, after, i, call);
+                        let n = 1 + u32::from(sent);
+                        w.model_calls += u64::from(n);
+                        f.calls += n;
+                        (
+                            took,
+                            Event::OriginHedged {
+                                observed,
+                                sent,
+                                won,
+                            },
+                        )
+                    }
+                }
             }
             Action::Wait { ms } => (ms, Event::Woke),
             Action::ReadKv {
@@ -327,7 +355,7 @@ fn result_of(w: &World<'_>, i: u64, rel_ms: u64, f: &InFlight<'_>, reply: &Reply
         reason,
         model_attempts: f.attempts,
         mode: f.mode,
-        model_alone_ok: origin::alone_ok(fault, w.budget_ms),
+        model_alone_ok: origin::alone_ok(fault, w.budget_ms, i),
     }
 }
 

@@ -65,6 +65,9 @@ pub struct RawPhase {
     pub latency: Option<String>,
     /// `Retry-After` seconds for `429`.
     pub retry_after: Option<u64>,
+    /// For `bimodal`: the slow latency, and the share of calls that take it.
+    pub slow_latency: Option<String>,
+    pub slow_share: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -107,6 +110,13 @@ pub enum ModelFault {
     },
     Empty {
         latency_ms: u64,
+    },
+    /// Answers after `fast_ms`, or — for `slow_ppm` millionths of calls, drawn per call —
+    /// after `slow_ms` (a model with a long tail: what hedging is for).
+    Bimodal {
+        fast_ms: u64,
+        slow_ms: u64,
+        slow_ppm: u32,
     },
 }
 
@@ -261,11 +271,26 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
             "reset" => ModelFault::Reset,
             "malformed" => ModelFault::Malformed { latency_ms },
             "empty" => ModelFault::Empty { latency_ms },
+            "bimodal" => {
+                let slow_ms = match &p.slow_latency {
+                    Some(l) => dur(&format!("{at}.slow_latency"), l)?,
+                    None => return Err(format!("{at}: a bimodal fault needs `slow_latency`")),
+                };
+                let share = p.slow_share.unwrap_or(0.05);
+                if !(0.0..=1.0).contains(&share) {
+                    return Err(format!("{at}.slow_share = {share} is not between 0 and 1"));
+                }
+                ModelFault::Bimodal {
+                    fast_ms: latency_ms,
+                    slow_ms,
+                    slow_ppm: (share * 1e6).round() as u32,
+                }
+            }
             other => match other.parse::<u16>() {
                 Ok(code) if (400..=599).contains(&code) => ModelFault::Status { code, latency_ms },
                 _ => {
                     return Err(format!(
-                        "{at}.fault = {other:?} is not a fault; use ok, slow, down, 5xx, 429, hang, reset, malformed, empty or a status from \"400\" to \"599\""
+                        "{at}.fault = {other:?} is not a fault; use ok, slow, down, 5xx, 429, hang, reset, malformed, empty, bimodal or a status from \"400\" to \"599\""
                     ))
                 }
             },

@@ -421,7 +421,7 @@ fn throttling(ctx: &mut Ctx, p: &Policy) {
         }
     }
     let o = &p.origin;
-    if o.attempts > 1 && !o.method.is_idempotent() && o.idempotency_key_header.is_none() {
+    if o.attempts > 1 && !o.idempotent && o.idempotency_key_header.is_none() {
         let sp = span(ctx, "origin.attempts");
         push(
             ctx,
@@ -435,9 +435,48 @@ fn throttling(ctx: &mut Ctx, p: &Policy) {
             ),
             "retries a non-idempotent call",
             vec![],
-            "set `origin.attempts = 1`, or `origin.idempotency_key_header = \"Idempotency-Key\"`"
+            "set `origin.attempts = 1`, or `origin.idempotency_key_header = \"Idempotency-Key\"`, or — if the call has no side effect (a POST that only scores) — `origin.idempotent = true`"
                 .into(),
         );
+    }
+    if let Some(h) = &o.hedge {
+        if !o.idempotent && o.idempotency_key_header.is_none() {
+            let sp = ctx
+                .span_of("origin.hedge")
+                .unwrap_or_else(|| span(ctx, "origin"));
+            push(
+                ctx,
+                codes::UNSAFE_RETRY,
+                Severity::Error,
+                sp,
+                format!(
+                    "the origin is called with {} and hedged (a second, identical request) without an idempotency key",
+                    o.method.as_str()
+                ),
+                "hedges a non-idempotent call",
+                vec![],
+                "remove `[origin.hedge]`, or set `origin.idempotency_key_header = \"Idempotency-Key\"` (requests without the key are then not hedged)"
+                    .into(),
+            );
+        }
+        if let Some(after) = h.after_ms.filter(|a| *a >= o.attempt_timeout_ms) {
+            let sp = ctx
+                .span_of("origin.hedge.after")
+                .unwrap_or_else(|| span(ctx, "origin"));
+            push(
+                ctx,
+                codes::INVALID_VALUE,
+                Severity::Error,
+                sp,
+                format!(
+                    "the hedge would start after {after} ms, but an attempt times out after {} ms",
+                    o.attempt_timeout_ms
+                ),
+                "the hedge never runs",
+                vec![],
+                "hedge earlier than the attempt's timeout, or write after = \"p95\"".into(),
+            );
+        }
     }
 }
 

@@ -84,6 +84,9 @@ pub struct Counters {
     /// Origin attempts the breaker did not learn from because the edge, not the model, set
     /// their pace: started while the isolate was cold, or timed out by a late timer.
     pub unrecorded: u64,
+    /// Hedged origin requests sent, and those whose answer was the one used.
+    pub hedges_sent: u64,
+    pub hedges_won: u64,
     /// Degraded answers per tier.
     pub by_tier: BTreeMap<String, u64>,
     /// Degraded and unavailable answers per reason (`ML_TIMEOUT`, `BREAKER_OPEN`, …).

@@ -169,6 +169,10 @@ impl RetryOn {
 pub struct Origin {
     pub url: String,
     pub method: Method,
+    /// Repeating the call has no side effect: its method is idempotent (RFC 9110), or the
+    /// policy says so (`idempotent = true`: a POST that only scores). Retries and hedges of a
+    /// call that is not are only made with the client's idempotency key.
+    pub idempotent: bool,
     pub attempt_timeout_ms: u64,
     pub connect_timeout_ms: Option<u64>,
     /// Total attempts including the first (1 = no retry).
@@ -193,6 +197,23 @@ pub struct Origin {
     /// The bulkhead: most origin calls in flight per isolate; past it a request goes straight
     /// to the cascade with `BULKHEAD_FULL`. `None`: no cap.
     pub max_in_flight: Option<u32>,
+    /// Hedged requests ("The Tail at Scale"): `None`: never hedge.
+    pub hedge: Option<Hedge>,
+}
+
+/// [E-RACE] A second, identical origin request sent when the first has not answered after
+/// the origin's observed p95 (or a fixed delay), inside the same race deadline; the first
+/// good answer wins and the loser is aborted. Only for requests that may be repeated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hedge {
+    /// A fixed delay before the hedge; `None`: the p95 of the isolate's recent origin calls.
+    pub after_ms: Option<u64>,
+    /// Hedges allowed per origin call, the token bucket's refill (seed: a few percent).
+    pub max_share: f64,
+    /// Most hedges in a burst (the bucket's size).
+    pub burst: u32,
+    /// Successful origin calls observed before their p95 is trusted.
+    pub min_calls: u32,
 }
 
 /// [E-CLASSIFY] What the caller gets when the origin answers a 4xx about the caller's own

@@ -38,8 +38,8 @@ pub struct Backoff<'p, R: Random> {
 
 impl<'p, R: Random> Backoff<'p, R> {
     pub fn new(origin: &'p Origin, has_idempotency_key: bool, random: R) -> Self {
-        let repeatable = origin.method.is_idempotent()
-            || (has_idempotency_key && origin.idempotency_key_header.is_some());
+        let repeatable =
+            origin.idempotent || (has_idempotency_key && origin.idempotency_key_header.is_some());
         Backoff {
             origin,
             repeatable,
@@ -103,6 +103,7 @@ mod tests {
         Origin {
             url: "https://m.example".into(),
             method,
+            idempotent: method.is_idempotent(),
             attempt_timeout_ms: 5_000,
             connect_timeout_ms: Some(2_000),
             attempts,
@@ -123,6 +124,7 @@ mod tests {
             max_body_bytes: 1 << 20,
             client_errors: ClientErrors::PassThrough,
             max_in_flight: None,
+            hedge: None,
         }
     }
 

@@ -56,6 +56,7 @@ pub fn seed_policy() -> Policy {
         origin: Origin {
             url: "https://model.internal/recommend".into(),
             method: Method::Get,
+            idempotent: true,
             attempt_timeout_ms: 45,
             connect_timeout_ms: None,
             attempts: 1,
@@ -70,6 +71,7 @@ pub fn seed_policy() -> Policy {
             max_body_bytes: 65_536,
             client_errors: ClientErrors::PassThrough,
             max_in_flight: None,
+            hedge: None,
         },
         breaker: Breaker::Off,
         cascade: Cascade {

@@ -4,17 +4,41 @@
 //! slot). The race itself runs in JavaScript ([`crate::shim::race`]: one crossing, one
 //! awaited promise); what happened is reported raw ([`Observed`]) and the engine classifies it.
 
-use understudy_core::classify::Observed;
-use understudy_core::engine::Outbound;
+use understudy_core::engine::{Event, Outbound};
 
-pub async fn race(o: &Outbound, timeout_ms: u64) -> Observed {
-    crate::shim::race(
+/// The origin call, hedged when the engine says so.
+pub async fn origin(o: &Outbound, timeout_ms: u64, hedge_after_ms: Option<u64>) -> Event {
+    let r = crate::shim::race(
         &o.url,
         o.method.as_str(),
         &o.headers,
         o.body.clone(),
         timeout_ms,
         o.max_body_bytes,
+        hedge_after_ms,
     )
-    .await
+    .await;
+    match hedge_after_ms {
+        None => Event::Origin(r.observed),
+        Some(_) => Event::OriginHedged {
+            observed: r.observed,
+            sent: r.hedge_sent,
+            won: r.hedge_won,
+        },
+    }
+}
+
+/// An HTTP tier's call (never hedged).
+pub async fn tier(o: &Outbound, timeout_ms: u64) -> Event {
+    let r = crate::shim::race(
+        &o.url,
+        o.method.as_str(),
+        &o.headers,
+        o.body.clone(),
+        timeout_ms,
+        o.max_body_bytes,
+        None,
+    )
+    .await;
+    Event::Http(r.observed)
 }

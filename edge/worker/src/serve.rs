@@ -57,8 +57,9 @@ pub async fn serve(req: web_sys::Request, env: Env, ctx: Context) -> web_sys::Re
             Action::FetchOrigin {
                 timeout_ms,
                 request,
+                hedge_after_ms,
                 ..
-            } => Event::Origin(race::race(&request, timeout_ms).await),
+            } => race::origin(&request, timeout_ms, hedge_after_ms).await,
             Action::Wait { ms } => {
                 Delay::from(Duration::from_millis(ms)).await;
                 Event::Woke
@@ -73,10 +74,10 @@ pub async fn serve(req: web_sys::Request, env: Env, ctx: Context) -> web_sys::Re
                 timeout_ms,
                 request,
                 ..
-            } => Event::Http(race::race(&request, timeout_ms).await),
+            } => race::tier(&request, timeout_ms).await,
             Action::Respond(reply) => return send(*reply, &env, &ctx),
         };
-        let lag = matches!(event, Event::Origin(_)).then(shim::lag_ms);
+        let lag = matches!(event, Event::Origin(_) | Event::OriginHedged { .. }).then(shim::lag_ms);
         action = match isolate::with_engine(|e| {
             if let Some(ms) = lag {
                 e.set_queue_delay(ms);

@@ -67,13 +67,10 @@ export function us_response(status, head, body) {
   return new Response(body, { status, headers: headersOf(head) });
 }
 
-// [kind, status, retryAfter, body]: kind 0 timed out, 1 answered, 2 body too large, 3 failed.
-export async function us_race(url, method, head, body, timeoutMs, maxBody) {
-  probe();
-  const ctl = new AbortController();
-  let timedOut = false;
-  const due = Date.now() + timeoutMs;
-  const timer = setTimeout(() => { timedOut = true; sample(Date.now() - due); ctl.abort(); }, timeoutMs);
+// One request of a race: [kind, status, retryAfter, body], kind 0 timed out, 1 answered,
+// 2 body too large, 3 failed. `ctl` aborts it; `isTimedOut()` says whether the race's
+// timer fired.
+async function attempt(url, method, head, body, maxBody, ctl, isTimedOut) {
   try {
     const res = await fetch(url, { method, headers: headersOf(head), body: body === undefined ? null : body, signal: ctl.signal });
     probe();
@@ -106,9 +103,53 @@ export async function us_race(url, method, head, body, timeoutMs, maxBody) {
     if (bytes.length > maxBody) return [2, status, "", null];
     return [1, status, "", bytes];
   } catch (e) {
-    if (timedOut) return [0, 0, "", null];
+    if (isTimedOut()) return [0, 0, "", null];
     ctl.abort();
     return [3, 0, firstLine(e), null];
+  }
+}
+
+const good = (r) => r[0] === 1 && r[1] >= 200 && r[1] <= 299;
+
+// The race: [kind, status, retryAfter, body, hedgeSent, hedgeWon]. With hedgeAfterMs >= 0,
+// the same request goes out once more if no answer came within it; the first good answer
+// wins and the other is aborted; a failure before the hedge is due is the answer.
+export async function us_race(url, method, head, body, timeoutMs, maxBody, hedgeAfterMs) {
+  probe();
+  const ctls = [new AbortController(), new AbortController()];
+  let timedOut = false;
+  const due = Date.now() + timeoutMs;
+  const timer = setTimeout(() => { timedOut = true; sample(Date.now() - due); ctls[0].abort(); ctls[1].abort(); }, timeoutMs);
+  const isTimedOut = () => timedOut;
+  try {
+    if (!(hedgeAfterMs >= 0)) {
+      const r = await attempt(url, method, head, body, maxBody, ctls[0], isTimedOut);
+      r.push(0, 0);
+      return r;
+    }
+    return await new Promise((resolve) => {
+      let sent = false, done = false, pending = 1, last = null, hedgeTimer;
+      const finish = (i, r) => {
+        done = true;
+        clearTimeout(hedgeTimer);
+        ctls[1 - i].abort();
+        r.push(sent ? 1 : 0, sent && i === 1 ? 1 : 0);
+        resolve(r);
+      };
+      const settle = (i, r) => {
+        if (done) return;
+        pending--;
+        last = [i, r];
+        if (good(r) || !sent || pending === 0) finish(i, r);
+      };
+      attempt(url, method, head, body, maxBody, ctls[0], isTimedOut).then((r) => settle(0, r));
+      hedgeTimer = setTimeout(() => {
+        if (done) return;
+        sent = true;
+        pending++;
+        attempt(url, method, head, body, maxBody, ctls[1], isTimedOut).then((r) => settle(1, r));
+      }, hedgeAfterMs);
+    });
   } finally {
     clearTimeout(timer);
   }
@@ -140,6 +181,7 @@ extern "C" {
         body: Option<String>,
         timeout_ms: f64,
         max_body: f64,
+        hedge_after_ms: f64,
     ) -> Promise;
     fn us_kv(ns: &JsValue, key: &str, timeout_ms: f64) -> Promise;
     fn us_lag() -> f64;
@@ -205,8 +247,16 @@ fn str_at(a: &Array, i: u32) -> String {
     a.get(i).as_string().unwrap_or_default()
 }
 
+/// What a race observed, and what its hedge did.
+pub struct Raced {
+    pub observed: Observed,
+    pub hedge_sent: bool,
+    pub hedge_won: bool,
+}
+
 /// [E-RACE] Sends the request; headers *and* body must arrive within `timeout_ms`, the body
-/// at most `max_body` bytes; the loser is aborted (`AbortController`).
+/// at most `max_body` bytes; the loser is aborted (`AbortController`). With `hedge_after_ms`,
+/// a second identical request goes out if no answer came by then; the first good one wins.
 pub async fn race(
     url: &str,
     method: &str,
@@ -214,19 +264,43 @@ pub async fn race(
     body: Option<String>,
     timeout_ms: u64,
     max_body: u64,
-) -> Observed {
+    hedge_after_ms: Option<u64>,
+) -> Raced {
     let head = flat(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let p = us_race(url, method, &head, body, timeout_ms as f64, max_body as f64);
+    let hedge = hedge_after_ms.map_or(-1.0, |ms| ms as f64);
+    let p = us_race(
+        url,
+        method,
+        &head,
+        body,
+        timeout_ms as f64,
+        max_body as f64,
+        hedge,
+    );
     let r = match JsFuture::from(p).await {
         Ok(v) => Array::from(&v),
-        Err(e) => return Observed::Connect(understudy_core::classify::bounded(&format!("{e:?}"))),
+        Err(e) => {
+            return Raced {
+                observed: Observed::Connect(understudy_core::classify::bounded(&format!("{e:?}"))),
+                hedge_sent: false,
+                hedge_won: false,
+            }
+        }
     };
+    Raced {
+        observed: observed(&r, max_body),
+        hedge_sent: r.get(4).as_f64() == Some(1.0),
+        hedge_won: r.get(5).as_f64() == Some(1.0),
+    }
+}
+
+fn observed(r: &Array, max_body: u64) -> Observed {
     let status = r.get(1).as_f64().unwrap_or(0.0) as u16;
     match r.get(0).as_f64().unwrap_or(3.0) as u8 {
         0 => Observed::TimedOut,
         1 => Observed::Response {
             status,
-            retry_after: Some(str_at(&r, 2)).filter(|s| !s.is_empty()),
+            retry_after: Some(str_at(r, 2)).filter(|s| !s.is_empty()),
             body: r
                 .get(3)
                 .dyn_into::<Uint8Array>()
@@ -234,7 +308,7 @@ pub async fn race(
                 .unwrap_or_default(),
         },
         2 => Observed::TooLarge { limit: max_body },
-        _ => Observed::Connect(str_at(&r, 2)),
+        _ => Observed::Connect(str_at(r, 2)),
     }
 }
 

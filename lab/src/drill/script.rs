@@ -44,6 +44,18 @@ pub fn behavior(f: ModelFault) -> Behavior {
         ModelFault::Reset => with(Fault::Reset, 0),
         ModelFault::Malformed { latency_ms } => with(Fault::Malformed, latency_ms),
         ModelFault::Empty { latency_ms } => with(Fault::Empty, latency_ms),
+        ModelFault::Bimodal {
+            fast_ms,
+            slow_ms,
+            slow_ppm,
+        } => with(
+            Fault::Bimodal {
+                fast_ms,
+                slow_ms,
+                slow_per_mille: u64::from(slow_ppm / 1000),
+            },
+            0,
+        ),
     }
 }
 

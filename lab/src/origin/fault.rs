@@ -61,6 +61,16 @@ pub enum Fault {
     Empty,
     /// `200` with valid JSON that has no `items` list.
     WrongShape,
+    /// The normal answer after `fast_ms`, or — for `slow_per_mille` of every thousand calls,
+    /// drawn per call — after `slow_ms`: a model with a long tail (what hedging is for).
+    Bimodal {
+        #[serde(deserialize_with = "non_negative")]
+        fast_ms: u64,
+        #[serde(deserialize_with = "non_negative")]
+        slow_ms: u64,
+        #[serde(deserialize_with = "non_negative")]
+        slow_per_mille: u64,
+    },
     /// `200` with a valid answer of about `bytes` bytes (default 4 MiB).
     Huge {
         #[serde(default = "default_huge_bytes", deserialize_with = "non_negative")]
@@ -103,6 +113,7 @@ impl Fault {
             Fault::Empty => "empty",
             Fault::WrongShape => "wrong_shape",
             Fault::Huge { .. } => "huge",
+            Fault::Bimodal { .. } => "bimodal",
         }
     }
 
@@ -110,6 +121,21 @@ impl Fault {
     pub fn validate(&self) -> Result<(), String> {
         match *self {
             Fault::Latency { ms } => check_delay("ms", ms),
+            Fault::Bimodal {
+                fast_ms,
+                slow_ms,
+                slow_per_mille,
+            } => {
+                check_delay("fast_ms", fast_ms)?;
+                check_delay("slow_ms", slow_ms)?;
+                if slow_per_mille <= 1000 {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "slow_per_mille: {slow_per_mille} must be 1000 or less"
+                    ))
+                }
+            }
             Fault::Status { code } => {
                 if (400..=599).contains(&code) && code != 429 {
                     Ok(())

@@ -168,6 +168,16 @@ async fn model(
             tokio::time::sleep(Duration::from_millis(ms)).await;
             ok(answer::healthy(&echo), tracker)
         }
+        Fault::Bimodal {
+            fast_ms,
+            slow_ms,
+            slow_per_mille,
+        } => {
+            let slow = rand_unit() * 1000.0 < slow_per_mille as f64;
+            let ms = if slow { slow_ms } else { fast_ms };
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            ok(answer::healthy(&echo), tracker)
+        }
         Fault::Hang => {
             // Held until hyper drops this future (the client went away: the tracker
             // records a disconnect) or the origin stops.
@@ -268,6 +278,21 @@ pub(crate) fn json_response(status: StatusCode, body: Bytes) -> Response<SimBody
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
+}
+
+/// A uniform draw in `[0, 1)` for the bimodal fault: the clock's nanoseconds mixed by a
+/// process-wide counter (no RNG crate for one coin per request; its quality is plenty).
+fn rand_unit() -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0);
+    let mut z = N.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) ^ t;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) as f64 / u64::MAX as f64
 }
 
 #[cfg(test)]

@@ -60,11 +60,14 @@ pub enum Action<'p> {
     /// report [`Event::Limited`].
     Limit { binding: &'p str, key: String },
     /// [E-RACE] Send `request`; headers *and* body must arrive within `timeout_ms`, then the
-    /// loser is aborted; report [`Event::Origin`].
+    /// loser is aborted; report [`Event::Origin`]. With `hedge_after_ms`: if no good answer
+    /// came within it, send the same request once more; the first good (2xx) answer wins, the
+    /// other is aborted; report [`Event::OriginHedged`].
     FetchOrigin {
         attempt: u32,
         timeout_ms: u64,
         request: Outbound,
+        hedge_after_ms: Option<u64>,
     },
     /// Wait `ms`, then report [`Event::Woke`].
     Wait { ms: u64 },
@@ -96,6 +99,13 @@ pub enum Event {
     Limited(Result<bool, String>),
     /// The origin attempt ended.
     Origin(Observed),
+    /// A hedged origin attempt ended: what the winning (or last) request observed, whether
+    /// the hedge was sent, and whether its answer was the one used.
+    OriginHedged {
+        observed: Observed,
+        sent: bool,
+        won: bool,
+    },
     /// A [`Action::Wait`] elapsed.
     Woke,
     /// The KV read ended.

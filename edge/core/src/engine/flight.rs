@@ -42,6 +42,10 @@ pub struct Flight<'p> {
     pub(super) admission: Admission,
     /// The bulkhead slot of the origin call in flight, if one is.
     pub(super) lease: Option<super::Lease>,
+    /// The request may be repeated: an idempotent call, or the client's idempotency key.
+    pub(super) repeatable: bool,
+    /// The origin attempt in flight took a hedge token.
+    pub(super) hedge_token: bool,
     /// The KV read in flight (binding, key), for the isolate's read cache.
     pub(super) pending_kv: Option<(&'p str, String)>,
     /// Notes of the engine's own (a missing secret, an unreachable limiter).
@@ -117,6 +121,8 @@ pub(super) fn start<'p>(
         admission: Admission::Reject,
         lease: None,
         pending_kv: None,
+        repeatable: false,
+        hedge_token: false,
         notes: Vec::new(),
         stage: Stage::Done,
     };
@@ -196,6 +202,8 @@ pub(super) fn start<'p>(
             !v.is_empty() && v.len() <= MAX_IDEMPOTENCY_KEY && !v.chars().any(char::is_control)
         })
         .map(str::to_string);
+    f.repeatable = policy.origin.idempotent
+        || (f.idempotency_key.is_some() && policy.origin.idempotency_key_header.is_some());
     if let Some(url) = env.var(ORIGIN_OVERRIDE_VAR).filter(|v| !v.is_empty()) {
         f.origin_url = url;
         f.origin_override = true;

@@ -45,6 +45,9 @@ use crate::writethrough::{KvWrite, WriteThrough};
 use self::rng::Rng;
 use self::trace::Trace;
 
+/// The window over which the origin's p95 (the hedge's default delay) is measured.
+pub const HEDGE_WINDOW_MS: u64 = 30_000;
+
 /// Wrangler `[vars]` entry that points the origin elsewhere (local dev, tests, drills).
 pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
 
@@ -93,6 +96,10 @@ pub struct Engine<'p> {
     tokens: crate::token::Verified,
     /// KV reads of the last second ([`kvcache`]).
     kv_cache: kvcache::KvCache,
+    /// Successful origin latencies of the last 30 s, for the hedge's delay.
+    origin_latency: crate::breaker::window::Window,
+    /// The hedge's token bucket.
+    hedge_tokens: f64,
     /// The isolate's own scheduling delay, as the driver last measured it (ms): how late a
     /// zero-delay timer fires. Subtracted from origin latencies before the breaker judges
     /// them slow.
@@ -135,6 +142,13 @@ impl<'p> Engine<'p> {
             tokens: crate::token::Verified::default(),
             queue_delay_ms: 0,
             kv_cache: kvcache::KvCache::default(),
+            origin_latency: crate::breaker::window::Window::new(HEDGE_WINDOW_MS),
+            hedge_tokens: bake
+                .policy
+                .origin
+                .hedge
+                .as_ref()
+                .map_or(0.0, |h| f64::from(h.burst)),
         })
     }
 
@@ -149,6 +163,40 @@ impl<'p> Engine<'p> {
     /// Origin calls in flight in this isolate.
     pub fn origin_in_flight(&self) -> u32 {
         self.origin_in_flight.get()
+    }
+
+    /// When to hedge this attempt, taking a token: `None` when the policy does not hedge,
+    /// the request may not be repeated, the origin's p95 is not known yet or would not leave
+    /// the hedge time to run, or the bucket is empty. Every origin call refills the bucket by
+    /// `max_share`.
+    fn hedge_after(&mut self, now: Millis, timeout_ms: u64, repeatable: bool) -> Option<u64> {
+        let h = self.bake.policy.origin.hedge.as_ref()?;
+        self.hedge_tokens = (self.hedge_tokens + h.max_share).min(f64::from(h.burst));
+        if !repeatable {
+            return None;
+        }
+        let after = match h.after_ms {
+            Some(ms) => ms,
+            None => {
+                let s = self.origin_latency.summary(now);
+                if s.calls < h.min_calls {
+                    return None;
+                }
+                s.p95_ms.max(1)
+            }
+        };
+        if after >= timeout_ms || self.hedge_tokens < 1.0 {
+            return None;
+        }
+        self.hedge_tokens -= 1.0;
+        Some(after)
+    }
+
+    /// A hedge token taken for an attempt that sent no hedge goes back to the bucket.
+    fn refund_hedge(&mut self) {
+        if let Some(h) = &self.bake.policy.origin.hedge {
+            self.hedge_tokens = (self.hedge_tokens + 1.0).min(f64::from(h.burst));
+        }
     }
 
     /// Whether the bulkhead lets another origin call start now.

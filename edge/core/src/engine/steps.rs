@@ -38,9 +38,27 @@ pub(super) fn step<'p>(
             admit(engine, f, now, race)
         }
         (Stage::Racing(mut race), event) => {
-            let is_origin = matches!(event, Event::Origin(_));
+            let is_origin = matches!(event, Event::Origin(_) | Event::OriginHedged { .. });
             let ev = match event {
-                Event::Origin(o) => exchange::Event::Origin(o),
+                Event::Origin(o) => {
+                    if std::mem::take(&mut f.hedge_token) {
+                        // A driver that did not hedge: the token goes back.
+                        engine.refund_hedge();
+                    }
+                    exchange::Event::Origin(o)
+                }
+                Event::OriginHedged {
+                    observed,
+                    sent,
+                    won,
+                } => {
+                    if std::mem::take(&mut f.hedge_token) && !sent {
+                        engine.refund_hedge();
+                    }
+                    engine.counters.hedges_sent += u64::from(sent);
+                    engine.counters.hedges_won += u64::from(sent && won);
+                    exchange::Event::Origin(observed)
+                }
                 Event::Http(o) => exchange::Event::Http(o),
                 Event::Kv(r) => exchange::Event::Kv(r),
                 Event::Woke | Event::Limited(_) => exchange::Event::Woke,
@@ -127,6 +145,11 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
     // What the answer spent waiting in the isolate's own queue is the edge's, not the
     // model's: the slow-call judgement sees the latency without it.
     let model_latency = latency.saturating_sub(engine.queue_delay_ms);
+    if a.result.is_ok() {
+        engine
+            .origin_latency
+            .record(a.ended, true, model_latency, false);
+    }
     let outcome = match a.result {
         Ok(()) => BreakerOutcome::success(model_latency),
         Err(r) if r.class() == Class::Caller => {
@@ -153,9 +176,12 @@ fn drive<'p>(
             timeout_ms,
         } => {
             f.lease = Some(super::Lease::take(&engine.origin_in_flight));
+            let hedge_after_ms = engine.hedge_after(now, timeout_ms, f.repeatable);
+            f.hedge_token = hedge_after_ms.is_some();
             Action::FetchOrigin {
                 attempt,
                 timeout_ms,
+                hedge_after_ms,
                 request: outbound::origin(
                     engine.policy(),
                     &f.origin_url,
