@@ -215,6 +215,9 @@ pub struct BenchArgs {
     /// Sequential requests with the model hung, per edge variant.
     #[arg(long, default_value_t = 200)]
     pub hung_rounds: usize,
+    /// Sequential requests against a long-tail model, with and without hedging (each).
+    #[arg(long, default_value_t = 400)]
+    pub tail_rounds: usize,
     /// Connections of the healthy closed loop (a second one runs at 64).
     #[arg(long, default_value_t = 16)]
     pub concurrency: usize,

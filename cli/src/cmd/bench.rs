@@ -19,6 +19,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         out: args.out,
         rounds: args.rounds.clamp(1, 100_000),
         hung_rounds: args.hung_rounds.clamp(1, 10_000),
+        tail_rounds: args.tail_rounds.clamp(4, 100_000),
         concurrency: args.concurrency,
         throughput_secs: args.throughput_secs,
         origin_latency_ms: args.origin_latency_ms,

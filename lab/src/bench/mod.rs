@@ -47,6 +47,7 @@ const EDGE_OFF: Target = Target("edge-off");
 const EDGE_EMB: Target = Target("edge-emb");
 const BARE: Target = Target("bare");
 const PEER: Target = Target("peer");
+const EDGE_HEDGE: Target = Target("edge-hedge");
 /// `--compare-edge`: another prebuilt edge, baked like `edge-off`, for A/B measurements.
 const EDGE_B: Target = Target("edge-b");
 
@@ -57,6 +58,8 @@ pub struct Options {
     pub rounds: usize,
     /// Sequential requests with the model hung, per edge variant.
     pub hung_rounds: usize,
+    /// Sequential requests against the long-tail model, per side (hedging or not).
+    pub tail_rounds: usize,
     /// Connections of the healthy closed loop (the high one is 64).
     pub concurrency: usize,
     /// Seconds of each closed-loop phase, split into alternating slices per side.
@@ -67,6 +70,11 @@ pub struct Options {
     /// Another prebuilt edge to measure beside `edge-off` in the healthy closed loop.
     pub compare_edge: Option<PathBuf>,
 }
+
+/// The long-tail model of the hedging case: fast calls, and a few past the deadline.
+pub const BIMODAL_FAST_MS: u64 = 15;
+pub const BIMODAL_SLOW_MS: u64 = 200;
+pub const BIMODAL_SLOW_PER_MILLE: u64 = 50;
 
 /// Connections of the high-concurrency phases (healthy and hung).
 pub const HIGH_CONCURRENCY: usize = 64;
@@ -210,6 +218,15 @@ pub fn run(opts: &Options) -> Result<Value> {
         now.0,
         &work.join("edge-emb"),
     )?;
+    let hedged = sides::variant(base, Variant::Hedged)?;
+    let (hedge_dir, _, _) = sides::edge_dist(
+        &loaded,
+        &hedged,
+        &edge_src,
+        &file,
+        now.0,
+        &work.join("edge-hedge"),
+    )?;
     let bare_dir = work.join("bare");
     let bare_wasm = sides::bare_dist(&root, opts.bare.as_deref(), &bare_dir, &edge_dir)?;
     let peer_dir = work.join("peer");
@@ -224,6 +241,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         (EDGE_EMB.0, emb_dir),
         (BARE.0, bare_dir),
         (PEER.0, peer_dir),
+        (EDGE_HEDGE.0, hedge_dir),
     ];
     if let Some(b) = &opts.compare_edge {
         let src = dist::edge::locate(Some(b))?;
@@ -263,7 +281,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         // Fresh isolates: the first requests each Worker ever sees.
         let cold_edge = load::wave(addr, EDGE, &cold_plans, timeout).await;
         let cold_peer = load::wave(addr, PEER, &cold_plans, timeout).await;
-        for t in [EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER]
+        for t in [EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER, EDGE_HEDGE]
             .into_iter()
             .chain(opts.compare_edge.as_ref().map(|_| EDGE_B))
         {
@@ -346,6 +364,26 @@ pub fn run(opts: &Options) -> Result<Value> {
         )
         .await;
         let bare_hung = server::once(&mut None, addr, BARE, &req, Duration::from_secs(1)).await;
+        // A model with a long tail: most calls fast, a few past the deadline. The hedging
+        // edge and the same edge without hedging, in alternating blocks; origin calls counted
+        // per block.
+        origin.set_fault(Fault::Bimodal {
+            fast_ms: BIMODAL_FAST_MS,
+            slow_ms: BIMODAL_SLOW_MS,
+            slow_per_mille: BIMODAL_SLOW_PER_MILLE,
+        })?;
+        let (mut tail_plain, mut tail_hedged, mut calls_plain, mut calls_hedged) =
+            (Vec::new(), Vec::new(), 0u64, 0u64);
+        for _ in 0..4 {
+            for (t, out, calls) in [
+                (EDGE_OFF, &mut tail_plain, &mut calls_plain),
+                (EDGE_HEDGE, &mut tail_hedged, &mut calls_hedged),
+            ] {
+                let before = origin.stats().requests;
+                out.extend(load::sequential(addr, t, &plans, opts.tail_rounds / 4, timeout).await);
+                *calls += origin.stats().requests - before;
+            }
+        }
         origin.clear_fault();
         let origin_calls = origin.stats().requests;
         Ok(report::Measured {
@@ -363,6 +401,15 @@ pub fn run(opts: &Options) -> Result<Value> {
             hung_hi,
             bare_hung,
             origin_calls,
+            tail: report::Tail {
+                plain: tail_plain,
+                hedged: tail_hedged,
+                calls_plain,
+                calls_hedged,
+                fast_ms: BIMODAL_FAST_MS,
+                slow_ms: BIMODAL_SLOW_MS,
+                slow_per_mille: BIMODAL_SLOW_PER_MILLE,
+            },
         })
     });
     drop(server);

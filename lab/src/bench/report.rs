@@ -31,6 +31,29 @@ pub struct Measured {
     pub hung_hi: Vec<Slice>,
     pub bare_hung: Observed,
     pub origin_calls: u64,
+    pub tail: Tail,
+}
+
+/// The hedging case: a model with a long tail, the edge with and without hedging.
+pub struct Tail {
+    pub plain: Vec<Observed>,
+    pub hedged: Vec<Observed>,
+    pub calls_plain: u64,
+    pub calls_hedged: u64,
+    pub fast_ms: u64,
+    pub slow_ms: u64,
+    pub slow_per_mille: u64,
+}
+
+fn tail_side(obs: &[Observed], calls: u64) -> Value {
+    let n = obs.len().max(1) as f64;
+    let live = obs.iter().filter(|o| o.is_live()).count();
+    json!({
+        "requests": obs.len(),
+        "live_share": round(live as f64 / n),
+        "latency": lat(obs),
+        "origin_calls_per_request": round(calls as f64 / n),
+    })
 }
 
 pub struct Setup<'a> {
@@ -123,6 +146,11 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         "breaker_openings_healthy": m.breaker_openings,
         "healthy_p50_vs_bare": p50_vs_bare,
         "healthy_p99_vs_bare": p99_vs_bare,
+        "hedging": {
+            "model": {"fast_ms": m.tail.fast_ms, "slow_ms": m.tail.slow_ms, "slow_per_mille": m.tail.slow_per_mille},
+            "without": tail_side(&m.tail.plain, m.tail.calls_plain),
+            "with": tail_side(&m.tail.hedged, m.tail.calls_hedged),
+        },
 
         "detail": {
             "cold_first_wave": {"edge": cold, "peer": cold_peer, "requests": m.cold_edge.len(),
@@ -259,6 +287,14 @@ pub fn human(d: &Value) -> String {
             ));
         }
     }
+    let h = &d["hedging"];
+    s.push_str(&format!(
+        "Long-tail model ({} ms, {}‰ of calls {} ms): live share {} → {} with hedging, p99 {} → {} ms, origin calls per request {} → {}\n",
+        h["model"]["fast_ms"], h["model"]["slow_per_mille"], h["model"]["slow_ms"],
+        f(&h["without"]["live_share"]), f(&h["with"]["live_share"]),
+        f(&h["without"]["latency"]["p99_ms"]), f(&h["with"]["latency"]["p99_ms"]),
+        f(&h["without"]["origin_calls_per_request"]), f(&h["with"]["origin_calls_per_request"])
+    ));
     s.push_str(&format!(
         "Module: {} bytes gzipped (bare {}); start to listening {} ms\n",
         d["module"]["edge_gzip_bytes"],
@@ -323,6 +359,18 @@ mod tests {
             hung_hi: vec![slice(1500.0, false), slice(500.0, false)],
             bare_hung: Observed::default(),
             origin_calls: 100,
+            tail: Tail {
+                plain: vec![ok(20.0, None); 19]
+                    .into_iter()
+                    .chain([ok(50.0, Some("user"))])
+                    .collect(),
+                hedged: vec![ok(20.0, None); 20],
+                calls_plain: 20,
+                calls_hedged: 21,
+                fast_ms: 15,
+                slow_ms: 200,
+                slow_per_mille: 50,
+            },
         };
         let s = Setup {
             policy: "p",

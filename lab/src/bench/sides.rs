@@ -28,6 +28,9 @@ pub enum Variant {
     AsShipped,
     BreakerOff,
     EmbeddedOnly,
+    /// Breaker off, hedging after the observed p95 for up to 10% of calls (the call is
+    /// declared idempotent: a scoring POST).
+    Hedged,
 }
 
 /// The policy of an edge variant.
@@ -42,6 +45,15 @@ pub fn variant(base: &Policy, v: Variant) -> Result<Policy> {
     }
     if v != Variant::AsShipped {
         p.breaker = Breaker::Off;
+    }
+    if v == Variant::Hedged {
+        p.origin.idempotent = true;
+        p.origin.hedge = Some(understudy_core::policy::Hedge {
+            after_ms: None,
+            max_share: 0.1,
+            burst: 10,
+            min_calls: 20,
+        });
     }
     if v == Variant::EmbeddedOnly {
         p.cascade
