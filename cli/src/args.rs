@@ -197,6 +197,13 @@ pub struct DrillArgs {
     /// status, reason and tier (the differential test of the two drivers of one engine).
     #[arg(long)]
     pub compare_simulate: bool,
+    /// Find the highest arrival rate (req/s) at which the scenario keeps every invariant:
+    /// bisect between LOW and HIGH (e.g. `50..2400`), one whole drill per probe.
+    #[arg(long, value_name = "LOW..HIGH")]
+    pub find_rate: Option<String>,
+    /// Probes of `--find-rate` after its two bounds.
+    #[arg(long, default_value_t = 6)]
+    pub find_rate_steps: usize,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
 }

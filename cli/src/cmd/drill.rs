@@ -21,6 +21,49 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
         timeout: Duration::from_millis(args.timeout_ms.clamp(1, 60_000)),
         compare_simulate: args.compare_simulate,
     };
+    if let Some(range) = &args.find_rate {
+        let (lo, hi) = range
+            .split_once("..")
+            .and_then(|(a, b)| Some((a.trim().parse::<f64>().ok()?, b.trim().parse::<f64>().ok()?)))
+            .filter(|(a, b)| *a > 0.0 && a < b && *b <= 1_000_000.0)
+            .ok_or_else(|| {
+                anyhow::anyhow!("--find-rate {range}: write LOW..HIGH in req/s, e.g. 50..2400")
+            })?;
+        let found = drill::rate::find(&opts, lo, hi, args.find_rate_steps.clamp(1, 20))?;
+        match args.format {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&found)?),
+            Format::Human => {
+                for p in &found.probes {
+                    println!(
+                        "{:>8.0} req/s  p95 {:>7}  {}",
+                        p.rate,
+                        p.p95_ms.map_or("?".into(), |v| format!("{v:.1} ms")),
+                        if p.passed {
+                            "held".to_string()
+                        } else {
+                            format!("broke {}", p.broken.join(", "))
+                        }
+                    );
+                }
+                match found.sustained_rps {
+                    Some(r) => println!("sustained: {r:.0} req/s (time scale {})", opts.time_scale),
+                    None => println!("not sustained even at {lo:.0} req/s"),
+                }
+            }
+        }
+        if let Some(dir) = &opts.report {
+            std::fs::create_dir_all(dir)?;
+            std::fs::write(
+                dir.join("find-rate.json"),
+                serde_json::to_vec_pretty(&found)?,
+            )?;
+        }
+        return Ok(if found.sustained_rps.is_some() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     let outcome = match drill::run(&opts)? {
         Ok(o) => o,
         Err(code) => return Ok(code),

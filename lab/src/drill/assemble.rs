@@ -1,0 +1,173 @@
+//! A drill's outcome: the table (the same as `simulate`'s), every invariant's verdict, the
+//! differential comparison with `simulate` when asked, the timeline picture and the JSON
+//! report.
+
+use serde_json::{json, Value};
+
+use understudy_compiler::simulate::report;
+
+use super::check::{self, Context};
+use super::play::Played;
+use super::setup::Prepared;
+use super::{compare, observe, plot, script, Options, Outcome, SLACK_MARGIN_MS};
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
+    let (policy, sc, limits, loaded) = (&prep.policy, &prep.sc, prep.limits, &prep.loaded);
+    let Played {
+        obs,
+        transitions,
+        initial_mode,
+        breaker_visible,
+        status_visible,
+        calibration,
+        calib,
+        slack_ms,
+        start_epoch,
+        origin_stats,
+        user_probes,
+        fault,
+    } = p;
+    let model_calls = origin_stats.requests;
+    // The table, the same as simulate's.
+    let run = observe::to_run(policy, sc, &obs, &transitions, model_calls);
+    let summary = report::summarize(policy, sc, &run);
+    let table = report::human(policy, &summary);
+
+    let cx = Context {
+        policy,
+        limits,
+        fault,
+        transitions: &transitions,
+        breaker_visible,
+        slack_ms,
+        user_probes: user_probes.as_deref(),
+        time_scale: opts.time_scale,
+    };
+    let rec = check::recovery(&obs, &cx);
+    let mut verdicts = check::check(&obs, &cx, &rec);
+    let mut disagreements = Vec::new();
+    if opts.compare_simulate {
+        let d = compare::compare(policy, loaded.catalog.as_ref(), sc, start_epoch, &obs);
+        disagreements = compare::describe(&d, 10);
+        verdicts.push(check::Verdict {
+            name: "SIMULATE_AGREES",
+            ok: Some(d.is_empty()),
+            detail: if d.is_empty() {
+                format!(
+                    "all {} requests: same status, reason and tier in simulate",
+                    obs.len()
+                )
+            } else {
+                format!(
+                    "{} of {} requests differ from simulate; first: {}",
+                    d.len(),
+                    obs.len(),
+                    disagreements.first().map(String::as_str).unwrap_or("")
+                )
+            },
+        });
+    }
+    if (opts.time_scale - 1.0).abs() < f64::EPSILON && opts.rate.is_none() && sc.expect.is_some() {
+        let unmet = report::check_expectations(sc, &summary);
+        verdicts.push(check::Verdict {
+            name: "EXPECT",
+            ok: Some(unmet.is_empty()),
+            detail: if unmet.is_empty() {
+                "the scenario's [expect] holds".into()
+            } else {
+                unmet.join("; ")
+            },
+        });
+    }
+    if !breaker_visible {
+        verdicts.push(check::Verdict {
+            name: "BREAKER_VISIBLE",
+            ok: None,
+            detail: "the edge exposed no breaker mode (no X-Breaker-Mode header, no admin status): recorded as UNKNOWN".into(),
+        });
+    }
+    let figures = check::figures(&obs);
+    let tiers: Vec<String> = policy
+        .cascade
+        .tiers
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let svg = plot::render(&plot::Picture {
+        title: format!(
+            "{} — {} requests, {:.0} req/s, time scale {}",
+            sc.name,
+            sc.requests,
+            1e6 / sc.interval_us as f64,
+            opts.time_scale
+        ),
+        obs: &obs,
+        tiers,
+        faults: script::origin_script(sc)
+            .rules
+            .iter()
+            .filter_map(|r| r.seconds)
+            .map(|t| (t.from * 1000.0, t.to.unwrap_or(t.from) * 1000.0))
+            .collect(),
+        transitions: &transitions,
+        initial_mode: if breaker_visible { initial_mode } else { None },
+        budget_ms: policy.budget.total_ms as f64,
+    })
+    .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))
+    .ok();
+
+    let requests: Vec<Value> = obs
+        .iter()
+        .map(|o| {
+            json!([
+                o.index,
+                round1(o.scheduled_ms),
+                round1(o.sent_ms),
+                round1(o.latency_ms),
+                o.status,
+                o.headers
+                    .tier
+                    .as_deref()
+                    .unwrap_or(if o.is_live() { "origin" } else { "" }),
+                o.headers.reason,
+                o.headers.breaker_mode
+            ])
+        })
+        .collect();
+    let json = json!({
+        "scenario": sc.name,
+        "policy": policy.service.name,
+        "release": prep.release_id,
+        "time_scale": opts.time_scale,
+        "rate_rps": 1e6 / sc.interval_us as f64,
+        "concurrency": opts.concurrency,
+        "started_at_ms": start_epoch,
+        "limits": limits,
+        "fault_window_ms": fault,
+        "calibration": { "requests": calibration.len(), "latency": calib, "slack_ms": slack_ms, "margin_ms": SLACK_MARGIN_MS },
+        "summary": summary,
+        "figures": figures,
+        "recovery": rec,
+        "alerts": rec.alerts,
+        "breaker": { "visible": breaker_visible, "from_status_endpoint": status_visible, "initial_mode": initial_mode, "transitions": transitions },
+        "model_calls": model_calls,
+        "origin": { "requests": origin_stats.requests, "completed": origin_stats.completed, "disconnected": origin_stats.disconnected, "by_fault": origin_stats.by_fault },
+        "user_probes": user_probes,
+        "verdicts": verdicts,
+        "simulate_disagreements": disagreements,
+        "request_columns": ["index", "scheduled_ms", "sent_ms", "latency_ms", "status", "answered_by", "reason", "breaker_mode"],
+        "requests": requests,
+    });
+    Outcome {
+        table,
+        verdicts,
+        alerts: rec.alerts.clone(),
+        json,
+        svg,
+        disagreements,
+    }
+}

@@ -1,0 +1,113 @@
+//! When the edge was normal again after a fault: the breaker back to healthy and answers
+//! live again, measured from what the client saw and what the breaker reported.
+
+use serde::Serialize;
+
+use understudy_core::breaker::Mode;
+
+use super::{Context, ALERT_STALLED};
+use crate::drill::observe::{mode_kind, Observed, SeenTransition};
+
+/// Share of live answers that counts as normal again. Not 100%: on the healthy path an
+/// isolated call can still miss the deadline (a scheduler stall, a GC pause) and be answered
+/// from the cascade — disclosed, and no sign that the incident goes on.
+pub const NORMAL_LIVE_SHARE: f64 = 0.99;
+
+/// When answers were normal again after the fault: the scheduled time of the first live
+/// answer after the fault's end from which at least [`NORMAL_LIVE_SHARE`] of all later
+/// answers are live (None: never, within the run).
+pub fn normalized_at(obs: &[Observed], fault_end: f64) -> Option<f64> {
+    let mut after: Vec<&Observed> = obs.iter().filter(|o| o.sent_ms >= fault_end).collect();
+    after.sort_by_key(|o| o.index);
+    let mut live_suffix = 0usize;
+    let mut at = None;
+    for (n, o) in after.iter().enumerate().rev() {
+        if o.is_live() {
+            live_suffix += 1;
+            let len = after.len() - n;
+            if live_suffix as f64 >= NORMAL_LIVE_SHARE * len as f64 {
+                at = Some(o.scheduled_ms);
+            }
+        }
+    }
+    at
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Recovery {
+    /// First transition into the degraded mode, ms after the fault's onset.
+    pub degraded_after_ms: Option<f64>,
+    /// Last transition back to healthy, ms after the fault's end.
+    pub breaker_healthy_after_ms: Option<f64>,
+    /// Every answer live again, ms after the fault's end.
+    pub normalized_after_ms: Option<f64>,
+    /// The later of the two: the recovery time the limits and the alert use.
+    pub recovered_after_ms: Option<f64>,
+    /// How long the run went on after the fault's end.
+    pub observed_after_end_ms: f64,
+    pub alerts: Vec<String>,
+}
+
+pub fn recovery(obs: &[Observed], cx: &Context<'_>) -> Recovery {
+    let Some((start, end)) = cx.fault else {
+        return Recovery::default();
+    };
+    let kind = |t: &SeenTransition| mode_kind(t.to);
+    let degraded_after_ms = cx
+        .transitions
+        .iter()
+        .filter(|t| kind(t) == Some(Mode::Open) && t.at_ms >= start)
+        .map(|t| t.at_ms - start)
+        .reduce(f64::min);
+    let breaker_healthy_after_ms = if cx.breaker_visible {
+        cx.transitions
+            .iter()
+            .filter(|t| kind(t) == Some(Mode::Healthy) && t.at_ms >= end)
+            .map(|t| t.at_ms - end)
+            .reduce(f64::max)
+    } else {
+        None
+    };
+    let normalized_after_ms = normalized_at(obs, end).map(|t| (t - end).max(0.0));
+    let last = obs
+        .iter()
+        .map(|o| o.sent_ms + o.latency_ms)
+        .fold(0.0, f64::max);
+    let observed_after_end_ms = (last - end).max(0.0);
+    // With a visible breaker, recovered means the breaker is healthy AND answers are live.
+    let recovered_after_ms = match (
+        cx.breaker_visible,
+        breaker_healthy_after_ms,
+        normalized_after_ms,
+    ) {
+        (true, Some(b), Some(n)) => Some(b.max(n)),
+        (true, None, Some(n)) if breaker_healthy_at_end(cx) => Some(n),
+        (true, _, _) => None,
+        (false, _, n) => n,
+    };
+    let stall_ms = cx.limits.stalled_after_ms as f64 + cx.unscaled_ms(degraded_after_ms);
+    let stalled = match recovered_after_ms {
+        Some(r) => r > stall_ms,
+        None => observed_after_end_ms >= stall_ms,
+    };
+    let alerts = if stalled {
+        vec![ALERT_STALLED.to_string()]
+    } else {
+        Vec::new()
+    };
+    Recovery {
+        degraded_after_ms,
+        breaker_healthy_after_ms,
+        normalized_after_ms,
+        recovered_after_ms,
+        observed_after_end_ms,
+        alerts,
+    }
+}
+
+/// The breaker never left healthy after the fault (e.g. a fault too short to trip it).
+fn breaker_healthy_at_end(cx: &Context<'_>) -> bool {
+    cx.transitions
+        .last()
+        .is_none_or(|t| mode_kind(t.to) == Some(Mode::Healthy))
+}

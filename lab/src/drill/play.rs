@@ -1,0 +1,293 @@
+//! A drill's run against the live edge: the origin following the scenario, the edge in
+//! workerd with KV seeded, the transport calibrated, the arrivals driven while the status
+//! endpoint is read, the breaker's transitions gathered, and the user tier probed after
+//! recovery.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use understudy_core::policy::{Breaker, Policy};
+use understudy_core::Millis;
+
+use crate::origin::{Fault, OriginServer, Stats};
+
+use super::check::{self, Latency, UserProbe};
+use super::driver::{self, Config, Planned, Progress};
+use super::observe::{self, Observed, SeenTransition};
+use super::prepare::{epoch_ms, kv_seed, plan_request};
+use super::setup::Prepared;
+use super::status::{merge, parse_status, status_once};
+use super::{
+    edge, script, Options, CALIBRATION_REQUESTS, SLACK_MARGIN_MS, STATUS_EVERY, USER_PROBES,
+};
+
+/// What the live run produced.
+pub struct Played {
+    pub obs: Vec<Observed>,
+    pub transitions: Vec<SeenTransition>,
+    pub initial_mode: Option<&'static str>,
+    pub breaker_visible: bool,
+    pub status_visible: bool,
+    pub calibration: Vec<f64>,
+    pub calib: Latency,
+    pub slack_ms: f64,
+    pub start_epoch: u64,
+    pub origin_stats: Stats,
+    pub user_probes: Option<Vec<UserProbe>>,
+    pub fault: Option<(f64, f64)>,
+}
+
+struct Bar(indicatif::ProgressBar, u64);
+
+impl Progress for Bar {
+    fn done(&mut self, o: &Observed) {
+        if o.is_degraded() {
+            self.1 += 1;
+            self.0.set_message(format!("{} degraded", self.1));
+        }
+        self.0.inc(1);
+    }
+}
+
+fn write_through_refresh(policy: &Policy) -> u64 {
+    policy
+        .cascade
+        .tiers
+        .iter()
+        .find_map(|t| match &t.kind {
+            understudy_core::policy::TierKind::Kv(k) if k.write_through => Some(k.refresh_ms),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+/// Calibration: requests refused before any I/O (an unknown path) measure what the client
+/// adds to the Worker's own clock.
+async fn calibrate(addr: std::net::SocketAddr) -> Vec<f64> {
+    let mut conn = None;
+    let probe = Planned {
+        index: 0,
+        due_us: 0,
+        method: "GET".into(),
+        target: "/__understudy_drill/calibration".into(),
+        headers: Vec::new(),
+        user: None,
+    };
+    let mut out = Vec::new();
+    for n in 0..CALIBRATION_REQUESTS + 5 {
+        let o = driver::once(&mut conn, addr, &probe, Duration::from_secs(5)).await;
+        if n >= 5 && o.status != 0 {
+            out.push(o.latency_ms);
+        }
+    }
+    out
+}
+
+/// The arrivals, driven while the status endpoint (when the policy has one) is read every
+/// [`STATUS_EVERY`]; returns what the client saw and the status documents.
+async fn drive(
+    cfg: Config,
+    plan: Vec<Planned>,
+    start: Instant,
+    admin: Option<understudy_core::policy::Admin>,
+    bar: indicatif::ProgressBar,
+) -> (Result<Vec<Observed>>, Vec<serde_json::Value>) {
+    let addr = cfg.addr;
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let poller = tokio::spawn(async move {
+        let mut docs = Vec::new();
+        let Some(admin) = admin else { return docs };
+        let token = edge::dev_secret(&admin.secret);
+        loop {
+            if let Some(d) = status_once(addr, &admin.path, &token).await {
+                docs.push(d);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(STATUS_EVERY) => {}
+                _ = stop_rx.changed() => {
+                    if let Some(d) = status_once(addr, &admin.path, &token).await { docs.push(d); }
+                    break;
+                }
+            }
+        }
+        docs
+    });
+    let obs = driver::drive(cfg, plan, start, Box::new(Bar(bar, 0))).await;
+    let _ = stop_tx.send(true);
+    let docs = poller.await.unwrap_or_default();
+    (obs, docs)
+}
+
+/// The breaker's transitions: the admin endpoint's log when it has one, else the response
+/// headers. (transitions, initial mode, visible at all, from the status endpoint)
+fn breaker_log(
+    policy: &Policy,
+    obs: &[Observed],
+    statuses: &[serde_json::Value],
+    start_epoch: u64,
+) -> (Vec<SeenTransition>, Option<&'static str>, bool, bool) {
+    let mut transitions = Vec::new();
+    let mut initial_mode = None;
+    for d in statuses {
+        let (mode, t) = parse_status(d, start_epoch, matches!(policy.breaker, Breaker::Rate(_)));
+        initial_mode = initial_mode.or(mode);
+        merge(&mut transitions, t);
+    }
+    let status_visible = !statuses.is_empty();
+    let header_visible = obs
+        .iter()
+        .any(|o| observe::mode_name(o.headers.breaker_mode.as_deref()) != "UNKNOWN");
+    if transitions.is_empty() && header_visible {
+        transitions = observe::transitions_from_headers(obs);
+    }
+    if let Some(first) = transitions.first() {
+        initial_mode = Some(first.from);
+    } else if header_visible {
+        initial_mode = obs
+            .first()
+            .map(|o| observe::mode_name(o.headers.breaker_mode.as_deref()));
+    }
+    (
+        transitions,
+        initial_mode,
+        status_visible || header_visible,
+        status_visible,
+    )
+}
+
+/// Users to probe for a fresh user-tier entry after the fault: answered live after its end,
+/// and not already written in the refresh interval before it.
+fn users_to_probe<'o>(
+    policy: &Policy,
+    obs: &'o [Observed],
+    fault: (f64, f64),
+) -> Vec<&'o Observed> {
+    let (fault_start, fault_end) = fault;
+    let refresh = write_through_refresh(policy) as f64;
+    let recent_before: BTreeSet<&str> = obs
+        .iter()
+        .filter(|o| o.is_live() && o.sent_ms < fault_start && o.sent_ms + refresh > fault_start)
+        .filter_map(|o| o.user.as_deref())
+        .collect();
+    let mut chosen: Vec<&Observed> = Vec::new();
+    for o in obs.iter().filter(|o| o.is_live() && o.sent_ms >= fault_end) {
+        if let Some(u) = o.user.as_deref() {
+            if !recent_before.contains(u)
+                && !chosen.iter().any(|c| c.user.as_deref() == Some(u))
+                && chosen.len() < USER_PROBES
+            {
+                chosen.push(o);
+            }
+        }
+    }
+    chosen
+}
+
+pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
+    let (policy, sc, limits) = (&prep.policy, &prep.sc, &prep.limits);
+    let origin = OriginServer::spawn(([127, 0, 0, 1], 0).into(), Some(script::origin_script(sc)))?;
+    let seed_path = prep.work.path().join("kv-seed.json");
+    std::fs::write(
+        &seed_path,
+        serde_json::to_vec_pretty(&kv_seed(sc, Millis(epoch_ms())))?,
+    )?;
+    eprintln!(
+        "drill: {} ({} requests at {:.1} req/s, time scale {}) against {} in workerd…",
+        sc.name,
+        sc.requests,
+        1e6 / sc.interval_us as f64,
+        opts.time_scale,
+        policy.service.name
+    );
+    let edge =
+        edge::EdgeProcess::start(&prep.root, &prep.dist_dir, &origin.url(), Some(&seed_path))?;
+    let mut tokens = BTreeMap::new();
+    let plan: Vec<Planned> = (0..sc.requests)
+        .map(|i| plan_request(policy, sc, i, &mut tokens))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let addr = edge.addr;
+    let calibration = rt.block_on(calibrate(addr));
+    let calib = Latency::of(calibration.iter().copied());
+    let slack_ms = calib.p99_ms + SLACK_MARGIN_MS;
+
+    let bar = indicatif::ProgressBar::new(sc.requests);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    origin.reset_stats();
+    let start = Instant::now();
+    let start_epoch = epoch_ms();
+    let cfg = Config {
+        addr,
+        concurrency: opts.concurrency,
+        timeout: opts.timeout,
+        limit: Duration::from_micros(sc.requests * sc.interval_us) + Duration::from_secs(30),
+    };
+    let (obs, statuses) = rt.block_on(drive(
+        cfg,
+        plan.clone(),
+        start,
+        policy.admin.clone(),
+        bar.clone(),
+    ));
+    bar.finish_and_clear();
+    let obs = obs?;
+    let origin_stats = origin.stats();
+    let (transitions, initial_mode, breaker_visible, status_visible) =
+        breaker_log(policy, &obs, &statuses, start_epoch);
+    let fault = script::fault_window_ms(sc).map(|(a, b)| (a as f64, b as f64));
+
+    // The user tier after recovery: cut the model, ask as users answered live since.
+    let mut user_probes = None;
+    if let (Some(_), Some(window), Some(_)) = (
+        check::write_through_tier(policy),
+        fault,
+        limits.recover_within_ms,
+    ) {
+        let chosen = users_to_probe(policy, &obs, window);
+        let mut probes = Vec::new();
+        if !chosen.is_empty() {
+            origin.set_fault(Fault::Hang)?;
+            rt.block_on(async {
+                let mut conn = None;
+                for o in &chosen {
+                    let p = &plan[o.index as usize];
+                    let since = start.elapsed().as_secs_f64() * 1000.0 - window.1;
+                    let got = driver::once(&mut conn, addr, p, opts.timeout).await;
+                    probes.push(UserProbe {
+                        user: o.user.clone().unwrap_or_default(),
+                        tier: got.headers.tier.clone(),
+                        age_s: got.headers.age.as_deref().and_then(|a| a.parse().ok()),
+                        since_fault_end_ms: since,
+                    });
+                }
+            });
+            origin.clear_fault();
+        }
+        user_probes = Some(probes);
+    }
+    drop(edge);
+    origin.shutdown();
+
+    Ok(Played {
+        obs,
+        transitions,
+        initial_mode,
+        breaker_visible,
+        status_visible,
+        calibration,
+        calib,
+        slack_ms,
+        start_epoch,
+        origin_stats,
+        user_probes,
+        fault,
+    })
+}
