@@ -16,7 +16,7 @@ use understudy_compiler::dist;
 use understudy_compiler::release::ops::{self, FromDir};
 use understudy_compiler::release::pipeline::{self, PolicySource, Request};
 use understudy_compiler::release::record::Kind;
-use understudy_compiler::release::registry::Registry;
+use understudy_compiler::release::registry::{LockOptions, Registry};
 use understudy_compiler::release::size::{self, parse_limit};
 use understudy_compiler::validate::explicit::CatalogFiles;
 
@@ -44,6 +44,9 @@ pub struct BakeArgs {
     /// Make the new release the active one.
     #[arg(long, requires = "registry")]
     pub promote: bool,
+    /// Wait this long (e.g. 30s) for another understudy holding the registry's lock.
+    #[arg(long, value_name = "DURATION", requires = "registry", value_parser = super::releases::parse_wait)]
+    pub wait: Option<std::time::Duration>,
     /// Refuse a module whose gzipped size is over this (Workers: `free` = 3MiB, `paid` = 10MiB).
     #[arg(long, default_value = "3MiB", value_parser = parse_limit)]
     pub size_limit: u64,
@@ -135,7 +138,10 @@ fn bake(args: &BakeArgs) -> Result<ExitCode> {
         println!("wrote {}", out.display());
     }
     if let Some(root) = &args.registry {
-        let reg = Registry::open_or_create(root)?;
+        let reg = Registry::open_or_create(root)?.with_lock_options(LockOptions {
+            wait: args.wait,
+            command: "bake".into(),
+        });
         let note = format!(
             "bake: {} ({items} items) with {}",
             args.catalog.display(),

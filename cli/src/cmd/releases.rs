@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Subcommand;
@@ -18,7 +19,7 @@ use understudy_compiler::release::freshness::Freshness;
 use understudy_compiler::release::ops::{self, RollbackArgs as OpsRollback};
 use understudy_compiler::release::pipeline::{self, PolicySource, Request};
 use understudy_compiler::release::record::Kind;
-use understudy_compiler::release::registry::Registry;
+use understudy_compiler::release::registry::{self, LockOptions, Registry};
 use understudy_compiler::release::size::{self, parse_limit};
 use understudy_compiler::release::{diff, Invalid, DEPLOY_SCRIPT};
 
@@ -40,8 +41,12 @@ pub enum ReleasesCommand {
     Promote(PromoteArgs),
     /// Roll the policy back, keeping the current validated catalog.
     Rollback(RollbackArgs),
-    /// Check every release's files against its release.json; exit 2 if any was tampered with.
+    /// Check the registry: every release's files and ID, the history, ACTIVE, leftovers of
+    /// killed writers; exit 2 if anything is wrong (saying what `repair` would do).
     Verify(RegistryArg),
+    /// Fix what the content-addressed store allows (see `verify`) and report what it did and
+    /// what it could not; exit 2 if anything is left.
+    Repair(RegistryArg),
 }
 
 #[derive(Debug, clap::Args)]
@@ -49,6 +54,29 @@ pub struct RegistryArg {
     /// The registry directory.
     #[arg(long, value_name = "DIR")]
     pub registry: PathBuf,
+    /// Wait this long (e.g. 30s, 2m) for another understudy holding the registry's lock,
+    /// instead of failing at once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub wait: Option<Duration>,
+}
+
+/// `--wait DURATION`.
+pub fn parse_wait(s: &str) -> Result<Duration, String> {
+    understudy_core::time::parse_duration(s).map(Duration::from_millis)
+}
+
+impl RegistryArg {
+    /// The registry, opened for `command` with the lock options of the flags.
+    pub fn open(&self, command: &str) -> Result<Registry> {
+        Ok(Registry::open(&self.registry)?.with_lock_options(self.lock_options(command)))
+    }
+
+    pub fn lock_options(&self, command: &str) -> LockOptions {
+        LockOptions {
+            wait: self.wait,
+            command: command.to_string(),
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -144,6 +172,7 @@ pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
         ReleasesCommand::Promote(a) => promote(&a),
         ReleasesCommand::Rollback(a) => rollback(&a),
         ReleasesCommand::Verify(a) => verify(&a),
+        ReleasesCommand::Repair(a) => repair(&a),
     })
 }
 
@@ -164,7 +193,8 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
         size_limit: args.size_limit,
     })?;
     eprint!("{}", baked.warnings);
-    let reg = Registry::open_or_create(&args.registry.registry)?;
+    let reg = Registry::open_or_create(&args.registry.registry)?
+        .with_lock_options(args.registry.lock_options("releases add"));
     let parent = reg.active()?;
     let note = format!("build: {}", args.policy.display());
     let p = ops::publish(
@@ -303,7 +333,7 @@ fn diff_cmd(args: &DiffArgs) -> Result<ExitCode> {
 
 fn promote(args: &PromoteArgs) -> Result<ExitCode> {
     let now = super::parse_now(args.now.as_deref())?;
-    let reg = Registry::open(&args.registry.registry)?;
+    let reg = args.registry.open("releases promote")?;
     let before = reg.active()?;
     let r = ops::promote(&reg, &args.id, now, args.force)?;
     println!(
@@ -318,7 +348,7 @@ fn promote(args: &PromoteArgs) -> Result<ExitCode> {
 
 fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
     let now = super::parse_now(args.now.as_deref())?;
-    let reg = Registry::open(&args.registry.registry)?;
+    let reg = args.registry.open("releases rollback")?;
     let r = ops::rollback(
         &reg,
         &OpsRollback {
@@ -350,35 +380,84 @@ fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn print_findings(report: &registry::check::Report) {
+    for f in &report.findings {
+        match &f.fix {
+            Ok(fix) => println!("  problem: {}\n    repair: {fix}", f.problem),
+            Err(manual) => println!(
+                "  problem: {}\n    repair cannot fix it: {manual}",
+                f.problem
+            ),
+        }
+    }
+}
+
 fn verify(args: &RegistryArg) -> Result<ExitCode> {
-    let reg = Registry::open(&args.registry)?;
-    let active = reg.active()?;
-    let mut bad = 0;
-    let ids = reg.ids()?;
-    for id in &ids {
-        match reg.load(id).and_then(|r| r.bake().map(|b| (r, b))) {
-            Ok((r, b)) if b.release_id == r.record.id => println!("ok       {id}"),
-            Ok((_, b)) => {
-                bad += 1;
-                println!(
-                    "DAMAGED  {id}: its module carries the bake of {}",
-                    b.release_id
-                );
-            }
-            Err(e) => {
-                bad += 1;
-                println!("DAMAGED  {id}: {e:#}");
-            }
+    let reg = args.open("releases verify")?;
+    let _lock = reg.lock_to_read()?;
+    let report = registry::check::check(&reg, now_ms())?;
+    for r in &report.releases {
+        match r.problems.first() {
+            None => println!("ok       {}", r.id),
+            Some(p) => println!("DAMAGED  {}: {p}", r.id),
         }
     }
     println!(
-        "{} release(s), {bad} damaged; active: {}",
-        ids.len(),
-        active.as_deref().unwrap_or("none")
+        "{} release(s), {} damaged; history: {} entr(ies); active: {}",
+        report.releases.len(),
+        report.damaged(),
+        report.history_entries,
+        report.active.as_deref().unwrap_or("none")
     );
-    Ok(if bad > 0 {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
-    })
+    if report.is_clean() {
+        println!("registry {}: ok", reg.root.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "registry {}: {} problem(s)",
+        reg.root.display(),
+        report.findings.len()
+    );
+    print_findings(&report);
+    if report.findings.iter().any(|f| f.fix.is_ok()) {
+        println!(
+            "run `understudy releases repair --registry {}` to fix what it can",
+            reg.root.display()
+        );
+    }
+    Ok(ExitCode::from(2))
+}
+
+fn repair(args: &RegistryArg) -> Result<ExitCode> {
+    let reg = args.open("releases repair")?;
+    let _lock = reg.lock_to_read()?;
+    let r = registry::repair::repair(&reg, now_ms())?;
+    if r.before.is_clean() {
+        println!("registry {}: ok, nothing to repair", reg.root.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "registry {}: {} problem(s) found",
+        reg.root.display(),
+        r.before.findings.len()
+    );
+    for d in &r.done {
+        println!("  did: {d}");
+    }
+    if r.after.is_clean() {
+        println!(
+            "repaired; active: {}",
+            r.after.active.as_deref().unwrap_or("none")
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("could not fix {} problem(s):", r.after.findings.len());
+    print_findings(&r.after);
+    Ok(ExitCode::from(2))
 }

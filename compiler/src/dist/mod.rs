@@ -64,18 +64,34 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// Worker does — the policy, the catalog, the edge code and the compiler that baked them.
 /// The validation time is not in it: re-validating the same inputs is the same release.
 pub fn release_id(policy_hash: &str, catalog_hash: &str, edge_hash: &str) -> String {
+    release_id_by(COMPILER_VERSION, policy_hash, catalog_hash, edge_hash)
+}
+
+/// [`release_id`] as compiler `version` computed it (to check a release an older compiler
+/// made).
+pub fn release_id_by(
+    version: &str,
+    policy_hash: &str,
+    catalog_hash: &str,
+    edge_hash: &str,
+) -> String {
     let mut h = Sha256::new();
     for part in [
         "understudy-release-v1",
         policy_hash,
         catalog_hash,
         edge_hash,
-        COMPILER_VERSION,
+        version,
     ] {
         h.update(part.as_bytes());
         h.update(b"\n");
     }
     format!("r-{}", &hex::encode(h.finalize())[..12])
+}
+
+/// The edge's part of the release ID: the module without its bake, and the glue.
+pub fn edge_hash(clean_module_sha256: &str, glue_sha256: &str) -> String {
+    sha256_hex(format!("{clean_module_sha256}\n{glue_sha256}").as_bytes())
 }
 
 pub fn gzip_len(bytes: &[u8]) -> u64 {
@@ -107,8 +123,7 @@ pub fn assemble(inputs: &Inputs<'_>, edge: &Edge) -> Result<Built> {
         glue_sha256: sha256_hex(&edge.glue_js),
         module_sha256: sha256_hex(&clean_module),
     };
-    let edge_hash =
-        sha256_hex(format!("{}\n{}", edge_info.module_sha256, edge_info.glue_sha256).as_bytes());
+    let edge_hash = edge_hash(&edge_info.module_sha256, &edge_info.glue_sha256);
     let release_id = release_id(inputs.policy_hash, inputs.catalog_hash, &edge_hash);
 
     let the_bake = Bake {

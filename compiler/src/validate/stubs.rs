@@ -94,6 +94,15 @@ fn offset_of(text: &str, line: usize, column: usize) -> usize {
     text.len()
 }
 
+/// The catalog's hash, as baked and as the release ID counts it: the SHA-256 of the
+/// catalog file's SHA-256 followed by the inventory snapshot's (raw digests).
+pub fn catalog_hash(stubs: &[u8], inventory: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(Sha256::digest(stubs));
+    h.update(Sha256::digest(inventory));
+    hex::encode(h.finalize())
+}
+
 fn parse_time(s: &str) -> Option<u64> {
     let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
     u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
@@ -125,12 +134,7 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
     let stubs_text = read(ctx, "stubs", &stubs_path);
     let inv_text = read(ctx, "inventory", &inv_path);
     let (stubs_text, inv_text) = (stubs_text?, inv_text?);
-    let hash = {
-        let mut h = Sha256::new();
-        h.update(Sha256::digest(stubs_text.as_bytes()));
-        h.update(Sha256::digest(inv_text.as_bytes()));
-        hex::encode(h.finalize())
-    };
+    let hash = catalog_hash(stubs_text.as_bytes(), inv_text.as_bytes());
 
     // The catalog.
     let mut items = Vec::new();

@@ -1,19 +1,36 @@
 //! The registry directory: immutable release directories, the `ACTIVE` pointer and the
-//! activation history (layout in docs/releases.md).
+//! activation history (layout in docs/releases.md), kept like a small database.
 //!
-//! Every write is atomic: a release is written into a temporary sibling directory and
-//! renamed into place; `ACTIVE` and `history.jsonl` are replaced through a temporary file
-//! and a rename. Nothing is ever rewritten in a release directory, and every read checks
-//! the files against `release.json` first, so a tampered release is refused by name.
+//! - Every write is atomic and durable ([`atomic`]): a release is written into a temporary
+//!   sibling directory, every file and directory `fsync`ed, and renamed into place;
+//!   `ACTIVE` and `history.jsonl` are replaced through a temporary file, `fsync` and a
+//!   rename, then the directory is `fsync`ed.
+//! - A change of the active release writes the history first (the intent, [`history`]),
+//!   then `ACTIVE` (the commit). A writer killed between the two leaves a last history line
+//!   that never took effect; `verify` names it and `repair` drops it.
+//! - One writer at a time ([`lock`]); a dead writer's lock is taken over with a message,
+//!   and the temporary files it left are removed by the next writer.
+//! - Nothing is ever rewritten in a release directory (except by `repair`, restoring a
+//!   file's recorded bytes), and every read checks the files against `release.json` first,
+//!   so a tampered release is refused by name. [`check`] finds what is wrong with a
+//!   registry, [`repair`] fixes what the content-addressed store allows.
+
+pub mod atomic;
+pub mod check;
+pub mod history;
+pub mod lock;
+pub mod repair;
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use understudy_core::bake::{self, Bake, SECTION_NAME};
 
+pub use self::atomic::write_atomic;
+use self::atomic::{is_temporary, sync_dir, write_synced, TMP_MARK};
+pub use self::history::Activation;
+pub use self::lock::{Lock, LockOptions};
 use super::record::{self, is_release_id, Record};
 use crate::dist::{self, edge::Edge, wasm};
 
@@ -26,35 +43,14 @@ pub const WRANGLER_STATE: &str = ".wrangler";
 
 pub struct Registry {
     pub root: PathBuf,
+    /// How writers take the lock (`--wait`, the command named in the lock record).
+    pub lock_options: LockOptions,
 }
 
 /// One verified release.
 pub struct Release {
     pub dir: PathBuf,
     pub record: Record,
-}
-
-/// One line of `history.jsonl`: a change of the active release.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Activation {
-    pub action: String,
-    pub at: String,
-    pub at_ms: u64,
-    /// The release that was active before (none for the first).
-    pub from: Option<String>,
-    pub note: String,
-    pub release: String,
-}
-
-/// Held while a command changes the registry; removed on drop.
-pub struct Lock {
-    path: PathBuf,
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
 }
 
 /// A release to write: its files (relative path → bytes, `release.json` excluded) and its
@@ -70,27 +66,21 @@ pub fn is_inner_path(rel: &str) -> bool {
     !rel.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| -> Result<()> {
-        let mut f = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        f.write_all(bytes)
-            .and_then(|()| f.sync_all())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("cannot move {} to {}", tmp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+/// Crash tests (cli/tests/registry_crash.rs) stretch the moments between the durable steps
+/// of a write, so that a SIGKILL at a random time lands in each of them: with
+/// `UNDERSTUDY_REGISTRY_STEP_DELAY_MS=N` every write pauses N ms after each step. Unset (as
+/// everywhere but in those tests), this does nothing.
+pub fn step(_what: &str) {
+    static DELAY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let ms = *DELAY.get_or_init(|| {
+        std::env::var("UNDERSTUDY_REGISTRY_STEP_DELAY_MS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    });
+    if ms > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
-    result
 }
 
 impl Registry {
@@ -106,41 +96,99 @@ impl Registry {
         }
         Ok(Registry {
             root: root.to_path_buf(),
+            lock_options: LockOptions::default(),
         })
     }
 
     /// The registry at `root`, created when absent.
     pub fn open_or_create(root: &Path) -> Result<Registry> {
         let releases = root.join(RELEASES);
-        std::fs::create_dir_all(&releases)
-            .with_context(|| format!("cannot create the registry {}", releases.display()))?;
+        if !releases.is_dir() {
+            std::fs::create_dir_all(&releases)
+                .with_context(|| format!("cannot create the registry {}", releases.display()))?;
+            sync_dir(root)?;
+        }
         Registry::open(root)
     }
 
-    /// Takes the registry's write lock.
+    /// The same registry, with writers taking the lock this way.
+    pub fn with_lock_options(mut self, options: LockOptions) -> Registry {
+        self.lock_options = options;
+        self
+    }
+
+    /// Takes the registry's write lock (waiting as the options say), then removes what a
+    /// killed writer left behind: under the lock, every temporary name is an orphan. What
+    /// it found and did goes to stderr.
     pub fn lock(&self) -> Result<Lock> {
-        let path = self.root.join(LOCK);
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(mut f) => {
-                let _ = writeln!(f, "{}", std::process::id());
-                Ok(Lock { path })
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let holder = std::fs::read_to_string(&path).unwrap_or_default();
-                bail!(
-                    "the registry {} is locked by another understudy (process {}, lock file {}); \
-                     wait for it, or remove the lock file if no such process runs",
-                    self.root.display(),
-                    holder.trim(),
-                    path.display()
-                )
-            }
-            Err(e) => Err(e).with_context(|| format!("cannot create {}", path.display())),
+        let lock = lock::acquire(&self.root, &self.lock_options)?;
+        for n in &lock.notices {
+            eprintln!("note: {n}");
         }
+        let removed = self.remove_orphans()?;
+        if !removed.is_empty() {
+            eprintln!(
+                "note: removed {} temporary file(s) a killed writer left in {}: {}",
+                removed.len(),
+                self.root.display(),
+                removed.join(", ")
+            );
+        }
+        Ok(lock)
+    }
+
+    /// Takes the lock to look at the registry without changing it (`verify`): a writer
+    /// mid-change would otherwise look like damage. Leaves orphans for `verify` to report.
+    pub fn lock_to_read(&self) -> Result<Lock> {
+        let lock = lock::acquire(&self.root, &self.lock_options)?;
+        for n in &lock.notices {
+            eprintln!("note: {n}");
+        }
+        Ok(lock)
+    }
+
+    /// The temporary files and directories in the registry (relative paths): orphans when
+    /// nobody holds the lock, or when we do.
+    pub fn orphans(&self) -> Result<Vec<String>> {
+        let mut found = Vec::new();
+        for (dir, prefix) in [
+            (self.root.clone(), ""),
+            (self.root.join(RELEASES), "releases/"),
+        ] {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+            };
+            for entry in entries {
+                let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if is_temporary(&name) {
+                    found.push(format!("{prefix}{name}"));
+                }
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
+    /// Removes the orphans (the caller holds the lock); returns what it removed.
+    fn remove_orphans(&self) -> Result<Vec<String>> {
+        let orphans = self.orphans()?;
+        for rel in &orphans {
+            let path = self.root.join(rel);
+            let r = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            r.with_context(|| format!("cannot remove the orphan {}", path.display()))?;
+        }
+        if !orphans.is_empty() {
+            sync_dir(&self.root)?;
+            sync_dir(&self.root.join(RELEASES))?;
+        }
+        Ok(orphans)
     }
 
     pub fn release_dir(&self, id: &str) -> PathBuf {
@@ -251,34 +299,60 @@ impl Registry {
         Ok(Some(id.to_string()))
     }
 
-    /// The activation history, oldest first.
-    pub fn history(&self) -> Result<Vec<Activation>> {
+    /// The text of `history.jsonl` ("" when absent).
+    pub fn history_text(&self) -> Result<String> {
         let path = self.root.join(HISTORY);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-        };
-        text.lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| {
-                serde_json::from_str(l).map_err(|e| {
-                    anyhow!(
-                        "{} line {}: not an activation record ({e})",
-                        path.display(),
-                        i + 1
-                    )
-                })
-            })
-            .collect()
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
     }
 
-    /// Makes `id` the active release: the history first, then `ACTIVE`, each replaced
-    /// atomically. The caller holds the lock and has verified the release.
+    /// The activation history, oldest first; an error naming `releases repair` when it is
+    /// damaged (a change must not be appended to a log that is not whole).
+    pub fn history(&self) -> Result<Vec<Activation>> {
+        let parsed = history::parse(&self.history_text()?);
+        if let Some(b) = parsed.bad.first() {
+            bail!(
+                "{} is damaged: line {}: {}{}; run `understudy releases verify --registry {}` \
+                 to see everything, and `understudy releases repair --registry {}` to fix it",
+                self.root.join(HISTORY).display(),
+                b.line,
+                b.reason,
+                if parsed.bad.len() > 1 {
+                    format!(" (and {} more line(s))", parsed.bad.len() - 1)
+                } else {
+                    String::new()
+                },
+                self.root.display(),
+                self.root.display()
+            );
+        }
+        Ok(parsed.entries)
+    }
+
+    /// Makes `id` the active release: the history first (the intent), then `ACTIVE` (the
+    /// commit), each replaced atomically. The caller holds the lock and has verified the
+    /// release. Refuses when the history and `ACTIVE` disagree (an earlier writer was
+    /// killed between the two): `releases repair` first.
     pub fn set_active(&self, id: &str, action: &str, note: &str, at_ms: u64) -> Result<()> {
         let from = self.active()?;
         let mut history = self.history()?;
+        if let Some(last) = history.last() {
+            if from.as_deref() != Some(last.release.as_str()) {
+                bail!(
+                    "{} says {} is active, but {}'s last entry made {} active (a change was \
+                     interrupted, or ACTIVE edited by hand); run `understudy releases repair \
+                     --registry {}` first",
+                    self.root.join(ACTIVE).display(),
+                    from.as_deref().unwrap_or("nothing"),
+                    HISTORY,
+                    last.release,
+                    self.root.display()
+                );
+            }
+        }
         history.push(Activation {
             action: action.to_string(),
             at: record::rfc3339(at_ms),
@@ -286,14 +360,17 @@ impl Registry {
             from,
             note: note.to_string(),
             release: id.to_string(),
+            seq: 0,
+            sum: String::new(),
         });
-        let mut text = String::new();
-        for a in &history {
-            text.push_str(&serde_json::to_string(a)?);
-            text.push('\n');
-        }
-        write_atomic(&self.root.join(HISTORY), text.as_bytes())?;
-        write_atomic(&self.root.join(ACTIVE), format!("{id}\n").as_bytes())
+        write_atomic(
+            &self.root.join(HISTORY),
+            history::render(&history).as_bytes(),
+        )?;
+        step("history written");
+        write_atomic(&self.root.join(ACTIVE), format!("{id}\n").as_bytes())?;
+        step("ACTIVE written");
+        Ok(())
     }
 
     /// Writes `staged` as a new release directory. When a release with its ID is already
@@ -313,35 +390,46 @@ impl Registry {
             .iter()
             .map(|(name, bytes)| (name.clone(), dist::sha256_hex(bytes)))
             .collect();
-        let tmp = self
-            .root
-            .join(RELEASES)
-            .join(format!(".tmp-{id}-{}", std::process::id()));
+        let releases = self.root.join(RELEASES);
+        let tmp = releases.join(format!("{TMP_MARK}{id}-{}", std::process::id()));
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp)
                 .with_context(|| format!("cannot remove {}", tmp.display()))?;
         }
         let result = (|| -> Result<()> {
+            let mut dirs = vec![tmp.clone()];
+            std::fs::create_dir_all(&tmp)
+                .with_context(|| format!("cannot create {}", tmp.display()))?;
             for (name, bytes) in &staged.files {
                 if !is_inner_path(name) {
                     bail!("release file name `{name}` is not a plain relative path");
                 }
                 let path = tmp.join(name);
                 if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)
-                        .with_context(|| format!("cannot create {}", parent.display()))?;
+                    if !parent.is_dir() {
+                        std::fs::create_dir_all(parent)
+                            .with_context(|| format!("cannot create {}", parent.display()))?;
+                        dirs.push(parent.to_path_buf());
+                    }
                 }
-                std::fs::write(&path, bytes)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
+                write_synced(&path, bytes)?;
                 if name == super::DEPLOY_SCRIPT {
                     make_executable(&path)?;
                 }
+                step("release file written");
             }
-            let rec = tmp.join(record::FILE);
-            std::fs::write(&rec, staged.record.to_json())
-                .with_context(|| format!("cannot write {}", rec.display()))?;
+            write_synced(&tmp.join(record::FILE), staged.record.to_json().as_bytes())?;
+            // Deepest first, so each directory's entry is durable in its parent.
+            dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+            for d in &dirs {
+                sync_dir(d)?;
+            }
+            step("release directory staged");
             std::fs::rename(&tmp, &dir)
-                .with_context(|| format!("cannot move {} to {}", tmp.display(), dir.display()))
+                .with_context(|| format!("cannot move {} to {}", tmp.display(), dir.display()))?;
+            sync_dir(&releases)?;
+            step("release directory in place");
+            Ok(())
         })();
         if let Err(e) = result {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -369,49 +457,96 @@ fn make_executable(_: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Checks every file of the release directory against `release.json`: same set of files,
-/// same SHA-256 each.
-fn verify_files(dir: &Path, rec: &Record) -> Result<()> {
-    let id = &rec.id;
-    for (name, want) in &rec.files {
-        if !is_inner_path(name) {
-            bail!(
+/// What is wrong with one file of a release directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileProblem {
+    /// `release.json` lists a name that is not a plain relative path (a forged record).
+    BadName(String),
+    Missing {
+        name: String,
+        want: String,
+    },
+    Changed {
+        name: String,
+        want: String,
+        got: String,
+    },
+    /// A file `release.json` does not list.
+    Unlisted(String),
+}
+
+impl FileProblem {
+    pub fn describe(&self, dir: &Path, id: &str) -> String {
+        match self {
+            FileProblem::BadName(name) => format!(
                 "release {id}: {} lists `{name}`, which is not a file inside the release \
                  (tampered record)",
                 dir.join(record::FILE).display()
-            );
-        }
-        let path = dir.join(name);
-        let bytes = std::fs::read(&path).with_context(|| {
-            format!(
+            ),
+            FileProblem::Missing { name, .. } => format!(
                 "release {id}: {} is missing or unreadable (tampered or damaged)",
-                path.display()
-            )
-        })?;
-        let got = dist::sha256_hex(&bytes);
-        if &got != want {
-            bail!(
+                dir.join(name).display()
+            ),
+            FileProblem::Changed { name, want, got } => format!(
                 "release {id}: {} has SHA-256 {got}, but {} records {want}: the file was \
                  changed after the release was made (tampered or damaged); the release \
                  cannot be used",
-                path.display(),
+                dir.join(name).display(),
                 record::FILE
-            );
+            ),
+            FileProblem::Unlisted(name) => format!(
+                "release {id}: {} is not part of the release ({} does not list it); a file \
+                 was added after the release was made (tampered)",
+                dir.join(name).display(),
+                record::FILE
+            ),
+        }
+    }
+}
+
+/// Every file of the release directory against `release.json`: same set of files, same
+/// SHA-256 each. Empty when the directory is intact.
+pub fn file_problems(dir: &Path, rec: &Record) -> Result<Vec<FileProblem>> {
+    let mut problems = Vec::new();
+    for (name, want) in &rec.files {
+        if !is_inner_path(name) {
+            problems.push(FileProblem::BadName(name.clone()));
+            continue;
+        }
+        match std::fs::read(dir.join(name)) {
+            Err(_) => problems.push(FileProblem::Missing {
+                name: name.clone(),
+                want: want.clone(),
+            }),
+            Ok(bytes) => {
+                let got = dist::sha256_hex(&bytes);
+                if &got != want {
+                    problems.push(FileProblem::Changed {
+                        name: name.clone(),
+                        want: want.clone(),
+                        got,
+                    });
+                }
+            }
         }
     }
     let mut present = Vec::new();
     list_files(dir, dir, &mut present)?;
     for name in present {
         if name != record::FILE && !rec.files.contains_key(&name) {
-            bail!(
-                "release {id}: {} is not part of the release ({} does not list it); a file \
-                 was added after the release was made (tampered)",
-                dir.join(&name).display(),
-                record::FILE
-            );
+            problems.push(FileProblem::Unlisted(name));
         }
     }
-    Ok(())
+    Ok(problems)
+}
+
+/// Checks every file of the release directory against `release.json`; the first problem
+/// is the error.
+fn verify_files(dir: &Path, rec: &Record) -> Result<()> {
+    match file_problems(dir, rec)?.first() {
+        Some(p) => Err(anyhow!(p.describe(dir, &rec.id))),
+        None => Ok(()),
+    }
 }
 
 fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
