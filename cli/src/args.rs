@@ -91,9 +91,30 @@ pub struct BuildArgs {
     /// Prebuilt edge module directory (worker-build output); built when absent.
     #[arg(long)]
     pub edge: Option<PathBuf>,
-    /// Refuse modules over this gzipped size: `free` (3 MiB, default), `paid` (10 MiB), or a size.
-    #[arg(long)]
-    pub size_limit: Option<String>,
+    #[command(flatten)]
+    pub size: SizeArgs,
+}
+
+/// The module size budget (docs/releases.md "Size budget").
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SizeArgs {
+    /// Refuse a module larger than this, uncompressed (e.g. 10MiB, 1.5MiB, 512KiB; default and
+    /// most: the platform's 64MiB).
+    #[arg(long, value_name = "SIZE", value_parser = understudy_compiler::release::size::parse_module_limit)]
+    pub size_limit: Option<u64>,
+    /// Also refuse a module whose gzipped size is over this (a start-up budget; off by default).
+    #[arg(long, value_name = "SIZE", value_parser = understudy_compiler::release::size::parse_gzip_limit)]
+    pub gzip_limit: Option<u64>,
+}
+
+impl SizeArgs {
+    pub fn budget(&self) -> understudy_compiler::release::size::Budget {
+        let d = understudy_compiler::release::size::Budget::default();
+        understudy_compiler::release::size::Budget {
+            raw: self.size_limit.unwrap_or(d.raw),
+            gzip: self.gzip_limit,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]

@@ -228,10 +228,13 @@ pub const ALL: &[CodeDoc] = &[
         code: MODULE_TOO_LARGE,
         rule: "B-DIST",
         title: "the baked module is over the platform's size limit",
-        page: "Workers refuses scripts over its compressed size limit (3 MiB on the free plan,\n\
-               10 MiB on paid plans). The baked catalog is the part that grows: the message gives\n\
-               the module's raw and gzipped size and the SKU count. Trim the catalog (the final net\n\
-               needs a curated list, not the whole inventory) or pass `--size-limit paid`.",
+        page: "Workers refuses a Worker over 64 MiB uncompressed, on every plan (Cloudflare's\n\
+               Workers limits page, as of September 2026; the compressed caps of 3 MiB free and\n\
+               10 MiB paid are gone). `--size-limit SIZE` checks the raw module against a smaller\n\
+               figure, never a larger one; `--gzip-limit SIZE` adds an opt-in budget on the gzipped\n\
+               size, for start-up time. The baked catalog is the part that grows: the message gives\n\
+               the module's size and the SKU count. Trim the catalog (the final net needs a curated\n\
+               list, not the whole inventory).",
     },
 ];
 

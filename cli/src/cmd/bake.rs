@@ -17,7 +17,7 @@ use understudy_compiler::release::ops::{self, FromDir};
 use understudy_compiler::release::pipeline::{self, PolicySource, Request};
 use understudy_compiler::release::record::Kind;
 use understudy_compiler::release::registry::{LockOptions, Registry};
-use understudy_compiler::release::size::{self, parse_limit};
+use understudy_compiler::release::size;
 use understudy_compiler::validate::explicit::CatalogFiles;
 
 #[derive(Debug, clap::Args)]
@@ -47,9 +47,8 @@ pub struct BakeArgs {
     /// Wait this long (e.g. 30s) for another understudy holding the registry's lock.
     #[arg(long, value_name = "DURATION", requires = "registry", value_parser = super::releases::parse_wait)]
     pub wait: Option<std::time::Duration>,
-    /// Refuse a module whose gzipped size is over this (Workers: `free` = 3MiB, `paid` = 10MiB).
-    #[arg(long, default_value = "3MiB", value_parser = parse_limit)]
-    pub size_limit: u64,
+    #[command(flatten)]
+    pub size: crate::args::SizeArgs,
 }
 
 pub fn run(args: BakeArgs) -> Result<ExitCode> {
@@ -128,7 +127,7 @@ fn bake(args: &BakeArgs) -> Result<ExitCode> {
         }),
         edge: &source.edge,
         now,
-        size_limit: args.size_limit,
+        budget: args.size.budget(),
     })?;
     eprint!("{}", baked.warnings);
     let m = &baked.built.manifest;
@@ -173,14 +172,18 @@ fn bake(args: &BakeArgs) -> Result<ExitCode> {
         .as_ref()
         .map(|c| understudy_compiler::release::record::rfc3339(c.snapshot_at_ms))
         .unwrap_or_default();
+    let budget = args.size.budget();
+    let gzip = baked
+        .gzip_bytes
+        .map(|g| format!(", {} gzipped", size::human(g)))
+        .unwrap_or_default();
     println!(
-        "baked {items} item(s) (snapshot {snapshot}) into release {} of {} in {} ms: module {} raw, {} gzipped (limit {}), bake {}",
+        "baked {items} item(s) (snapshot {snapshot}) into release {} of {} in {} ms: module {}{gzip} (limit {}), bake {}",
         baked.built.release_id,
         m.policy.file,
         started.elapsed().as_millis(),
         size::human(m.module.bytes),
-        size::human(m.module.gzip_bytes),
-        size::human(args.size_limit),
+        size::human(budget.raw),
         size::human(m.module.bake_bytes),
     );
     Ok(ExitCode::SUCCESS)

@@ -35,13 +35,12 @@ pub fn run(args: BuildArgs) -> Result<ExitCode> {
         Ok(out) => {
             let m = &out.built.manifest;
             println!(
-                "built {} ({}, release {}) into {}: module {} bytes, {} gzipped, bake {} bytes",
+                "built {} ({}, release {}) into {}: module {} bytes, bake {} bytes",
                 m.policy.file,
                 m.policy.service,
                 out.built.release_id,
                 out.dir.display(),
                 m.module.bytes,
-                m.module.gzip_bytes,
                 m.module.bake_bytes
             );
             Ok(ExitCode::SUCCESS)
@@ -92,16 +91,16 @@ pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
     };
     let built = dist::assemble(&inputs, &edge)?;
     // Refuse, before writing anything, a module Workers would refuse to deploy.
-    let limit = match &args.size_limit {
-        Some(s) => understudy_compiler::release::size::parse_limit(s)
-            .map_err(|e| anyhow::anyhow!("--size-limit: {e}"))?,
-        None => understudy_compiler::release::size::FREE_PLAN_LIMIT,
-    };
+    let budget = args.size.budget();
+    let gzip = budget
+        .gzip
+        .map(|_| dist::gzip_len(&built.files[edge::MODULE]));
     let items = loaded.catalog.as_ref().map_or(0, |c| c.items.len());
     if let Some(d) = understudy_compiler::release::size::check(
         &built.manifest.module,
+        gzip,
         items,
-        limit,
+        budget,
         &args.policy,
     ) {
         eprintln!("{}", render::human(&sources, &d));

@@ -70,7 +70,7 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
         out: Some(out),
         now: None,
         edge: None,
-        size_limit: None,
+        size: Default::default(),
     };
     let built = match super::build::build(&build_args)? {
         Ok(b) => b,

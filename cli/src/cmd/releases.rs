@@ -20,7 +20,7 @@ use understudy_compiler::release::ops::{self, RollbackArgs as OpsRollback};
 use understudy_compiler::release::pipeline::{self, PolicySource, Request};
 use understudy_compiler::release::record::Kind;
 use understudy_compiler::release::registry::{self, LockOptions, Registry};
-use understudy_compiler::release::size::{self, parse_limit};
+use understudy_compiler::release::size;
 use understudy_compiler::release::{diff, Invalid, DEPLOY_SCRIPT};
 
 #[derive(Debug, clap::Args)]
@@ -93,9 +93,8 @@ pub struct AddArgs {
     /// Make the new release the active one.
     #[arg(long)]
     pub promote: bool,
-    /// Refuse a module whose gzipped size is over this (`free` = 3MiB, `paid` = 10MiB).
-    #[arg(long, default_value = "3MiB", value_parser = parse_limit)]
-    pub size_limit: u64,
+    #[command(flatten)]
+    pub size: crate::args::SizeArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -144,8 +143,8 @@ pub struct RollbackArgs {
     pub force: bool,
     #[arg(long)]
     pub now: Option<String>,
-    #[arg(long, default_value = "3MiB", value_parser = parse_limit)]
-    pub size_limit: u64,
+    #[command(flatten)]
+    pub size: crate::args::SizeArgs,
 }
 
 /// Turns a refusal ([`Invalid`]) into exit 1 with its diagnostics; other errors go on to
@@ -190,7 +189,7 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
         catalog: None,
         edge: &edge,
         now,
-        size_limit: args.size_limit,
+        budget: args.size.budget(),
     })?;
     eprint!("{}", baked.warnings);
     let reg = Registry::open_or_create(&args.registry.registry)?
@@ -208,7 +207,7 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
     )?;
     let m = &baked.built.manifest;
     println!(
-        "{} release {} ({} {}) in {}: module {} raw, {} gzipped{}",
+        "{} release {} ({} {}) in {}: module {}{}{}",
         if p.existed {
             "kept existing"
         } else {
@@ -219,7 +218,10 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
         m.policy.version,
         reg.root.display(),
         size::human(m.module.bytes),
-        size::human(m.module.gzip_bytes),
+        baked
+            .gzip_bytes
+            .map(|g| format!(", {} gzipped", size::human(g)))
+            .unwrap_or_default(),
         if p.promoted { " (active)" } else { "" }
     );
     println!(
@@ -356,7 +358,7 @@ fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
             with_its_catalog: args.with_its_catalog,
             force: args.force,
             now,
-            size_limit: args.size_limit,
+            budget: args.size.budget(),
         },
     )?;
     eprint!("{}", r.warnings);

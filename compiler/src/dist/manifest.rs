@@ -49,8 +49,6 @@ pub struct Module {
     pub bake_bytes: u64,
     pub bytes: u64,
     pub file: String,
-    /// gzip (level 6) size: what the Workers script size limit counts.
-    pub gzip_bytes: u64,
     pub sha256: String,
 }
 

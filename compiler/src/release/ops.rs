@@ -100,7 +100,7 @@ pub struct RollbackArgs<'a> {
     pub with_its_catalog: bool,
     pub force: bool,
     pub now: Millis,
-    pub size_limit: u64,
+    pub budget: super::size::Budget,
 }
 
 pub struct RolledBack {
@@ -231,7 +231,7 @@ pub fn rollback(reg: &Registry, args: &RollbackArgs<'_>) -> Result<RolledBack> {
         }),
         edge: &edge,
         now: validate_at,
-        size_limit: args.size_limit,
+        budget: args.budget,
     })
     .map_err(|e| match e.downcast::<Invalid>() {
         Ok(inv) => anyhow::Error::new(Invalid {

@@ -40,8 +40,8 @@ pub struct Request<'a> {
     pub edge: &'a Edge,
     /// Validation time: freshness is judged as of now, and it is recorded in the bake.
     pub now: Millis,
-    /// Gzipped module size limit in bytes.
-    pub size_limit: u64,
+    /// What the module may weigh.
+    pub budget: size::Budget,
 }
 
 /// A validated bake, in memory.
@@ -58,6 +58,8 @@ pub struct Baked {
     /// Warnings, rendered like `check` renders them.
     pub warnings: String,
     pub validated_at_ms: u64,
+    /// The module's gzipped size, measured when a gzip budget was given.
+    pub gzip_bytes: Option<u64>,
 }
 
 fn file_name(path: &Path) -> String {
@@ -168,7 +170,17 @@ pub fn bake(req: &Request<'_>) -> Result<Baked> {
     let built = dist::assemble(&inputs, req.edge)?;
     let items = loaded.catalog.as_ref().map_or(0, |c| c.items.len());
     let about = catalog_path.clone().unwrap_or_else(|| display_path.clone());
-    if let Some(d) = size::check(&built.manifest.module, items, req.size_limit, &about) {
+    let gzip_bytes = req
+        .budget
+        .gzip
+        .map(|_| dist::gzip_len(&built.files[dist::edge::MODULE]));
+    if let Some(d) = size::check(
+        &built.manifest.module,
+        gzip_bytes,
+        items,
+        req.budget,
+        &about,
+    ) {
         return Err(anyhow::Error::new(Invalid {
             message: format!(
                 "the module for {} is over the size limit; nothing was baked",
@@ -187,6 +199,7 @@ pub fn bake(req: &Request<'_>) -> Result<Baked> {
         inventory_text,
         warnings: rendered,
         validated_at_ms: req.now.0,
+        gzip_bytes,
     })
 }
 
@@ -263,7 +276,7 @@ pub fn stage(
         kind,
         module: ModuleInfo {
             bytes: m.module.bytes,
-            gzip_bytes: m.module.gzip_bytes,
+            gzip_bytes: baked.gzip_bytes,
             sha256: m.module.sha256.clone(),
         },
         note: note.to_string(),

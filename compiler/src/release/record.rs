@@ -78,7 +78,8 @@ pub struct CatalogInfo {
 #[serde(deny_unknown_fields)]
 pub struct ModuleInfo {
     pub bytes: u64,
-    pub gzip_bytes: u64,
+    /// Measured only with a gzip budget (`--gzip-limit`); older releases always have it.
+    pub gzip_bytes: Option<u64>,
     pub sha256: String,
 }
 

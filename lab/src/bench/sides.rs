@@ -90,7 +90,7 @@ pub fn edge_dist(
     Ok((
         dir.to_path_buf(),
         built.manifest.module.bytes,
-        built.manifest.module.gzip_bytes,
+        dist::gzip_len(&built.files[dist::edge::MODULE]),
     ))
 }
 

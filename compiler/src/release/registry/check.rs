@@ -11,15 +11,13 @@
 //! — no longer hashes to its ID; those are named, never deleted.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 
 use super::history::{self, Activation};
 use super::{file_problems, FileProblem, Registry, ACTIVE, HISTORY, RELEASES};
-use crate::dist::{self, edge};
 use crate::release::record::{self, is_release_id, Record};
-use understudy_core::bake::SECTION_NAME;
 
 /// One thing `repair` does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,58 +145,6 @@ fn store_index(reg: &Registry, ids: &[String]) -> BTreeMap<String, PathBuf> {
     index
 }
 
-/// Recomputes the release ID from the release's content: its sources, its edge (module
-/// without the bake, and glue) and the compiler version its bake names. `read` gives a
-/// file's bytes as they will be after repair.
-fn content_id_problem(rec: &Record, read: &dyn Fn(&str) -> Option<Vec<u8>>) -> Option<String> {
-    let module = read(edge::MODULE)?;
-    let glue = read(edge::GLUE_JS)?;
-    let policy = read(&rec.sources.policy)?;
-    let bake = match super::decode_module_bake(&module, Path::new(edge::MODULE)) {
-        Ok(b) => b,
-        Err(e) => return Some(format!("its module's bake does not decode: {e:#}")),
-    };
-    let policy_hash = dist::sha256_hex(&policy);
-    let catalog_hash = match (&rec.sources.catalog, &rec.sources.inventory) {
-        (Some(c), Some(i)) => crate::validate::stubs::catalog_hash(&read(c)?, &read(i)?),
-        _ => String::new(),
-    };
-    let clean = match dist::wasm::remove_custom_section(&module, SECTION_NAME) {
-        Ok(m) => m,
-        Err(e) => return Some(format!("its module is not a valid wasm module: {e}")),
-    };
-    let edge_hash = dist::edge_hash(&dist::sha256_hex(&clean), &dist::sha256_hex(&glue));
-    let id = dist::release_id_by(
-        &bake.compiler_version,
-        &policy_hash,
-        &catalog_hash,
-        &edge_hash,
-    );
-    let mut parts = Vec::new();
-    if bake.release_id != rec.id {
-        parts.push(format!(
-            "its module carries the bake of {}",
-            bake.release_id
-        ));
-    }
-    if bake.policy_hash != policy_hash {
-        parts.push(format!("{} is not the policy it baked", rec.sources.policy));
-    }
-    if bake.catalog_hash != catalog_hash {
-        parts.push("its catalog or inventory source is not what it baked".to_string());
-    }
-    if id != rec.id {
-        parts.push(format!("its content hashes to {id}"));
-    }
-    (!parts.is_empty()).then(|| {
-        format!(
-            "its content no longer hashes to its ID ({}): it was changed after it was made, \
-             record and all",
-            parts.join("; ")
-        )
-    })
-}
-
 fn examine(reg: &Registry, id: &str, index: &BTreeMap<String, PathBuf>) -> Examined {
     let dir = reg.release_dir(id);
     let rec_path = dir.join(record::FILE);
@@ -275,7 +221,7 @@ fn examine(reg: &Registry, id: &str, index: &BTreeMap<String, PathBuf>) -> Exami
         .ok()
     };
     if out.fixable {
-        if let Some(p) = content_id_problem(&rec, &read) {
+        if let Some(p) = super::content_problem(&rec, &read) {
             out.check.problems.push(format!("release {id}: {p}"));
             out.fixable = false;
         }

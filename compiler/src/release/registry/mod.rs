@@ -269,6 +269,10 @@ impl Registry {
             );
         }
         verify_files(&dir, &rec)?;
+        let read = |name: &str| std::fs::read(dir.join(name)).ok();
+        if let Some(p) = content_problem(&rec, &read) {
+            bail!("release {id}: {p}; the release cannot be used");
+        }
         Ok(Release { dir, record: rec })
     }
 
@@ -602,6 +606,83 @@ impl Release {
     pub fn source_path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
     }
+}
+
+/// Recomputes the release ID from the release's content: its sources, its edge (module
+/// without the bake, and glue) and the compiler version its bake names. `read` gives a
+/// file's bytes as they will be after repair.
+pub fn content_problem(rec: &Record, read: &dyn Fn(&str) -> Option<Vec<u8>>) -> Option<String> {
+    let module = read(dist::edge::MODULE)?;
+    let glue = read(dist::edge::GLUE_JS)?;
+    let policy = read(&rec.sources.policy)?;
+    let bake = match bake_header(&module) {
+        Ok(b) => b,
+        Err(e) => return Some(format!("its module's bake does not decode: {e}")),
+    };
+    let policy_hash = dist::sha256_hex(&policy);
+    let catalog_hash = match (&rec.sources.catalog, &rec.sources.inventory) {
+        (Some(c), Some(i)) => crate::validate::stubs::catalog_hash(&read(c)?, &read(i)?),
+        _ => String::new(),
+    };
+    let clean = match dist::wasm::remove_custom_section(&module, SECTION_NAME) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("its module is not a valid wasm module: {e}")),
+    };
+    let edge_hash = dist::edge_hash(&dist::sha256_hex(&clean), &dist::sha256_hex(&glue));
+    let id = dist::release_id_by(
+        &bake.compiler_version,
+        &policy_hash,
+        &catalog_hash,
+        &edge_hash,
+    );
+    let mut parts = Vec::new();
+    if bake.release_id != rec.id {
+        parts.push(format!(
+            "its module carries the bake of {}",
+            bake.release_id
+        ));
+    }
+    if bake.policy_hash != policy_hash {
+        parts.push(format!("{} is not the policy it baked", rec.sources.policy));
+    }
+    if bake.catalog_hash != catalog_hash {
+        parts.push("its catalog or inventory source is not what it baked".to_string());
+    }
+    if id != rec.id {
+        parts.push(format!("its content hashes to {id}"));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "its content no longer hashes to its ID ({}): it was changed after it was made, \
+             record and all",
+            parts.join("; ")
+        )
+    })
+}
+
+/// The first fields of a bake (postcard keeps fields in declaration order, so a prefix of
+/// [`Bake`] decodes from the start of its payload): what identifies it, without decoding
+/// the policy and the catalog.
+#[derive(serde::Deserialize)]
+struct BakeHeader {
+    release_id: String,
+    policy_hash: String,
+    catalog_hash: String,
+    #[allow(dead_code)]
+    validated_at_ms: u64,
+    compiler_version: String,
+}
+
+fn bake_header(module: &[u8]) -> std::result::Result<BakeHeader, String> {
+    let section = wasm::custom_section(module, SECTION_NAME)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("the module carries no `{SECTION_NAME}` section"))?;
+    let body = section
+        .strip_prefix(bake::MAGIC.as_slice())
+        .ok_or("the bake is not of this format version")?;
+    postcard::take_from_bytes::<BakeHeader>(body)
+        .map(|(h, _)| h)
+        .map_err(|e| e.to_string())
 }
 
 /// Decodes the `understudy.bake` section of `module` read from `path`.
