@@ -13,4 +13,5 @@ pub mod parse;
 pub mod release;
 pub mod render;
 pub mod simulate;
+pub mod timing;
 pub mod validate;

@@ -20,6 +20,21 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// The files `diags` point into (a catalog of tens of MiB is indexed only when a
+    /// diagnostic needs it).
+    pub fn for_diagnostics(
+        files: &[(std::path::PathBuf, String)],
+        diags: &[Diagnostic],
+    ) -> Sources {
+        let mut s = Sources::default();
+        for (p, text) in files {
+            if diags.iter().any(|d| d.file == *p) {
+                s.add(p, text);
+            }
+        }
+        s
+    }
+
     pub fn add(&mut self, path: &Path, text: &str) {
         if self.id(path).is_none() {
             let id = self.files.add(path.display().to_string(), text.to_string());

@@ -134,6 +134,7 @@ fn bake(args: &BakeArgs) -> Result<ExitCode> {
     let items = baked.catalog.as_ref().map_or(0, |c| c.items.len());
     if let Some(out) = &out {
         dist::write_dir(out, &baked.built)?;
+        understudy_compiler::timing::mark("write");
         println!("wrote {}", out.display());
     }
     if let Some(root) = &args.registry {

@@ -62,11 +62,9 @@ pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
             args.policy.display()
         );
     }
+    understudy_compiler::timing::mark("start");
     let loaded = load_policy(&args.policy, now);
-    let mut sources = Sources::default();
-    for (p, text) in &loaded.sources {
-        sources.add(p, text);
-    }
+    let sources = Sources::for_diagnostics(&loaded.sources, &loaded.diagnostics);
     for d in &loaded.diagnostics {
         eprintln!("{}", render::human(&sources, d));
     }
@@ -111,11 +109,13 @@ pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
         .clone()
         .unwrap_or_else(|| default_out(&policy.service.name));
     dist::write_dir(&dir, &built)?;
+    understudy_compiler::timing::mark("write");
+    let policy = policy.clone();
     Ok(Ok(Output {
         dir,
         built,
-        policy: policy.clone(),
-        catalog: loaded.catalog.clone(),
+        policy,
+        catalog: loaded.catalog,
     }))
 }
 

@@ -16,7 +16,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     for path in &args.policies {
         let loaded = load_policy(path, now);
         for (p, text) in &loaded.sources {
-            sources.add(p, text);
+            // Only what a diagnostic points into: a catalog of tens of MiB is not indexed.
+            if loaded.diagnostics.iter().any(|d| d.file == *p) {
+                sources.add(p, text);
+            }
         }
         if loaded.has_errors() {
             invalid += 1;

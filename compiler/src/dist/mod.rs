@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
-use understudy_core::bake::{self, Bake, SECTION_NAME};
+use understudy_core::bake::{self, BakeRef, SECTION_NAME};
 use understudy_core::catalog::Catalog;
 use understudy_core::policy::Policy;
 
@@ -127,19 +127,26 @@ pub fn assemble(inputs: &Inputs<'_>, edge: &Edge) -> Result<Built> {
     let edge_hash = edge_hash(&edge_info.module_sha256, &edge_info.glue_sha256);
     let release_id = release_id(inputs.policy_hash, inputs.catalog_hash, &edge_hash);
 
-    let the_bake = Bake {
-        release_id: release_id.clone(),
-        policy_hash: inputs.policy_hash.to_string(),
-        catalog_hash: inputs.catalog_hash.to_string(),
+    // Encoded by reference straight into the module: the catalog is neither copied nor
+    // held twice (a 200,000-item bake is tens of MiB).
+    let the_bake = BakeRef {
+        release_id: &release_id,
+        policy_hash: inputs.policy_hash,
+        catalog_hash: inputs.catalog_hash,
         validated_at_ms: inputs.validated_at_ms,
-        compiler_version: COMPILER_VERSION.to_string(),
-        policy: inputs.policy.clone(),
-        catalog: inputs.catalog.cloned(),
+        compiler_version: COMPILER_VERSION,
+        policy: inputs.policy,
+        catalog: inputs.catalog,
     };
-    let payload = bake::encode(&the_bake);
-    // The Worker decodes with the same code: refuse to ship a bake it would reject.
-    bake::decode(&payload).map_err(|e| anyhow::anyhow!("the bake does not decode back: {e}"))?;
-    let module = wasm::set_custom_section(&clean_module, SECTION_NAME, &payload)?;
+    let payload_len = bake::encoded_len(&the_bake);
+    let (mut module, payload_at) =
+        wasm::start_custom_section(clean_module, SECTION_NAME, payload_len)?;
+    bake::encode_into(&the_bake, &mut module);
+    crate::timing::mark("encode (postcard)");
+    // The Worker decodes with the same schema: refuse to ship a bake it would reject.
+    bake::check(&module[payload_at..])
+        .map_err(|e| anyhow::anyhow!("the bake does not decode back: {e}"))?;
+    crate::timing::mark("decode check");
 
     let bindings = Bindings::of(inputs.policy);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -158,7 +165,7 @@ pub fn assemble(inputs: &Inputs<'_>, edge: &Edge) -> Result<Built> {
     files.insert(edge::GLUE_JS.into(), edge.glue_js.clone());
 
     let module_info = manifest::Module {
-        bake_bytes: payload.len() as u64,
+        bake_bytes: payload_len as u64,
         bytes: module.len() as u64,
         file: edge::MODULE.into(),
         sha256: sha256_hex(&module),
@@ -189,6 +196,7 @@ pub fn assemble(inputs: &Inputs<'_>, edge: &Edge) -> Result<Built> {
         validated_at_ms: inputs.validated_at_ms,
     };
     files.insert(MANIFEST.into(), manifest.to_json().into_bytes());
+    crate::timing::mark("hash + manifest");
     Ok(Built {
         release_id,
         files,

@@ -137,25 +137,37 @@ pub fn remove_custom_section(module: &[u8], name: &str) -> Result<Vec<u8>, WasmE
     Ok(out)
 }
 
-/// A copy of `module` with every custom section called `name` removed and one holding
-/// `payload` appended at the end.
-pub fn set_custom_section(module: &[u8], name: &str, payload: &[u8]) -> Result<Vec<u8>, WasmError> {
-    let mut out = remove_custom_section(module, name)?;
-    out.reserve(payload.len() + name.len() + 16);
+/// `module` (already without a section called `name`) with the header of a custom section
+/// `name` of `payload_len` bytes appended, and room reserved for the payload, which the
+/// caller appends next. Returns the module and where the payload starts.
+pub fn start_custom_section(
+    mut module: Vec<u8>,
+    name: &str,
+    payload_len: usize,
+) -> Result<(Vec<u8>, usize), WasmError> {
     let too_big = || {
         WasmError(format!(
-            "the `{name}` payload ({} bytes) exceeds the 4 GiB section limit",
-            payload.len()
+            "the `{name}` payload ({payload_len} bytes) exceeds the 4 GiB section limit"
         ))
     };
     let name_len = u32::try_from(name.len()).map_err(|_| too_big())?;
     let mut body = Vec::with_capacity(name.len() + 5);
     write_u32(&mut body, name_len);
     body.extend_from_slice(name.as_bytes());
-    let size = u32::try_from(body.len() + payload.len()).map_err(|_| too_big())?;
-    out.push(0);
-    write_u32(&mut out, size);
-    out.extend_from_slice(&body);
+    let size = u32::try_from(body.len() + payload_len).map_err(|_| too_big())?;
+    module.reserve_exact(body.len() + payload_len + 6);
+    module.push(0);
+    write_u32(&mut module, size);
+    module.extend_from_slice(&body);
+    let at = module.len();
+    Ok((module, at))
+}
+
+/// A copy of `module` with every custom section called `name` removed and one holding
+/// `payload` appended at the end.
+pub fn set_custom_section(module: &[u8], name: &str, payload: &[u8]) -> Result<Vec<u8>, WasmError> {
+    let clean = remove_custom_section(module, name)?;
+    let (mut out, _) = start_custom_section(clean, name, payload.len())?;
     out.extend_from_slice(payload);
     Ok(out)
 }

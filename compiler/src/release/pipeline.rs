@@ -51,10 +51,12 @@ pub struct Baked {
     pub catalog: Option<Catalog>,
     /// The policy file's name.
     pub policy_file: String,
-    /// The exact bytes validated: policy text (absent for `Baked`), catalog, inventory.
+    /// The exact policy text validated (absent for `Baked`).
     pub policy_text: Option<String>,
-    pub catalog_text: Option<String>,
-    pub inventory_text: Option<String>,
+    /// Where the validated catalog and inventory were read (their texts are not kept: a
+    /// release reads them again, and checks they still hash to what was baked).
+    pub catalog_path: Option<PathBuf>,
+    pub inventory_path: Option<PathBuf>,
     /// Warnings, rendered like `check` renders them.
     pub warnings: String,
     pub validated_at_ms: u64,
@@ -69,10 +71,7 @@ fn file_name(path: &Path) -> String {
 }
 
 fn render_all(loaded: &Loaded) -> String {
-    let mut sources = Sources::default();
-    for (p, text) in &loaded.sources {
-        sources.add(p, text);
-    }
+    let sources = Sources::for_diagnostics(&loaded.sources, &loaded.diagnostics);
     loaded
         .diagnostics
         .iter()
@@ -91,6 +90,7 @@ fn take_source(sources: &mut [(PathBuf, String)], path: &Path) -> Option<String>
 /// Validates and bakes. An invalid policy or catalog, or a module over the size limit, is
 /// an [`Invalid`] error carrying the rendered diagnostics; nothing is written anywhere.
 pub fn bake(req: &Request<'_>) -> Result<Baked> {
+    crate::timing::mark("start");
     let (mut loaded, policy_file, display_path) = match &req.policy {
         PolicySource::File(path) => {
             let loaded = match req.catalog {
@@ -148,12 +148,6 @@ pub fn bake(req: &Request<'_>) -> Result<Baked> {
         }
     };
     let mut sources = std::mem::take(&mut loaded.sources);
-    let catalog_text = catalog_path
-        .as_deref()
-        .and_then(|p| take_source(&mut sources, p));
-    let inventory_text = inventory_path
-        .as_deref()
-        .and_then(|p| take_source(&mut sources, p));
     let policy_text = match &req.policy {
         PolicySource::Baked { .. } => None,
         _ => take_source(&mut sources, &display_path),
@@ -195,8 +189,8 @@ pub fn bake(req: &Request<'_>) -> Result<Baked> {
         catalog: loaded.catalog,
         policy_file,
         policy_text,
-        catalog_text,
-        inventory_text,
+        catalog_path: catalog_path.clone(),
+        inventory_path,
         warnings: rendered,
         validated_at_ms: req.now.0,
         gzip_bytes,
@@ -241,16 +235,31 @@ pub fn stage(
     };
     let mut catalog_info = None;
     if let (Some(rules), Some(cat)) = (baked.policy.catalog.as_ref(), baked.catalog.as_ref()) {
-        let (Some(ct), Some(it)) = (&baked.catalog_text, &baked.inventory_text) else {
-            anyhow::bail!("the catalog's source text was not kept; this is a bug in understudy");
+        let (Some(cp), Some(ip)) = (&baked.catalog_path, &baked.inventory_path) else {
+            anyhow::bail!("the catalog's source paths were not kept; this is a bug in understudy");
         };
+        let read =
+            |p: &Path| std::fs::read(p).with_context(|| format!("cannot read {}", p.display()));
+        let (ct, it) = (read(cp)?, read(ip)?);
+        let validated = m
+            .catalog
+            .as_ref()
+            .map(|c| c.sha256.as_str())
+            .unwrap_or_default();
+        if crate::validate::stubs::catalog_hash(&ct, &it) != validated {
+            anyhow::bail!(
+                "{} or {} changed while it was being baked; run the command again",
+                cp.display(),
+                ip.display()
+            );
+        }
         let c_slot = source_slot(&rules.stubs, "catalog.json");
         let mut i_slot = source_slot(&rules.inventory, "inventory.json");
         if i_slot == c_slot || i_slot == sources.policy {
             i_slot = format!("{SOURCES}/inventory.json");
         }
-        files.insert(c_slot.clone(), ct.as_bytes().to_vec());
-        files.insert(i_slot.clone(), it.as_bytes().to_vec());
+        files.insert(c_slot.clone(), ct);
+        files.insert(i_slot.clone(), it);
         sources.catalog = Some(c_slot);
         sources.inventory = Some(i_slot);
         catalog_info = Some(CatalogInfo {

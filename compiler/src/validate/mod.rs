@@ -2,6 +2,7 @@
 //! into the same list, so one `check` shows every problem.
 
 pub mod explicit;
+pub mod inventory;
 mod rules;
 pub mod stubs;
 

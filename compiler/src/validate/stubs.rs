@@ -3,20 +3,24 @@
 //! File formats (both JSON; see docs/policy.md "Catalog files"):
 //! - catalog: `{"items": [{"sku": "...", "title": "...", "category": "...", ...}]}` — JSON
 //!   because items carry nested display fields that the edge returns as they are;
-//! - inventory snapshot: `{"taken_at": "RFC 3339", "skus": [{"sku", "status", "stock"}]}` —
-//!   the snapshot time travels inside the document it dates, and serde_json reports
-//!   malformed input with a line and column.
+//! - inventory snapshot: see [`super::inventory`], which also holds the rule every stub
+//!   must pass — the same rule, through the same code, as the published KV lists.
+//!
+//! A nightly catalog may hold 200,000 items, so the parse borrows from the text, keeps
+//! each item's JSON as written (whitespace removed, no re-serialisation through a map),
+//! and keeps the texts once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use understudy_core::catalog::{Catalog, Item};
-use understudy_core::policy::Policy;
-use understudy_core::time::format_duration;
+use understudy_core::policy::{EmbeddedTier, Policy, TierKind};
 use understudy_core::Millis;
 
+use super::inventory::{Snapshot, Stale};
 use crate::codes;
 use crate::diag::{Diagnostic, Severity};
 use crate::parse::node::Ctx;
@@ -38,30 +42,59 @@ struct CatalogFile<'a> {
 }
 
 #[derive(Deserialize)]
-struct ItemFields {
-    sku: String,
-    title: String,
-    #[serde(default)]
-    category: Option<String>,
+struct ItemFields<'a> {
+    #[serde(borrow)]
+    sku: Cow<'a, str>,
+    #[serde(borrow)]
+    title: Cow<'a, str>,
+    #[serde(default, borrow)]
+    category: Option<Cow<'a, str>>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InventoryFile {
-    taken_at: String,
-    skus: Vec<InventoryRow>,
+/// `raw` (valid JSON) without the whitespace between tokens: the item as written, compact.
+/// Deterministic: the same text gives the same bytes.
+pub fn minify(raw: &str) -> String {
+    // Bytes, not chars: every byte JSON gives a meaning to is ASCII, and no byte of a
+    // multi-byte UTF-8 sequence is, so runs are copied whole and the result stays UTF-8.
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match b {
+                b'\\' => {
+                    out.extend_from_slice(&bytes[i..(i + 2).min(bytes.len())]);
+                    i += 2;
+                    continue;
+                }
+                b'"' => in_string = false,
+                _ => {}
+            }
+            out.push(b);
+        } else if b == b'"' {
+            in_string = true;
+            out.push(b);
+        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            out.push(b);
+        }
+        i += 1;
+    }
+    // Only ASCII whitespace outside strings was removed from valid UTF-8.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InventoryRow {
-    sku: String,
-    status: String,
-    stock: i64,
+/// Whether any tier searches the catalog by keyword (then the bake carries the index).
+pub fn needs_keyword_index(p: &Policy) -> bool {
+    p.cascade
+        .tiers
+        .iter()
+        .any(|t| matches!(t.kind, TierKind::Embedded(EmbeddedTier::Keyword { .. })))
 }
 
 /// A problem located in a JSON file by line and column (1-based).
-fn json_error(
+pub(crate) fn json_error(
     path: &Path,
     text: &str,
     line: usize,
@@ -103,51 +136,57 @@ pub fn catalog_hash(stubs: &[u8], inventory: &[u8]) -> String {
     hex::encode(h.finalize())
 }
 
-fn parse_time(s: &str) -> Option<u64> {
-    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
-    u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
-}
-
 pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Option<CatalogCheck> {
     let rules = p.catalog.as_ref()?;
     let stubs_path = base.join(&rules.stubs);
     let inv_path = base.join(&rules.inventory);
     let mut sources = Vec::new();
-    let mut read = |ctx: &mut Ctx, key: &str, path: &Path| -> Option<String> {
+    let mut read = |ctx: &mut Ctx, key: &str, path: &Path| -> bool {
         // UTF-16 (with or without a byte-order mark) is named as such, not as bad JSON.
         if let Some(d) = super::explicit::encoding_problem(path) {
             ctx.diags.push(d);
-            return None;
+            return false;
         }
         match super::read_text(path, MAX_CATALOG_BYTES) {
             Ok(t) => {
-                sources.push((path.to_path_buf(), t.clone()));
-                Some(t)
+                sources.push((path.to_path_buf(), t));
+                true
             }
             Err(msg) => {
                 let sp = ctx.span_of(&format!("catalog.{key}")).unwrap_or((0, 0));
                 ctx.error(codes::CATALOG_UNREADABLE, sp, msg, "named here", "check the path (relative to the policy file) and that the file is UTF-8 JSON under 64 MiB");
-                None
+                false
             }
         }
     };
-    let stubs_text = read(ctx, "stubs", &stubs_path);
-    let inv_text = read(ctx, "inventory", &inv_path);
-    let (stubs_text, inv_text) = (stubs_text?, inv_text?);
-    let hash = catalog_hash(stubs_text.as_bytes(), inv_text.as_bytes());
+    crate::timing::mark("policy");
+    let stubs_ok = read(ctx, "stubs", &stubs_path);
+    let inv_ok = read(ctx, "inventory", &inv_path);
+    if !(stubs_ok && inv_ok) {
+        return None;
+    }
+    crate::timing::mark("read catalog + inventory");
+    let hash = catalog_hash(sources[0].1.as_bytes(), sources[1].1.as_bytes());
+    crate::timing::mark("hash catalog + inventory");
+    let (stubs_text, inv_text) = {
+        let (a, b) = sources.split_at_mut(1);
+        (std::mem::take(&mut a[0].1), std::mem::take(&mut b[0].1))
+    };
+    let stubs_text_ref = stubs_text.as_str();
 
     // The catalog.
     let mut items = Vec::new();
     let mut ok = true;
-    match serde_json::from_str::<CatalogFile>(&stubs_text) {
+    match serde_json::from_str::<CatalogFile>(stubs_text_ref) {
         Err(e) => {
-            ctx.diags.push(json_error(&stubs_path, &stubs_text, e.line(), e.column(), format!("the catalog is not valid: {e}"), "the catalog is `{\"items\": [{\"sku\": \"…\", \"title\": \"…\", \"category\": \"…\"}]}`"));
+            ctx.diags.push(json_error(&stubs_path, stubs_text_ref, e.line(), e.column(), format!("the catalog is not valid: {e}"), "the catalog is `{\"items\": [{\"sku\": \"…\", \"title\": \"…\", \"category\": \"…\"}]}`"));
             ok = false;
         }
         Ok(file) => {
-            let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-            for raw in file.items {
-                let offset = raw.get().as_ptr() as usize - stubs_text.as_ptr() as usize;
+            items.reserve(file.items.len());
+            let mut seen: HashMap<Cow<str>, usize> = HashMap::with_capacity(file.items.len());
+            for (n, raw) in file.items.into_iter().enumerate() {
+                let offset = raw.get().as_ptr() as usize - stubs_text_ref.as_ptr() as usize;
                 let span = Some((offset, offset + raw.get().len().min(1)));
                 let mk = |message: String, help: &str| Diagnostic {
                     code: codes::CATALOG_MALFORMED,
@@ -164,7 +203,7 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
                     Ok(f) => f,
                     Err(e) => {
                         ctx.diags.push(mk(
-                            format!("catalog item {} is not valid: {e}", seen.len() + 1),
+                            format!("catalog item {} is not valid: {e}", n + 1),
                             "each item needs a string `sku` and `title`, and may have a `category`",
                         ));
                         ok = false;
@@ -179,28 +218,24 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
                     ok = false;
                     continue;
                 }
-                if let Some(first) = seen.insert(fields.sku.clone(), items.len()) {
+                if let Some(first) = seen.insert(fields.sku.clone(), n) {
                     ctx.diags.push(mk(
                         format!(
                             "SKU `{}` appears twice in the catalog (items {} and {})",
                             fields.sku,
                             first + 1,
-                            items.len() + 1
+                            n + 1
                         ),
                         "keep one entry per SKU",
                     ));
                     ok = false;
                     continue;
                 }
-                // Compact, key-sorted JSON: deterministic bytes for the bake.
-                let json = serde_json::from_str::<serde_json::Value>(raw.get())
-                    .map(|v| v.to_string())
-                    .unwrap_or_default();
                 items.push(Item {
-                    sku: fields.sku,
-                    title: fields.title,
-                    category: fields.category,
-                    json,
+                    sku: fields.sku.into_owned(),
+                    title: fields.title.into_owned(),
+                    category: fields.category.map(Cow::into_owned),
+                    json: minify(raw.get()),
                 });
             }
             if items.is_empty() && ok {
@@ -216,101 +251,51 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
             }
         }
     }
-
-    // The inventory snapshot.
-    let inventory = match serde_json::from_str::<InventoryFile>(&inv_text) {
-        Err(e) => {
-            ctx.diags.push(json_error(&inv_path, &inv_text, e.line(), e.column(), format!("the inventory snapshot is not valid: {e}"), "the snapshot is `{\"taken_at\": \"2026-11-30T00:00:00Z\", \"skus\": [{\"sku\": \"…\", \"status\": \"active\", \"stock\": 120}]}`"));
-            None
-        }
-        Ok(inv) => Some(inv),
-    };
-    let inventory = inventory?;
-    let Some(taken_at) = parse_time(&inventory.taken_at) else {
-        let at = inv_text.find(&inventory.taken_at).unwrap_or(0);
-        ctx.diags.push(Diagnostic {
-            code: codes::CATALOG_MALFORMED,
-            severity: Severity::Error,
-            message: format!(
-                "the snapshot time `{}` is not an RFC 3339 timestamp",
-                inventory.taken_at
-            ),
-            file: inv_path.clone(),
-            span: Some((at, at + inventory.taken_at.len())),
-            label: "not RFC 3339".into(),
-            secondary: vec![],
-            notes: vec![],
-            help: "write it like \"2026-11-30T01:00:00Z\"".into(),
-        });
-        return None;
-    };
-    let mut rows: BTreeMap<&str, &InventoryRow> = BTreeMap::new();
-    let mut dup = BTreeSet::new();
-    for row in &inventory.skus {
-        if rows.insert(row.sku.as_str(), row).is_some() {
-            dup.insert(row.sku.clone());
-        }
-    }
-    if !dup.is_empty() {
-        ctx.diags.push(Diagnostic {
-            code: codes::CATALOG_MALFORMED,
-            severity: Severity::Error,
-            message: format!(
-                "the inventory snapshot lists {} SKU(s) more than once",
-                dup.len()
-            ),
-            file: inv_path.clone(),
-            span: None,
-            label: String::new(),
-            secondary: vec![],
-            notes: dup.iter().map(|s| format!("duplicated: {s}")).collect(),
-            help: "export one row per SKU".into(),
-        });
-        return None;
+    crate::timing::mark("parse catalog");
+    // The catalog's text is needed again only to show a diagnostic in it: otherwise it goes
+    // now, before the inventory is indexed (peak memory of a large bake).
+    let about = |diags: &[Diagnostic], p: &Path| diags.iter().any(|d| d.file == p);
+    if about(&ctx.diags, &stubs_path) {
+        sources[0].1 = stubs_text;
+    } else {
+        drop(stubs_text);
     }
 
-    let age = now.since(Millis(taken_at));
-    if taken_at > now.0.saturating_add(300_000) {
+    // The inventory snapshot, and the rule every stub must pass.
+    let snapshot = match Snapshot::parse(&inv_path, &inv_text) {
+        Ok(s) => s,
+        Err(d) => {
+            ctx.diags.push(*d);
+            sources[1].1 = inv_text;
+            sources.retain(|(p, t)| !t.is_empty() && about(&ctx.diags, p));
+            return None;
+        }
+    };
+    crate::timing::mark("parse inventory");
+    if let Some(stale) = snapshot.staleness(now, rules.max_age_ms) {
         let sp = ctx.span_of("catalog.inventory").unwrap_or((0, 0));
+        let (label, help) = match stale {
+            Stale::InFuture { .. } => ("snapshot from the future", "check the exporter's clock, or pass `--now` to check as of another time"),
+            Stale::TooOld { .. } => ("snapshot too old", "export a fresh inventory snapshot and re-bake (`understudy bake`), or pass `--now` to check as of the snapshot's day"),
+        };
         ctx.error(
             codes::UNTESTED_COMPENSATION,
             sp,
-            format!(
-                "the inventory snapshot is dated {} in the future ({})",
-                format_duration(taken_at - now.0),
-                inventory.taken_at
-            ),
-            "snapshot from the future",
-            "check the exporter's clock, or pass `--now` to check as of another time",
-        );
-        ok = false;
-    } else if age > rules.max_age_ms {
-        let sp = ctx.span_of("catalog.inventory").unwrap_or((0, 0));
-        ctx.error(
-            codes::UNTESTED_COMPENSATION,
-            sp,
-            format!("the inventory snapshot is {} old, over the {} ceiling: no stub counts as validated", format_duration(age / 1000 * 1000), format_duration(rules.max_age_ms)),
-            "snapshot too old",
-            "export a fresh inventory snapshot and re-bake (`understudy bake`), or pass `--now` to check as of the snapshot's day",
+            stale.message(&snapshot.taken_at),
+            label,
+            help,
         );
         ok = false;
     }
 
-    let mut offending = Vec::new();
-    for item in &items {
-        match rows.get(item.sku.as_str()) {
-            None => offending.push(format!("{}: missing from the inventory snapshot", item.sku)),
-            Some(r) if !r.status.eq_ignore_ascii_case("active") => offending.push(format!(
-                "{}: not active (status \"{}\")",
-                item.sku, r.status
-            )),
-            Some(r) if r.stock <= rules.min_stock as i64 => offending.push(format!(
-                "{}: stock {} ≤ {}",
-                item.sku, r.stock, rules.min_stock
-            )),
-            Some(_) => {}
-        }
-    }
+    let offending: Vec<String> = items
+        .iter()
+        .filter_map(|item| {
+            snapshot
+                .judge(&item.sku, rules.min_stock)
+                .map(|why| format!("{}: {why}", item.sku))
+        })
+        .collect();
     if !offending.is_empty() {
         let sp = ctx.span_of("catalog.stubs").unwrap_or((0, 0));
         ctx.diags.push(Diagnostic {
@@ -326,11 +311,42 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
         });
         ok = false;
     }
+    crate::timing::mark("validate SKUs");
 
-    let catalog = ok.then(|| Catalog::new(items, now.0, taken_at));
+    let taken_at = snapshot.taken_at_ms;
+    drop(snapshot);
+    if about(&ctx.diags, &inv_path) {
+        sources[1].1 = inv_text;
+    } else {
+        drop(inv_text);
+    }
+    // Only the texts a diagnostic points into are kept (for rendering it).
+    sources.retain(|(p, t)| !t.is_empty() && about(&ctx.diags, p));
+    let catalog = ok.then(|| {
+        if needs_keyword_index(p) {
+            Catalog::new(items, now.0, taken_at)
+        } else {
+            Catalog::without_index(items, now.0, taken_at)
+        }
+    });
+    crate::timing::mark("keyword index");
     Some(CatalogCheck {
         catalog,
         hash,
         sources,
     })
+}
+
+#[cfg(test)]
+mod minify_tests {
+    use super::minify;
+
+    #[test]
+    fn whitespace_goes_strings_stay() {
+        assert_eq!(
+            minify("{ \"a\" : [ 1, 2 ],\n \"b\": \"x  y\\\" z\", \"é\": \"\\u00e9 ü\" }"),
+            "{\"a\":[1,2],\"b\":\"x  y\\\" z\",\"é\":\"\\u00e9 ü\"}"
+        );
+        assert_eq!(minify("\"\\\\\" , 1"), "\"\\\\\",1");
+    }
 }

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Item};
 use crate::policy::Policy;
 
 /// Name of the `.wasm` custom section holding the bake.
@@ -29,6 +29,76 @@ pub struct Bake {
     pub catalog: Option<Catalog>,
 }
 
+/// A [`Bake`] by reference: the same fields in the same order, so it encodes to the same
+/// bytes without the compiler copying a 200,000-item catalog to encode it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BakeRef<'a> {
+    pub release_id: &'a str,
+    pub policy_hash: &'a str,
+    pub catalog_hash: &'a str,
+    pub validated_at_ms: u64,
+    pub compiler_version: &'a str,
+    pub policy: &'a Policy,
+    pub catalog: Option<&'a Catalog>,
+}
+
+impl Bake {
+    pub fn as_ref(&self) -> BakeRef<'_> {
+        BakeRef {
+            release_id: &self.release_id,
+            policy_hash: &self.policy_hash,
+            catalog_hash: &self.catalog_hash,
+            validated_at_ms: self.validated_at_ms,
+            compiler_version: &self.compiler_version,
+            policy: &self.policy,
+            catalog: self.catalog.as_ref(),
+        }
+    }
+}
+
+/// A decoded bake whose strings borrow from the payload: what [`check`] decodes, with
+/// the same field order and shapes as [`Bake`] (a test keeps them in step).
+#[derive(Deserialize)]
+struct BakeView<'a> {
+    #[serde(borrow)]
+    _release_id: &'a str,
+    _policy_hash: &'a str,
+    _catalog_hash: &'a str,
+    _validated_at_ms: u64,
+    _compiler_version: &'a str,
+    _policy: Policy,
+    #[serde(borrow)]
+    _catalog: Option<CatalogView<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CatalogView<'a> {
+    #[serde(borrow)]
+    _items: Vec<ItemView<'a>>,
+    _validated_at_ms: u64,
+    _snapshot_at_ms: u64,
+    #[serde(borrow)]
+    _tokens: Vec<(&'a str, Vec<u32>)>,
+}
+
+#[derive(Deserialize)]
+struct ItemView<'a> {
+    _sku: &'a str,
+    _title: &'a str,
+    _category: Option<&'a str>,
+    _json: &'a str,
+}
+
+/// Keeps [`ItemView`] and [`Item`] in step: a field added to one must be added to both.
+const _: fn(Item) = |i| {
+    let Item {
+        sku: _,
+        title: _,
+        category: _,
+        json: _,
+    } = i;
+};
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BakeError {
     Missing,
@@ -49,13 +119,44 @@ impl std::fmt::Display for BakeError {
 impl std::error::Error for BakeError {}
 
 pub fn encode(bake: &Bake) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
+    let mut out = Vec::with_capacity(encoded_len(&bake.as_ref()));
+    encode_into(&bake.as_ref(), &mut out);
+    out
+}
+
+/// The length of the payload [`encode_into`] writes.
+pub fn encoded_len(bake: &BakeRef<'_>) -> usize {
     // postcard serialisation of plain types cannot fail except on allocation failure.
-    match postcard::to_allocvec(bake) {
-        Ok(body) => out.extend_from_slice(&body),
+    match postcard::serialize_with_flavor(bake, postcard::ser_flavors::Size::default()) {
+        Ok(n) => MAGIC.len() + n,
         Err(e) => unreachable_encode(e),
     }
-    out
+}
+
+/// Appends the payload (magic, then the postcard body) to `out`.
+pub fn encode_into(bake: &BakeRef<'_>, out: &mut Vec<u8>) {
+    out.extend_from_slice(MAGIC);
+    let taken = std::mem::take(out);
+    match postcard::to_extend(bake, taken) {
+        Ok(v) => *out = v,
+        Err(e) => unreachable_encode(e),
+    }
+}
+
+/// Whether `bytes` decodes as a bake, as [`decode`] would, without copying its strings.
+pub fn check(bytes: &[u8]) -> Result<(), BakeError> {
+    if bytes.is_empty() {
+        return Err(BakeError::Missing);
+    }
+    let body = bytes
+        .strip_prefix(MAGIC.as_slice())
+        .ok_or(BakeError::BadMagic)?;
+    let (_view, rest) = postcard::take_from_bytes::<BakeView<'_>>(body)
+        .map_err(|e| BakeError::Corrupt(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(BakeError::Corrupt(format!("{} trailing bytes", rest.len())));
+    }
+    Ok(())
 }
 
 #[cold]
@@ -77,4 +178,49 @@ pub fn decode(bytes: &[u8]) -> Result<Bake, BakeError> {
         return Err(BakeError::Corrupt(format!("{} trailing bytes", rest.len())));
     }
     Ok(bake)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{seed_catalog, seed_policy};
+
+    fn sample() -> Bake {
+        Bake {
+            release_id: "r-0123456789ab".into(),
+            policy_hash: "aa".into(),
+            catalog_hash: "bb".into(),
+            validated_at_ms: 1_764_464_400_000,
+            compiler_version: "0.1.0".into(),
+            policy: seed_policy(),
+            catalog: Some(seed_catalog()),
+        }
+    }
+
+    #[test]
+    fn encoding_by_reference_gives_the_bytes_of_the_owned_bake() {
+        let b = sample();
+        let mut owned = MAGIC.to_vec();
+        owned.extend_from_slice(&postcard::to_allocvec(&b).unwrap());
+        assert_eq!(encode(&b), owned);
+        assert_eq!(encoded_len(&b.as_ref()), owned.len());
+        assert_eq!(decode(&owned).unwrap(), b);
+    }
+
+    #[test]
+    fn check_accepts_what_decode_accepts_and_nothing_else() {
+        let bytes = encode(&sample());
+        assert_eq!(check(&bytes), Ok(()));
+        for cut in [0, 4, MAGIC.len(), bytes.len() / 2, bytes.len() - 1] {
+            assert_eq!(
+                check(&bytes[..cut]).is_ok(),
+                decode(&bytes[..cut]).is_ok(),
+                "cut at {cut}"
+            );
+            assert!(check(&bytes[..cut]).is_err());
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(check(&longer).is_err());
+    }
 }

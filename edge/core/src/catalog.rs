@@ -3,8 +3,6 @@
 //!
 //! Items keep their original JSON text so the edge can answer without re-serialising.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +26,37 @@ pub struct Catalog {
     pub tokens: Vec<(String, Vec<u32>)>,
 }
 
+/// The keyword index of `items`: every title token, sorted, with the ascending indices of
+/// the items containing it. Built by sorting (token, item) pairs — one pass, no map.
+fn index(items: &[Item]) -> Vec<(String, Vec<u32>)> {
+    let mut pairs: Vec<(std::borrow::Cow<'_, str>, u32)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        for tok in item
+            .title
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|t| !t.is_empty())
+        {
+            // ASCII without capitals is its own lower case: no allocation.
+            let tok = if tok.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+                std::borrow::Cow::Borrowed(tok)
+            } else {
+                std::borrow::Cow::Owned(tok.to_lowercase())
+            };
+            pairs.push((tok, i as u32));
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut out: Vec<(String, Vec<u32>)> = Vec::new();
+    for (tok, i) in pairs {
+        match out.last_mut() {
+            Some((t, postings)) if *t == tok => postings.push(i),
+            _ => out.push((tok.into_owned(), vec![i])),
+        }
+    }
+    out
+}
+
 /// Splits text into lower-case alphanumeric tokens.
 pub fn tokenize(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
@@ -38,20 +67,23 @@ pub fn tokenize(text: &str) -> impl Iterator<Item = String> + '_ {
 impl Catalog {
     /// Builds the catalog and its keyword index. Deterministic: same items, same bytes.
     pub fn new(items: Vec<Item>, validated_at_ms: u64, snapshot_at_ms: u64) -> Catalog {
-        let mut index: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for (i, item) in items.iter().enumerate() {
-            for tok in tokenize(&item.title) {
-                let postings = index.entry(tok).or_default();
-                if postings.last() != Some(&(i as u32)) {
-                    postings.push(i as u32);
-                }
-            }
-        }
+        let tokens = index(&items);
         Catalog {
             items,
             validated_at_ms,
             snapshot_at_ms,
-            tokens: index.into_iter().collect(),
+            tokens,
+        }
+    }
+
+    /// The catalog without a keyword index, for policies that never search it (curated
+    /// tiers only): a smaller bake, built faster. [`Catalog::search`] then finds nothing.
+    pub fn without_index(items: Vec<Item>, validated_at_ms: u64, snapshot_at_ms: u64) -> Catalog {
+        Catalog {
+            items,
+            validated_at_ms,
+            snapshot_at_ms,
+            tokens: Vec::new(),
         }
     }
 
@@ -169,5 +201,32 @@ mod tests {
     #[test]
     fn index_is_deterministic() {
         assert_eq!(seed_catalog(), seed_catalog());
+    }
+
+    /// The sort-built index equals the obvious map-built one (what earlier bakes carried).
+    #[test]
+    fn the_index_is_every_token_with_its_items_in_order() {
+        let c = seed_catalog();
+        let mut expect: std::collections::BTreeMap<String, Vec<u32>> = Default::default();
+        for (i, item) in c.items.iter().enumerate() {
+            for t in tokenize(&item.title) {
+                let p = expect.entry(t).or_default();
+                if p.last() != Some(&(i as u32)) {
+                    p.push(i as u32);
+                }
+            }
+        }
+        assert_eq!(c.tokens, expect.into_iter().collect::<Vec<_>>());
+        let upper = Catalog::new(vec![item("1", "Water BOTTLE water", "x")], 0, 0);
+        assert_eq!(
+            upper.tokens,
+            vec![
+                ("bottle".to_string(), vec![0]),
+                ("water".to_string(), vec![0])
+            ]
+        );
+        let bare = Catalog::without_index(c.items.clone(), 0, 0);
+        assert!(bare.tokens.is_empty() && bare.search("headphones", 10).is_empty());
+        assert_eq!(bare.curated(Some("audio"), 10).len(), 2);
     }
 }
