@@ -27,7 +27,9 @@ pub enum Command {
     Build(BuildArgs),
     /// Re-bake a new catalog and inventory snapshot into a built Worker, without compiling Rust.
     Bake(crate::cmd::bake::BakeArgs),
-    /// The release registry: add, list, diff, promote, roll back, verify.
+    /// Validate per-key lists (top sellers per category) and write them for `wrangler kv bulk put`.
+    Publish(crate::cmd::publish::PublishArgs),
+    /// The release registry: add, list, diff, promote, roll back, verify, repair.
     Releases(crate::cmd::releases::ReleasesArgs),
     /// Replay the edge's decision core over a scenario in virtual time.
     Simulate(SimulateArgs),

@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => cmd::schema::run(args),
         Command::Build(args) => cmd::build::run(args),
         Command::Bake(args) => cmd::bake::run(args),
+        Command::Publish(args) => cmd::publish::run(args),
         Command::Releases(args) => cmd::releases::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Origin(args) => cmd::origin::run(args),

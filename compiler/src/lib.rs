@@ -10,6 +10,7 @@ pub mod dist;
 pub mod fixtures;
 pub mod load;
 pub mod parse;
+pub mod publish;
 pub mod release;
 pub mod render;
 pub mod simulate;

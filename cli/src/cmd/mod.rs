@@ -7,6 +7,7 @@ pub mod dev;
 pub mod drill;
 pub mod explain;
 pub mod origin;
+pub mod publish;
 pub mod releases;
 pub mod schema;
 pub mod simulate;

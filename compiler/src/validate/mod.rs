@@ -42,6 +42,25 @@ pub fn load_text(path: &Path, text: String, now: Millis) -> Loaded {
     load_source(loaded, text, now)
 }
 
+/// Validates the policy in `text` (as if read from `path`) without reading its catalog:
+/// for commands that bring their own curated data (`understudy publish`).
+pub fn load_text_without_catalog(path: &Path, text: String) -> Loaded {
+    let mut loaded = Loaded::empty(path);
+    loaded.policy_hash = hex::encode(Sha256::digest(text.as_bytes()));
+    let mut ctx = Ctx::new(path.to_path_buf());
+    ctx.text = text.clone();
+    let policy = parse::parse(&mut ctx, &text);
+    loaded.sources.push((path.to_path_buf(), text));
+    if let Some(policy) = policy {
+        rules::check_all(&mut ctx, &policy);
+        if !ctx.diags.iter().any(Diagnostic::is_error) {
+            loaded.policy = Some(policy);
+        }
+    }
+    loaded.diagnostics = ctx.diags;
+    loaded
+}
+
 fn load_source(mut loaded: Loaded, text: String, now: Millis) -> Loaded {
     let path = loaded.path.clone();
     let path = path.as_path();

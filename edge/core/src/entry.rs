@@ -2,6 +2,15 @@
 //! write time in the key's metadata `{"written_at": <ms>}` (or, for entries written by other
 //! tools, a `written_at` field in the value). Anything else is a miss with a reason, never a
 //! 500: KV holds what other programs wrote.
+//!
+//! [B-PUBLISH] A *published* (curated) tier's entries are answers only with the validation
+//! `understudy publish` puts in their metadata: `{"snapshot_at": <ms>, "validated_at": <ms>}`
+//! — the inventory snapshot the SKUs were checked against, and when. Their age counts from
+//! the earlier of the two (the evidence: a re-validation today of yesterday's snapshot knows
+//! nothing newer), exactly as the baked stubs' does. An entry without both — written by
+//! anything else, or by the edge's own write-through — is a miss (`KV_NOT_VALIDATED`),
+//! never an answer: seed 000 forbids serving a fallback item that did not pass inventory
+//! validation.
 
 use serde_json::Value;
 
@@ -10,10 +19,16 @@ use crate::time::Millis;
 
 /// The metadata the edge writes with every entry.
 pub const WRITTEN_AT: &str = "written_at";
+/// A published entry's metadata: when its inventory snapshot was taken (ms since epoch).
+pub const SNAPSHOT_AT: &str = "snapshot_at";
+/// A published entry's metadata: when it was validated against that snapshot.
+pub const VALIDATED_AT: &str = "validated_at";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub items: Items,
+    /// What the entry's age counts from: its write time, or for a published entry its
+    /// validation evidence (see the module docs).
     pub written_at: Millis,
 }
 
@@ -24,6 +39,8 @@ pub enum EntryMiss {
     NotJson,
     BadShape(String),
     NoTimestamp,
+    /// A published tier's entry without a valid validation in its metadata.
+    NotValidated(String),
 }
 
 impl EntryMiss {
@@ -33,6 +50,7 @@ impl EntryMiss {
             EntryMiss::NotJson => "KV_NOT_JSON",
             EntryMiss::BadShape(_) => "KV_BAD_SHAPE",
             EntryMiss::NoTimestamp => "KV_NO_TIMESTAMP",
+            EntryMiss::NotValidated(_) => "KV_NOT_VALIDATED",
         }
     }
 
@@ -44,6 +62,11 @@ impl EntryMiss {
             EntryMiss::NoTimestamp => {
                 "no `written_at` (ms since epoch) in metadata or value".into()
             }
+            EntryMiss::NotValidated(why) => format!(
+                "a published tier's entry must carry its validation (`{SNAPSHOT_AT}` and \
+                 `{VALIDATED_AT}`, ms since epoch, in its metadata, as `understudy publish` \
+                 writes them): {why}"
+            ),
         }
     }
 }
@@ -59,6 +82,40 @@ pub fn parse(value: Option<&str>, metadata: Option<&Value>) -> Result<Entry, Ent
     let items =
         items_at(root, &[String::from("items")]).map_err(|e| EntryMiss::BadShape(e.to_string()))?;
     Ok(Entry { items, written_at })
+}
+
+/// Parses a KV read of a published (curated) tier: the value, and the validation in the
+/// key's metadata (nowhere else). The entry's age counts from the earlier of the snapshot
+/// and the validation.
+pub fn parse_published(value: Option<&str>, metadata: Option<&Value>) -> Result<Entry, EntryMiss> {
+    let text = value.ok_or(EntryMiss::Absent)?;
+    let meta = metadata.ok_or_else(|| EntryMiss::NotValidated("the key has no metadata".into()))?;
+    let field = |name: &str| match meta.get(name) {
+        None => Err(EntryMiss::NotValidated(format!("no `{name}`"))),
+        Some(v) => whole_ms(v).ok_or_else(|| {
+            EntryMiss::NotValidated(format!("`{name}` is {v}, not a time in ms since epoch"))
+        }),
+    };
+    let snapshot_at = field(SNAPSHOT_AT)?;
+    let validated_at = field(VALIDATED_AT)?;
+    let root: Value = serde_json::from_str(text).map_err(|_| EntryMiss::NotJson)?;
+    let items =
+        items_at(root, &[String::from("items")]).map_err(|e| EntryMiss::BadShape(e.to_string()))?;
+    Ok(Entry {
+        items,
+        written_at: snapshot_at.min(validated_at),
+    })
+}
+
+/// A non-negative whole number of milliseconds (an integer, or a float without fraction).
+fn whole_ms(n: &Value) -> Option<Millis> {
+    n.as_u64()
+        .or_else(|| {
+            n.as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0 && *f < 1e15 && f.fract() == 0.0)
+                .map(|f| f as u64)
+        })
+        .map(Millis)
 }
 
 /// `written_at` as a non-negative whole number of milliseconds.
@@ -149,6 +206,49 @@ mod tests {
         assert_eq!(
             parse(Some(r#"[1]"#), None).unwrap_err().code(),
             "KV_NO_TIMESTAMP"
+        );
+    }
+
+    #[test]
+    fn a_published_entry_is_an_answer_only_with_its_validation() {
+        let value = Some(r#"{"items":[{"sku":"A"}]}"#);
+        let meta = json!({"snapshot_at": 1_000, "validated_at": 5_000});
+        let e = parse_published(value, Some(&meta)).unwrap();
+        assert_eq!(e.written_at, Millis(1_000), "age counts from the evidence");
+        assert_eq!(e.items, vec![r#"{"sku":"A"}"#.to_string()]);
+        // What write-through or any other tool writes is not a validation.
+        for bad in [
+            json!({"written_at": 5_000}),
+            json!({"snapshot_at": 1_000}),
+            json!({"validated_at": 5_000}),
+            json!({"snapshot_at": "yesterday", "validated_at": 5_000}),
+            json!({"snapshot_at": -1, "validated_at": 5_000}),
+            json!({"snapshot_at": 1.5, "validated_at": 5_000}),
+        ] {
+            let miss = parse_published(value, Some(&bad)).unwrap_err();
+            assert_eq!(miss.code(), "KV_NOT_VALIDATED", "{bad}");
+            assert!(
+                miss.detail().contains("understudy publish"),
+                "{}",
+                miss.detail()
+            );
+        }
+        assert_eq!(
+            parse_published(value, None).unwrap_err().code(),
+            "KV_NOT_VALIDATED"
+        );
+        let in_value = r#"{"items":[1],"snapshot_at":1,"validated_at":1}"#;
+        assert_eq!(
+            parse_published(Some(in_value), None).unwrap_err().code(),
+            "KV_NOT_VALIDATED",
+            "the validation lives in the metadata only"
+        );
+        assert_eq!(parse_published(None, Some(&meta)), Err(EntryMiss::Absent));
+        assert_eq!(
+            parse_published(Some(r#"{"items":[]}"#), Some(&meta))
+                .unwrap_err()
+                .code(),
+            "KV_BAD_SHAPE"
         );
     }
 

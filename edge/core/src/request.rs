@@ -238,6 +238,22 @@ impl Validator {
     }
 }
 
+impl Validator {
+    /// Whether `value` is one the edge accepts for parameter `name` (what `understudy
+    /// publish` checks each list's key against, so no published key is one no request can
+    /// reach). `Err` holds the reason, as a client would be told it.
+    pub fn check(&self, name: &str, value: &str) -> Result<(), String> {
+        let Some((p, re)) = self.rules.iter().find(|(p, _)| p.name == name) else {
+            return Err(format!("the policy has no parameter `{name}`"));
+        };
+        match check_value(p, re.as_ref(), value.as_bytes().to_vec()) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(format!("{} is empty", describe(p))),
+            Err(r) => Err(r.message),
+        }
+    }
+}
+
 fn split_path(path: &str) -> impl Iterator<Item = &str> {
     path.trim_end_matches('/')
         .split('/')
