@@ -14,6 +14,9 @@
 // `value` is stored as JSON text (a string is stored as it is). The write time goes in the
 // entry's metadata as {"written_at": ms} — `written_at` (ms since the epoch) when given,
 // else now minus `age_ms` (default 0); an explicit `metadata` object is stored unchanged.
+// So the file `understudy publish` writes for `wrangler kv bulk put` ([{key, value, metadata}])
+// is a binding's seed list as it is: `--kv BINDING=FILE` seeds a binding from one
+// (`understudy dev --kv`), and the tests seed published tiers the same way.
 
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
@@ -55,7 +58,12 @@ export async function seedKv(mf, seed, { now = Date.now() } = {}) {
       if (typeof e?.key !== "string" || e.key.length === 0 || !("value" in e)) {
         throw new Error(`seed: ${binding}[${i}] needs a non-empty "key" and a "value"`);
       }
-      const value = typeof e.value === "string" ? e.value : JSON.stringify(e.value);
+      if (e.metadata !== undefined && (typeof e.metadata !== "object" || e.metadata === null || Array.isArray(e.metadata))) {
+        throw new Error(`seed: ${binding}[${i}] ("${e.key}"): "metadata" must be an object`);
+      }
+      let value = typeof e.value === "string" ? e.value : JSON.stringify(e.value);
+      // wrangler kv bulk put's base64 values.
+      if (e.base64 === true) value = Buffer.from(value, "base64").toString("utf8");
       const metadata = e.metadata ?? { written_at: e.written_at ?? now - (e.age_ms ?? 0) };
       await kv.put(e.key, value, { metadata });
       count++;
@@ -86,7 +94,20 @@ export default function (env) {
   };
 }`;
 
-export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, secrets = {}, verbose = false, slowKv = {}, extra = {} }) {
+/** The KV namespace id of each binding in `dist`'s wrangler.toml (what `wrangler --local` keys its storage by). */
+export async function kvNamespaceIds(dist) {
+  const toml = await readFile(join(dist, "wrangler.toml"), "utf8");
+  const ids = {};
+  for (const m of toml.matchAll(/\[\[kv_namespaces\]\]\s*\nbinding = "([^"]+)"[^\[]*?\nid = "([^"]+)"/g)) ids[m[1]] = m[2];
+  return ids;
+}
+
+/**
+ * `kvPersist`: a directory of local KV storage as `wrangler kv … --local --persist-to DIR`
+ * writes it (DIR/v3/kv): the edge then reads what wrangler stored, under the namespace ids of
+ * the build's wrangler.toml.
+ */
+export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, secrets = {}, verbose = false, slowKv = {}, extra = {}, kvPersist }) {
   dist = resolve(dist);
   const manifest = await readManifest(dist);
   const b = manifest.bindings;
@@ -109,7 +130,12 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
     });
   };
   // Slow namespaces are bound through a wrapper worker each; the rest directly.
-  const kvNamespaces = b.kv.filter((name) => !(name in slowKv));
+  const direct = b.kv.filter((name) => !(name in slowKv));
+  let kvNamespaces = direct;
+  if (kvPersist) {
+    const ids = await kvNamespaceIds(dist);
+    kvNamespaces = Object.fromEntries(direct.map((name) => [name, ids[name] ?? name]));
+  }
   const wrappedBindings = {};
   const wrappers = [];
   for (const [name, delayMs] of Object.entries(slowKv)) {
@@ -133,6 +159,7 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
     ],
     compatibilityDate: await compatibilityDate(dist),
     kvNamespaces,
+    ...(kvPersist ? { kvPersist: join(resolve(kvPersist), "v3", "kv") } : {}),
     wrappedBindings,
     ratelimits,
     bindings,
@@ -360,13 +387,14 @@ async function main() {
       port: { type: "string", default: "8787" },
       origin: { type: "string" },
       seed: { type: "string" },
+      kv: { type: "string", multiple: true, default: [] },
       verbose: { type: "boolean", default: false },
       recipe: { type: "string" },
       demo: { type: "boolean", default: false },
     },
   });
   if (!values.dist || (values.demo && !(values.origin && values.recipe))) {
-    console.error("usage: node scripts/edge-server.mjs --dist DIR [--port N] [--origin URL] [--seed FILE] [--recipe JSON [--demo]]");
+    console.error("usage: node scripts/edge-server.mjs --dist DIR [--port N] [--origin URL] [--seed FILE] [--kv BINDING=FILE]... [--recipe JSON [--demo]]");
     process.exit(2);
   }
   const port = Number(values.port);
@@ -380,6 +408,24 @@ async function main() {
       seed = JSON.parse(await readFile(values.seed, "utf8"));
     } catch (e) {
       console.error(`--seed ${values.seed}: ${e.message}`);
+      process.exit(2);
+    }
+  }
+  // --kv BINDING=FILE: a `wrangler kv bulk put` file (what `understudy publish` writes).
+  for (const spec of values.kv) {
+    const at = spec.indexOf("=");
+    if (at < 1) {
+      console.error(`--kv ${spec}: write BINDING=FILE`);
+      process.exit(2);
+    }
+    const [binding, file] = [spec.slice(0, at), spec.slice(at + 1)];
+    try {
+      const entries = JSON.parse(await readFile(file, "utf8"));
+      if (!Array.isArray(entries)) throw new Error("not a JSON array of {key, value, metadata} (wrangler kv bulk put's format)");
+      seed = { ...(seed ?? {}) };
+      seed[binding] = [...(seed[binding] ?? []), ...entries];
+    } catch (e) {
+      console.error(`--kv ${spec}: ${e.message}`);
       process.exit(2);
     }
   }

@@ -116,8 +116,10 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
       build: {
         edit: (t) => t.replace("max_retries = 2", "max_retries = 1000").replace(/^min_calls = 20$/m, "min_calls = 50000"),
       },
-      // The category tier's answer for `audio`; `toys` has none (the curated stubs answer).
-      seed: { CATEGORY_TOP: [{ key: "category_top:audio", value: kvItems("cat-audio"), age_ms: HOUR }] },
+      // The category tier as `understudy publish` writes it (policies/recommendations.top-
+      // sellers.csv, validated against the snapshot taken an hour ago): `audio` has a list;
+      // `toys` has none (the curated stubs answer).
+      publish: [{ tier: "category", lists: "recommendations.top-sellers.csv" }],
     });
     release = stack.build.manifest.release_id;
     // A cold isolate instantiates the module and decodes the bake once; warm it up.
@@ -165,7 +167,8 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
     await stack.origin.setFault({ kind: "status", code: 503 });
     const r = await get("five-user", { category: "audio" });
     assertDegraded(r, { reason: "ML_5XX", tier: "category", release, privateCc: true });
-    assert.deepEqual(r.json.items.map((i) => i.sku), ["cat-audio-1", "cat-audio-2"]);
+    assert.deepEqual(r.json.items.map((i) => i.sku), ["SKU-2001", "SKU-1003", "SKU-1001"]);
+    // Its age counts from the inventory snapshot it was validated against (an hour ago).
     assert.ok(Number(r.headers["x-result-age"]) >= 3600 - 5, r.headers["x-result-age"]);
   });
 

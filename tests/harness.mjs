@@ -186,11 +186,27 @@ export async function timedFetch(url, { method = "GET", headers = {}, body, time
 }
 
 /**
- * The whole stack for one policy: prepare + build it, start the origin and the edge
- * (pointed at the origin, KV seeded from `seed`). Returns { edge, origin, build, fetch(path,
- * init), token(claims), dispose() }.
+ * `understudy publish POLICY --tier TIER --lists LISTS --out OUT` (B-PUBLISH); throws with
+ * stderr on failure. Returns { binding, entries (the wrangler kv bulk put file, parsed),
+ * summary (its --format json output) } — what the tests seed local KV with, so the tested
+ * path is the published one.
  */
-export async function startStack(policyName, { seed, originScript, vars, build: buildOpts = {} } = {}) {
+export async function publishTier(policyPath, { tier, lists, out, now, extra = [] }) {
+  const args = ["publish", policyPath, "--tier", tier, "--lists", lists, "--out", out, "--format", "json", ...extra];
+  if (now) args.push("--now", now);
+  const r = understudy(args);
+  if (r.status !== 0) throw new Error(`understudy ${args.join(" ")} exited ${r.status}:\n${r.stderr}${r.stdout}`);
+  const summary = JSON.parse(r.stdout);
+  return { binding: summary.binding, entries: JSON.parse(await readFile(out, "utf8")), summary };
+}
+
+/**
+ * The whole stack for one policy: prepare + build it, start the origin and the edge
+ * (pointed at the origin, KV seeded from `seed`, and from the files `publish` writes for
+ * each { tier, lists } of `publish`). Returns { edge, origin, build, policy, published,
+ * fetch(path, init), token(claims), dispose() }.
+ */
+export async function startStack(policyName, { seed, publish = [], originScript, vars, build: buildOpts = {} } = {}) {
   const tmp = await tempDir();
   const disposers = [tmp.cleanup];
   const dispose = async () => {
@@ -199,12 +215,22 @@ export async function startStack(policyName, { seed, originScript, vars, build: 
   try {
     const policy = await preparePolicy(policyName, tmp.dir, buildOpts);
     const build = await buildPolicy(policy, join(tmp.dir, "dist"), buildOpts);
+    const allSeed = { ...(seed ?? {}) };
+    const published = [];
+    for (const [i, p] of publish.entries()) {
+      const lists = p.lists.startsWith("/") ? p.lists : join(POLICIES, p.lists);
+      const pub = await publishTier(policy, { ...p, lists, out: join(tmp.dir, `published-${i}.json`) });
+      allSeed[pub.binding] = [...(allSeed[pub.binding] ?? []), ...pub.entries];
+      published.push(pub);
+    }
     const origin = await startOrigin({ script: originScript });
     disposers.push(origin.stop);
-    const edge = await startEdge({ dist: build.dir, originUrl: origin.url, seed, vars });
+    const edge = await startEdge({ dist: build.dir, originUrl: origin.url, seed: allSeed, vars });
     disposers.push(edge.dispose);
     return {
       build,
+      policy,
+      published,
       origin,
       edge,
       fetch: (path, init) => timedFetch(`${edge.url}${path}`, init),

@@ -144,6 +144,10 @@ pub struct DevArgs {
     /// JSON file of KV entries to seed.
     #[arg(long)]
     pub seed: Option<PathBuf>,
+    /// Seed a KV binding from a `wrangler kv bulk put` file, e.g. the one `understudy
+    /// publish` wrote: `--kv CATEGORY_TOP=category_top.json` (repeatable).
+    #[arg(long = "kv", value_name = "BINDING=FILE")]
+    pub kv: Vec<String>,
     /// Run the demo (one healthy and one degraded answer) and exit.
     #[arg(long)]
     pub demo: bool,

@@ -42,6 +42,21 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    let mut kv_files = Vec::new();
+    for spec in &args.kv {
+        let Some((binding, file)) = spec
+            .split_once('=')
+            .filter(|(b, f)| !b.is_empty() && !f.is_empty())
+        else {
+            bail!("--kv {spec}: write BINDING=FILE, e.g. CATEGORY_TOP=category_top.json");
+        };
+        let path = std::path::Path::new(file);
+        if !path.is_file() {
+            bail!("--kv {spec}: no such file {file}");
+        }
+        let abs = std::fs::canonicalize(path).with_context(|| format!("--kv {spec}"))?;
+        kv_files.push(format!("{binding}={}", abs.display()));
+    }
 
     // Edge sources may have changed since the last build: rebuild the prebuilt edge when
     // they did (a fingerprint check, well under a second when nothing changed).
@@ -109,6 +124,9 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
         .stderr(Stdio::inherit());
     if let Some(seed) = &seed {
         cmd.arg("--seed").arg(seed);
+    }
+    for kv in &kv_files {
+        cmd.arg("--kv").arg(kv);
     }
     if args.demo {
         cmd.arg("--demo");
