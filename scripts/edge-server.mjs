@@ -159,11 +159,12 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
     ],
     compatibilityDate: await compatibilityDate(dist),
     kvNamespaces,
-    ...(kvPersist ? { kvPersist: join(resolve(kvPersist), "v3", "kv") } : {}),
     wrappedBindings,
     ratelimits,
     bindings,
     }, ...wrappers],
+    // Local KV as `wrangler … --local --persist-to DIR` keeps it (a shared option).
+    ...(kvPersist ? { kvPersist: join(resolve(kvPersist), "v3", "kv") } : {}),
     // A placeholder `request.cf` instead of fetching the real one from Cloudflare.
     cf: false,
     handleRuntimeStdio(stdout, stderr) {
