@@ -778,3 +778,142 @@ fn no_temporary_file_or_lock_is_left_behind() {
         .unwrap()
         .contains("\"action\":\"rollback\""));
 }
+
+/// Issue 12: a re-bake can publish a KV tier with the release (`--publish TIER=LISTS`),
+/// validated against the same snapshot: the release carries the bulk file and the lists,
+/// its deploy.sh loads them first, its ID covers them, and `releases list` shows when the
+/// stubs and the published tier expire.
+#[test]
+fn a_release_publishes_its_kv_tier_and_list_shows_when_both_expire() {
+    let env = Env::new("publish");
+    env.two_policies();
+    let skus = ["SKU-2", "SKU-3", "SKU-4"];
+    env.write("d/catalog.json", &catalog(&skus));
+    env.write("d/inventory.json", &inventory(DAY2, &skus));
+    env.write(
+        "d/lists.json",
+        r#"{"lists": {"headphones": ["SKU-3", "SKU-2"]}}"#,
+    );
+    env.write(
+        "d/bad.json",
+        r#"{"lists": {"headphones": ["SKU-3", "SKU-77"], "tents": ["SKU-78"]}}"#,
+    );
+    let bake = |lists: &str| {
+        env.run(&[
+            "bake",
+            "--registry",
+            "reg",
+            "--catalog",
+            "d/catalog.json",
+            "--inventory",
+            "d/inventory.json",
+            "--now",
+            DAY2_NOON,
+            "--publish",
+            lists,
+            "--promote",
+        ])
+    };
+    let before = env.active();
+    let count = env.releases().len();
+    let r = bake("cache=d/bad.json");
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("headphones: SKU-77: missing from the inventory snapshot"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("tents: SKU-78: missing"), "{}", r.stderr);
+    assert_eq!(
+        (env.active(), env.releases().len()),
+        (before, count),
+        "nothing written"
+    );
+
+    env.ok(&[
+        "bake",
+        "--registry",
+        "reg",
+        "--catalog",
+        "d/catalog.json",
+        "--inventory",
+        "d/inventory.json",
+        "--now",
+        DAY2_NOON,
+    ]);
+    let without = env.active();
+    bake("cache=d/lists.json");
+    let id = env.active();
+    assert_ne!(id, without, "the release ID covers the published lists");
+    let dir = env.p(&format!("reg/releases/{id}"));
+    let bulk: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kv/CACHE.json")).unwrap()).unwrap();
+    assert_eq!(bulk[0]["key"], "search:headphones");
+    assert_eq!(
+        bulk[0]["value"],
+        r#"{"items":[{"sku":"SKU-3"},{"sku":"SKU-2"}]}"#
+    );
+    assert!(dir.join("sources/lists/cache.json").is_file());
+    let deploy = std::fs::read_to_string(dir.join("deploy.sh")).unwrap();
+    assert!(
+        deploy.contains("kv bulk put kv/CACHE.json --binding CACHE --remote"),
+        "{deploy}"
+    );
+    let out = std::process::Command::new("sh")
+        .arg(dir.join("deploy.sh"))
+        .arg("--dry-run")
+        .env("WRANGLER", "echo wrangler")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.contains("would run: wrangler kv bulk put kv/CACHE.json"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("wrangler deploy --tag {id}")),
+        "{out}"
+    );
+
+    let list = env.ok(&["releases", "list", "--registry", "reg", "--now", DAY2_NOON]);
+    let row = list
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("* {id}")))
+        .unwrap()
+        .to_string();
+    // Stubs: the day-2 snapshot (01:00) plus the 24 h ceiling; the cache tier: plus 1 h.
+    assert!(
+        row.contains("2026-12-02T01:00:00Z") && row.contains("cache 2026-12-01T02:00:00Z"),
+        "{row}"
+    );
+    let json = env.ok(&["releases", "list", "--registry", "reg", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let rel = v["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id.as_str())
+        .unwrap();
+    assert_eq!(rel["published"][0]["expires_at"], "2026-12-01T02:00:00Z");
+    assert_eq!(rel["stubs_expire_at"], "2026-12-02T01:00:00Z");
+    env.ok(&["releases", "verify", "--registry", "reg"]);
+
+    // The lists are content: changed (record and all), the release no longer hashes to its ID.
+    let lists = dir.join("sources/lists/cache.json");
+    std::fs::write(&lists, r#"{"lists": {"headphones": ["SKU-4"]}}"#).unwrap();
+    let rec_path = dir.join("release.json");
+    let mut rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rec_path).unwrap()).unwrap();
+    rec["files"]["sources/lists/cache.json"] =
+        understudy_compiler::dist::sha256_hex(&std::fs::read(&lists).unwrap()).into();
+    std::fs::write(&rec_path, serde_json::to_string_pretty(&rec).unwrap()).unwrap();
+    let v = env.run(&["releases", "verify", "--registry", "reg"]);
+    assert_eq!(v.code, 2);
+    assert!(
+        v.stdout.contains("no longer hashes to its ID"),
+        "{}",
+        v.stdout
+    );
+}

@@ -49,6 +49,20 @@ pub struct BakeArgs {
     pub wait: Option<std::time::Duration>,
     #[command(flatten)]
     pub size: crate::args::SizeArgs,
+    /// Publish a KV tier with the release: its per-key lists, validated against the same
+    /// inventory (docs/publish.md); the release's deploy.sh loads them. Repeatable.
+    #[arg(long = "publish", value_name = "TIER=LISTS", value_parser = parse_publish)]
+    pub publish: Vec<(String, PathBuf)>,
+}
+
+/// `--publish TIER=LISTS`.
+pub fn parse_publish(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((t, f)) if !t.is_empty() && !f.is_empty() => Ok((t.to_string(), PathBuf::from(f))),
+        _ => Err(format!(
+            "`{s}`: write TIER=LISTS, e.g. category=top-sellers.csv"
+        )),
+    }
 }
 
 pub fn run(args: BakeArgs) -> Result<ExitCode> {
@@ -128,6 +142,7 @@ fn bake(args: &BakeArgs) -> Result<ExitCode> {
         edge: &source.edge,
         now,
         budget: args.size.budget(),
+        publish: &args.publish,
     })?;
     eprint!("{}", baked.warnings);
     let m = &baked.built.manifest;

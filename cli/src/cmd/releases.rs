@@ -18,7 +18,7 @@ use understudy_compiler::dist::edge;
 use understudy_compiler::release::freshness::Freshness;
 use understudy_compiler::release::ops::{self, RollbackArgs as OpsRollback};
 use understudy_compiler::release::pipeline::{self, PolicySource, Request};
-use understudy_compiler::release::record::Kind;
+use understudy_compiler::release::record::{rfc3339, Kind};
 use understudy_compiler::release::registry::{self, LockOptions, Registry};
 use understudy_compiler::release::size;
 use understudy_compiler::release::{diff, Invalid, DEPLOY_SCRIPT};
@@ -93,6 +93,9 @@ pub struct AddArgs {
     /// Make the new release the active one.
     #[arg(long)]
     pub promote: bool,
+    /// Publish a KV tier with the release (TIER=LISTS, repeatable; docs/publish.md).
+    #[arg(long = "publish", value_name = "TIER=LISTS", value_parser = super::bake::parse_publish)]
+    pub publish: Vec<(String, PathBuf)>,
     #[command(flatten)]
     pub size: crate::args::SizeArgs,
 }
@@ -190,6 +193,7 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
         edge: &edge,
         now,
         budget: args.size.budget(),
+        publish: &args.publish,
     })?;
     eprint!("{}", baked.warnings);
     let reg = Registry::open_or_create(&args.registry.registry)?
@@ -263,6 +267,9 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                         "catalog": r.record.catalog,
                         "catalog_age_ms": f.map(|f| f.snapshot_age_ms),
                         "catalog_stale": f.map(|f| f.stale()),
+                        "stubs_expire_at": Freshness::stubs_expire_at_ms(&r.record).map(rfc3339),
+                        "stubs_expire_at_ms": Freshness::stubs_expire_at_ms(&r.record),
+                        "published": r.record.published,
                         "module": r.record.module,
                         "parent": r.record.parent,
                         "note": r.record.note,
@@ -284,8 +291,16 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                 active.as_deref().unwrap_or("none")
             );
             println!(
-                "  {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  NOTE",
-                "ID", "KIND", "POLICY", "CREATED", "VALIDATED", "ITEMS", "CATALOG (snapshot age)"
+                "  {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  NOTE",
+                "ID",
+                "KIND",
+                "POLICY",
+                "CREATED",
+                "VALIDATED",
+                "ITEMS",
+                "CATALOG (snapshot age)",
+                "STUBS EXPIRE",
+                "PUBLISHED KV EXPIRES"
             );
             for r in &rows {
                 let rec = &r.record;
@@ -299,8 +314,18 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                     Some(f) => f.describe(),
                     None => "no catalog".into(),
                 };
+                let stubs = Freshness::stubs_expire_at_ms(rec).map_or("-".into(), rfc3339);
+                let kv = if rec.published.is_empty() {
+                    "none with this release".to_string()
+                } else {
+                    rec.published
+                        .iter()
+                        .map(|p| format!("{} {}", p.tier, p.expires_at))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 println!(
-                    "{mark} {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {}",
+                    "{mark} {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {}",
                     rec.id,
                     rec.kind.as_str(),
                     rec.policy.version,
@@ -308,6 +333,8 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                     rec.validated_at,
                     rec.catalog.as_ref().map_or(0, |c| c.items),
                     catalog,
+                    stubs,
+                    kv,
                     rec.note
                 );
             }

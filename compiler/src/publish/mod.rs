@@ -102,6 +102,24 @@ fn diag(
     }
 }
 
+/// The hash of a release's curated data: the stub catalog and inventory (`catalog_hash`) and,
+/// when the release publishes KV tiers, each tier's lists (tier name → SHA-256 of the lists
+/// file). It is the release's `catalog_hash`, so the release ID covers the lists too — but
+/// not when they were validated, as for the stubs.
+pub fn curated_hash(
+    catalog_hash: &str,
+    lists: &std::collections::BTreeMap<String, String>,
+) -> String {
+    if lists.is_empty() {
+        return catalog_hash.to_string();
+    }
+    let mut text = format!("understudy-curated-v1\n{catalog_hash}\n");
+    for (tier, sha) in lists {
+        text.push_str(&format!("{tier}\n{sha}\n"));
+    }
+    crate::dist::sha256_hex(text.as_bytes())
+}
+
 /// Validates and renders; the diagnostics (every one) when anything is refused.
 pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
     let policy_file = Path::new(&req.policy.service.name);

@@ -25,6 +25,18 @@ impl Freshness {
         })
     }
 
+    /// When the baked stubs stop counting as validated — the moment the edge stops
+    /// answering from them (or, under `on_expired = "disclose"`, starts saying so): the
+    /// evidence (the earlier of the snapshot and the validation) plus the policy's ceiling.
+    pub fn stubs_expire_at_ms(record: &Record) -> Option<u64> {
+        let c = record.catalog.as_ref()?;
+        Some(
+            c.snapshot_at_ms
+                .min(record.validated_at_ms)
+                .saturating_add(c.max_age_ms),
+        )
+    }
+
     pub fn stale(self) -> bool {
         self.snapshot_age_ms > self.max_age_ms
     }

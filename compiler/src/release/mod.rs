@@ -28,6 +28,8 @@ use std::fmt;
 pub const DEPLOY_SCRIPT: &str = "deploy.sh";
 /// Where a release keeps the files it was made from.
 pub const SOURCES: &str = "sources";
+/// Where a release keeps the `wrangler kv bulk put` files of its published KV tiers.
+pub const KV_DIR: &str = "kv";
 
 /// Input that was refused: an invalid policy or catalog, a module over the size limit, a
 /// rollback target whose catalog is past its ceiling. Exit code 1. `rendered` holds the
@@ -54,7 +56,7 @@ pub fn invalid(message: impl Into<String>) -> anyhow::Error {
 }
 
 /// A shell-safe word: keeps letters, digits and `._:-+`, replaces the rest with `_`.
-fn shell_word(s: &str) -> String {
+pub(crate) fn shell_word(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "._:-+".contains(c) {
@@ -64,6 +66,33 @@ fn shell_word(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// `deploy.sh` of a release that publishes KV tiers: each tier's file (`kv`: binding and
+/// file, both shell-safe) is loaded into its namespace (`wrangler kv bulk put … --remote`)
+/// before the Worker is deployed, so the new Worker never starts without its Tier 2; with
+/// `--dry-run` the loads are printed, not run.
+pub fn deploy_script_with_kv(
+    id: &str,
+    service: &str,
+    policy_version: &str,
+    kv: &[(String, String)],
+) -> String {
+    let base = deploy_script(id, service, policy_version);
+    let mut loads = String::from(
+        "# The KV tiers published with this release, loaded first (wrangler kv bulk put).\n\
+         case \" $* \" in *\" --dry-run \"*) dry=1 ;; *) dry=0 ;; esac\n",
+    );
+    for (binding, file) in kv {
+        loads.push_str(&format!(
+            "if [ \"$dry\" = 1 ]; then echo \"would run: wrangler kv bulk put {file} --binding {binding} --remote\"; \
+             else ${{WRANGLER:-npx wrangler}} kv bulk put {file} --binding {binding} --remote; fi\n"
+        ));
+    }
+    base.replace(
+        "exec ${WRANGLER:-npx wrangler} deploy",
+        &format!("{loads}exec ${{WRANGLER:-npx wrangler}} deploy"),
+    )
 }
 
 /// `deploy.sh`: `wrangler deploy` of the directory as it is, with the release ID as the

@@ -232,6 +232,7 @@ pub fn rollback(reg: &Registry, args: &RollbackArgs<'_>) -> Result<RolledBack> {
         edge: &edge,
         now: validate_at,
         budget: args.budget,
+        publish: &[],
     })
     .map_err(|e| match e.downcast::<Invalid>() {
         Ok(inv) => anyhow::Error::new(Invalid {

@@ -42,6 +42,17 @@ pub struct Request<'a> {
     pub now: Millis,
     /// What the module may weigh.
     pub budget: size::Budget,
+    /// KV tiers to publish with the release: (tier name, lists file), validated against the
+    /// same inventory snapshot as the stubs.
+    pub publish: &'a [(String, PathBuf)],
+}
+
+/// A KV tier published with a release.
+pub struct PublishedTier {
+    pub tier: String,
+    pub lists_path: PathBuf,
+    pub lists_text: String,
+    pub published: crate::publish::Published,
 }
 
 /// A validated bake, in memory.
@@ -62,6 +73,9 @@ pub struct Baked {
     pub validated_at_ms: u64,
     /// The module's gzipped size, measured when a gzip budget was given.
     pub gzip_bytes: Option<u64>,
+    /// The stub catalog's own hash (the manifest's `catalog.sha256` also covers the lists).
+    pub stubs_hash: String,
+    pub published: Vec<PublishedTier>,
 }
 
 fn file_name(path: &Path) -> String {
@@ -147,6 +161,65 @@ pub fn bake(req: &Request<'_>) -> Result<Baked> {
             )
         }
     };
+    // KV tiers published with the release: validated against the same snapshot, now.
+    let mut published = Vec::new();
+    if !req.publish.is_empty() {
+        let Some(inv_path) = inventory_path.as_deref() else {
+            return Err(crate::release::invalid(
+                "publishing KV tiers needs the policy's [catalog]: its inventory snapshot and rule",
+            ));
+        };
+        let inv_text =
+            crate::validate::read_text(inv_path, crate::validate::stubs::MAX_CATALOG_BYTES)
+                .map_err(anyhow::Error::msg)?;
+        let mut rendered = String::new();
+        for (tier, lists_path) in req.publish {
+            let lists_text = crate::validate::read_text(
+                lists_path,
+                crate::validate::stubs::MAX_CATALOG_BYTES,
+            )
+            .map_err(|e| anyhow::anyhow!("--publish {tier}={}: {e}", lists_path.display()))?;
+            match crate::publish::publish(&crate::publish::Request {
+                policy: &policy,
+                tier,
+                lists_path,
+                lists_text: &lists_text,
+                inventory_path: inv_path,
+                inventory_text: &inv_text,
+                now: req.now,
+                drop_invalid: false,
+            }) {
+                Ok(p) => published.push(PublishedTier {
+                    tier: tier.clone(),
+                    lists_path: lists_path.clone(),
+                    lists_text,
+                    published: p,
+                }),
+                Err(diags) => {
+                    let files = vec![(lists_path.clone(), lists_text.clone())];
+                    let sources = Sources::for_diagnostics(&files, &diags);
+                    for d in &diags {
+                        rendered.push_str(&render::human(&sources, d));
+                    }
+                }
+            }
+        }
+        if !rendered.is_empty() {
+            return Err(anyhow::Error::new(Invalid {
+                message: format!(
+                    "a KV tier to publish with {} is invalid; nothing was baked",
+                    display_path.display()
+                ),
+                rendered,
+            }));
+        }
+    }
+    let stubs_hash = loaded.catalog_hash.clone();
+    let lists: std::collections::BTreeMap<String, String> = published
+        .iter()
+        .map(|p| (p.tier.clone(), dist::sha256_hex(p.lists_text.as_bytes())))
+        .collect();
+    loaded.catalog_hash = crate::publish::curated_hash(&stubs_hash, &lists);
     let mut sources = std::mem::take(&mut loaded.sources);
     let policy_text = match &req.policy {
         PolicySource::Baked { .. } => None,
@@ -194,6 +267,8 @@ pub fn bake(req: &Request<'_>) -> Result<Baked> {
         warnings: rendered,
         validated_at_ms: req.now.0,
         gzip_bytes,
+        stubs_hash,
+        published,
     })
 }
 
@@ -231,6 +306,7 @@ pub fn stage(
     let mut sources = SourcesInfo {
         catalog: None,
         inventory: None,
+        lists: BTreeMap::new(),
         policy: policy_slot,
     };
     let mut catalog_info = None;
@@ -241,12 +317,7 @@ pub fn stage(
         let read =
             |p: &Path| std::fs::read(p).with_context(|| format!("cannot read {}", p.display()));
         let (ct, it) = (read(cp)?, read(ip)?);
-        let validated = m
-            .catalog
-            .as_ref()
-            .map(|c| c.sha256.as_str())
-            .unwrap_or_default();
-        if crate::validate::stubs::catalog_hash(&ct, &it) != validated {
+        if crate::validate::stubs::catalog_hash(&ct, &it) != baked.stubs_hash {
             anyhow::bail!(
                 "{} or {} changed while it was being baked; run the command again",
                 cp.display(),
@@ -275,6 +346,44 @@ pub fn stage(
             snapshot_at_ms: cat.snapshot_at_ms,
         });
     }
+    // Published KV tiers: the bulk file wrangler loads, and the lists it was made from.
+    let mut published = Vec::new();
+    for p in &baked.published {
+        let binding = super::shell_word(&p.published.binding);
+        let file = format!("{}/{binding}.json", super::KV_DIR);
+        let ext = p
+            .lists_path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .filter(|e| e == "csv")
+            .unwrap_or_else(|| "json".into());
+        let lists = format!("{SOURCES}/lists/{}.{ext}", super::shell_word(&p.tier));
+        files.insert(file.clone(), p.published.bulk.clone().into_bytes());
+        files.insert(lists.clone(), p.lists_text.clone().into_bytes());
+        sources.lists.insert(p.tier.clone(), lists.clone());
+        published.push(record::PublishedInfo {
+            binding: p.published.binding.clone(),
+            expires_at: record::rfc3339(p.published.expires_at_ms),
+            expires_at_ms: p.published.expires_at_ms,
+            file,
+            items: p.published.items as u64,
+            keys: p.published.keys as u64,
+            snapshot_at_ms: p.published.snapshot_at_ms,
+            tier: p.tier.clone(),
+            validated_at_ms: p.published.validated_at_ms,
+        });
+    }
+    if !published.is_empty() {
+        let kv: Vec<(String, String)> = published
+            .iter()
+            .map(|p| (super::shell_word(&p.binding), p.file.clone()))
+            .collect();
+        files.insert(
+            DEPLOY_SCRIPT.into(),
+            super::deploy_script_with_kv(&id, &m.policy.service, &m.policy.version, &kv)
+                .into_bytes(),
+        );
+    }
     let record = Record {
         catalog: catalog_info,
         created_at: record::rfc3339(created_at_ms),
@@ -290,6 +399,7 @@ pub fn stage(
         },
         note: note.to_string(),
         parent: parent.map(str::to_string),
+        published,
         policy: PolicyInfo {
             file: baked.policy_file.clone(),
             sha256: m.policy.sha256.clone(),

@@ -53,6 +53,9 @@ pub struct Record {
     /// The release this one was derived from (re-baked from, rolled back from).
     pub parent: Option<String>,
     pub policy: PolicyInfo,
+    /// KV tiers published with the release (`bake --publish`), loaded by its deploy.sh.
+    #[serde(default)]
+    pub published: Vec<PublishedInfo>,
     pub service: String,
     pub sources: SourcesInfo,
     pub validated_at: String,
@@ -97,7 +100,27 @@ pub struct PolicyInfo {
 pub struct SourcesInfo {
     pub catalog: Option<String>,
     pub inventory: Option<String>,
+    /// Published tier → its lists file.
+    #[serde(default)]
+    pub lists: BTreeMap<String, String>,
     pub policy: String,
+}
+
+/// A KV tier published with the release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedInfo {
+    pub binding: String,
+    /// When the edge stops answering from these entries (snapshot + the tier's ceiling).
+    pub expires_at: String,
+    pub expires_at_ms: u64,
+    /// The `wrangler kv bulk put` file in the release directory.
+    pub file: String,
+    pub items: u64,
+    pub keys: u64,
+    pub snapshot_at_ms: u64,
+    pub tier: String,
+    pub validated_at_ms: u64,
 }
 
 impl Record {

@@ -140,38 +140,32 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
     let rules = p.catalog.as_ref()?;
     let stubs_path = base.join(&rules.stubs);
     let inv_path = base.join(&rules.inventory);
-    let mut sources = Vec::new();
-    let mut read = |ctx: &mut Ctx, key: &str, path: &Path| -> bool {
+    let mut sources: Vec<(PathBuf, String)> = Vec::new();
+    // The text of `path`, or a diagnostic on `catalog.KEY` and `None`.
+    let read = |ctx: &mut Ctx, key: &str, path: &Path| -> Option<String> {
         // UTF-16 (with or without a byte-order mark) is named as such, not as bad JSON.
         if let Some(d) = super::explicit::encoding_problem(path) {
             ctx.diags.push(d);
-            return false;
+            return None;
         }
         match super::read_text(path, MAX_CATALOG_BYTES) {
-            Ok(t) => {
-                sources.push((path.to_path_buf(), t));
-                true
-            }
+            Ok(t) => Some(t),
             Err(msg) => {
                 let sp = ctx.span_of(&format!("catalog.{key}")).unwrap_or((0, 0));
                 ctx.error(codes::CATALOG_UNREADABLE, sp, msg, "named here", "check the path (relative to the policy file) and that the file is UTF-8 JSON under 64 MiB");
-                false
+                None
             }
         }
     };
     crate::timing::mark("policy");
-    let stubs_ok = read(ctx, "stubs", &stubs_path);
-    let inv_ok = read(ctx, "inventory", &inv_path);
-    if !(stubs_ok && inv_ok) {
+    // One file at a time, each dropped as soon as nothing needs it: a 200,000-item catalog
+    // and its inventory are never in memory together with the parsed items of both.
+    let Some(stubs_text) = read(ctx, "stubs", &stubs_path) else {
+        let _ = read(ctx, "inventory", &inv_path); // its problems too, in the same run
         return None;
-    }
-    crate::timing::mark("read catalog + inventory");
-    let hash = catalog_hash(sources[0].1.as_bytes(), sources[1].1.as_bytes());
-    crate::timing::mark("hash catalog + inventory");
-    let (stubs_text, inv_text) = {
-        let (a, b) = sources.split_at_mut(1);
-        (std::mem::take(&mut a[0].1), std::mem::take(&mut b[0].1))
     };
+    let stubs_digest = Sha256::digest(stubs_text.as_bytes());
+    crate::timing::mark("read + hash catalog");
     let stubs_text_ref = stubs_text.as_str();
 
     // The catalog.
@@ -256,19 +250,36 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
     // now, before the inventory is indexed (peak memory of a large bake).
     let about = |diags: &[Diagnostic], p: &Path| diags.iter().any(|d| d.file == p);
     if about(&ctx.diags, &stubs_path) {
-        sources[0].1 = stubs_text;
+        sources.push((stubs_path.clone(), stubs_text));
     } else {
         drop(stubs_text);
     }
 
     // The inventory snapshot, and the rule every stub must pass.
+    let Some(inv_text) = read(ctx, "inventory", &inv_path) else {
+        return Some(CatalogCheck {
+            catalog: None,
+            hash: String::new(),
+            sources,
+        });
+    };
+    let hash = {
+        let mut h = Sha256::new();
+        h.update(stubs_digest);
+        h.update(Sha256::digest(inv_text.as_bytes()));
+        hex::encode(h.finalize())
+    };
+    crate::timing::mark("read + hash inventory");
     let snapshot = match Snapshot::parse(&inv_path, &inv_text) {
         Ok(s) => s,
         Err(d) => {
             ctx.diags.push(*d);
-            sources[1].1 = inv_text;
-            sources.retain(|(p, t)| !t.is_empty() && about(&ctx.diags, p));
-            return None;
+            sources.push((inv_path.clone(), inv_text));
+            return Some(CatalogCheck {
+                catalog: None,
+                hash,
+                sources,
+            });
         }
     };
     crate::timing::mark("parse inventory");
@@ -316,12 +327,10 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
     let taken_at = snapshot.taken_at_ms;
     drop(snapshot);
     if about(&ctx.diags, &inv_path) {
-        sources[1].1 = inv_text;
+        sources.push((inv_path.clone(), inv_text));
     } else {
         drop(inv_text);
     }
-    // Only the texts a diagnostic points into are kept (for rendering it).
-    sources.retain(|(p, t)| !t.is_empty() && about(&ctx.diags, p));
     let catalog = ok.then(|| {
         if needs_keyword_index(p) {
             Catalog::new(items, now.0, taken_at)

@@ -624,6 +624,11 @@ pub fn content_problem(rec: &Record, read: &dyn Fn(&str) -> Option<Vec<u8>>) -> 
         (Some(c), Some(i)) => crate::validate::stubs::catalog_hash(&read(c)?, &read(i)?),
         _ => String::new(),
     };
+    let mut lists = BTreeMap::new();
+    for (tier, path) in &rec.sources.lists {
+        lists.insert(tier.clone(), dist::sha256_hex(&read(path)?));
+    }
+    let catalog_hash = crate::publish::curated_hash(&catalog_hash, &lists);
     let clean = match dist::wasm::remove_custom_section(&module, SECTION_NAME) {
         Ok(m) => m,
         Err(e) => return Some(format!("its module is not a valid wasm module: {e}")),
