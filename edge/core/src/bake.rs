@@ -74,11 +74,35 @@ struct BakeView<'a> {
 #[derive(Deserialize)]
 struct CatalogView<'a> {
     #[serde(borrow)]
-    _items: Vec<ItemView<'a>>,
+    _items: Each<ItemView<'a>>,
     _validated_at_ms: u64,
     _snapshot_at_ms: u64,
     #[serde(borrow)]
-    _tokens: Vec<(&'a str, Vec<u32>)>,
+    _tokens: Each<(&'a str, Each<u32>)>,
+}
+
+/// A sequence whose elements are decoded one by one and dropped: checked, never collected
+/// (a 200,000-item catalog checked without a 200,000-element vector).
+struct Each<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Each<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = Each<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Each<T>, A::Error> {
+                while seq.next_element::<T>()?.is_some() {}
+                Ok(Each(std::marker::PhantomData))
+            }
+        }
+        d.deserialize_seq(V(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]
