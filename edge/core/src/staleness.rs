@@ -58,6 +58,18 @@ pub fn judge(written_at: Millis, now: Millis, ceiling_ms: u64) -> Result<u64, St
     }
 }
 
+/// How long an answer whose evidence dates from `evidence_at` may still be served under a
+/// `ceiling_ms` staleness ceiling, as of `now` (0 once past it). For the baked stubs the
+/// evidence is `Catalog::evidence_at_ms`, for a published KV entry the earlier of its
+/// `snapshot_at` and `validated_at`: what the status endpoint and the metrics report, and
+/// what the alert rule of docs/observability.md ("Curated data running out") watches.
+pub fn time_left(evidence_at: Millis, now: Millis, ceiling_ms: u64) -> u64 {
+    evidence_at
+        .0
+        .saturating_add(ceiling_ms)
+        .saturating_sub(now.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +108,24 @@ mod tests {
         assert!(judge(NOW.plus(FUTURE_SKEW_MS + 1), NOW, 4 * HOUR).is_err());
         assert_eq!(judge(NOW.plus(FUTURE_SKEW_MS), NOW, 4 * HOUR), Ok(0));
         assert_eq!(judge(NOW.plus(40), NOW, 4 * HOUR), Ok(0));
+    }
+
+    #[test]
+    fn time_left_runs_down_to_zero_at_the_ceiling() {
+        let day = 24 * HOUR;
+        assert_eq!(time_left(ago(HOUR), NOW, day), 23 * HOUR);
+        assert_eq!(time_left(ago(day), NOW, day), 0);
+        assert_eq!(time_left(ago(day + 1), NOW, day), 0);
+        assert_eq!(time_left(NOW.plus(HOUR), NOW, day), day + HOUR);
+        // Agrees with judge: time left > 0 exactly while the answer may be served.
+        for age in [0, HOUR, day - 1, day, day + 1] {
+            let served = judge(ago(age), NOW, day).is_ok();
+            assert_eq!(
+                time_left(ago(age), NOW, day) > 0 || age == day,
+                served,
+                "{age}"
+            );
+        }
     }
 
     #[test]
