@@ -72,6 +72,19 @@ describe("understudy publish", () => {
     assert.doesNotMatch(text, /SKU-2001|SKU-2002|SKU-2005/);
   });
 
+  test("usage and I/O problems exit 2 and write nothing", async () => {
+    const out = join(tmp.dir, "nothing.json");
+    let r = understudy(["publish", policy, "--tier", "category", "--lists", join(tmp.dir, "missing.csv"), "--out", out]);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /--lists .*missing\.csv/);
+    r = understudy(["publish", policy, "--lists", LISTS, "--out", out]);
+    assert.equal(r.status, 2, "--tier is required");
+    r = understudy(["publish", policy, "--tier", "curated", "--lists", LISTS, "--out", out]);
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /only KV tiers are published/);
+    assert.equal(existsSync(out), false);
+  });
+
   test("deterministic: the same inputs give the same bytes", async () => {
     const now = new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
     const a = await publishTier(policy, { tier: "category", lists: LISTS, out: join(tmp.dir, "a.json"), now });
