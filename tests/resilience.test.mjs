@@ -330,6 +330,11 @@ describe("retry storms, identity and the status endpoint", () => {
     assert.ok(ok.json.counters.requests >= 1);
     assert.ok(ok.json.counters.storm_limited >= 1, "the storm test's 429 was counted");
     assert.ok(typeof ok.json.degraded_share === "number");
+    // The time left on the baked stubs' validation (the snapshot is an hour old, the ceiling
+    // 24 h): what the "curated data running out" alert watches.
+    const stubs = ok.json.freshness.stubs;
+    assert.ok(stubs.left_ms > 22 * 3600e3 && stubs.left_ms <= 23 * 3600e3, JSON.stringify(stubs));
+    assert.equal(stubs.expires_at_ms - stubs.evidence_at_ms, 24 * 3600e3);
   });
 });
 

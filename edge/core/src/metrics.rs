@@ -190,8 +190,8 @@ pub struct DataPoint {
     /// release, outcome, tier, reason, breaker mode
     pub blobs: [String; 5],
     /// latency in ms, 1.0 when the answer was degraded (so `SUM(double2)/COUNT()` is the
-    /// degraded share)
-    pub doubles: [f64; 2],
+    /// degraded share), hours left on the baked stubs' validation (-1: no baked catalog)
+    pub doubles: [f64; 3],
 }
 
 pub fn data_point(
@@ -200,6 +200,7 @@ pub fn data_point(
     outcome: Outcome<'_>,
     latency_ms: u64,
     breaker_mode: &str,
+    stubs_left_ms: Option<u64>,
 ) -> DataPoint {
     let name = outcome.name();
     let (tier, reason, degraded) = match outcome {
@@ -216,7 +217,11 @@ pub fn data_point(
             reason.to_string(),
             breaker_mode.to_string(),
         ],
-        doubles: [latency_ms as f64, if degraded { 1.0 } else { 0.0 }],
+        doubles: [
+            latency_ms as f64,
+            if degraded { 1.0 } else { 0.0 },
+            stubs_left_ms.map_or(-1.0, |ms| (ms as f64 / 3_600_000.0 * 100.0).round() / 100.0),
+        ],
     }
 }
 
@@ -235,19 +240,20 @@ mod data_point_tests {
             },
             52,
             "PRIMARY_HEALTHY",
+            Some(5_400_000),
         );
         assert_eq!(p.index, "recs");
         assert_eq!(
             p.blobs,
             ["r-1", "fallback", "user", "ML_TIMEOUT", "PRIMARY_HEALTHY"].map(String::from)
         );
-        assert_eq!(p.doubles, [52.0, 1.0]);
+        assert_eq!(p.doubles, [52.0, 1.0, 1.5]);
     }
 
     #[test]
     fn live_and_refused_answers_are_not_degraded() {
         for o in [Outcome::Live, Outcome::BadRequest, Outcome::Storm] {
-            assert_eq!(data_point("s", "r", o, 3, "CLOSED").doubles[1], 0.0);
+            assert_eq!(data_point("s", "r", o, 3, "CLOSED", None).doubles[1], 0.0);
         }
         assert_eq!(
             data_point(
@@ -255,7 +261,8 @@ mod data_point_tests {
                 "r",
                 Outcome::Unavailable { reason: "ML_5XX" },
                 3,
-                "OPEN"
+                "OPEN",
+                None
             )
             .doubles[1],
             1.0

@@ -41,6 +41,7 @@ pub fn status(
     service: &str,
     breaker: &mut Breaker,
     counters: &Counters,
+    freshness: serde_json::Value,
     now: Millis,
     meta: &Meta<'_>,
 ) -> Rendered {
@@ -56,6 +57,7 @@ pub fn status(
         "breaker": {"mode": mode, "transitions": transitions},
         "counters": counters,
         "degraded_share": counters.degraded_share(),
+        "freshness": freshness,
         "scope": "this isolate",
     });
     Rendered {

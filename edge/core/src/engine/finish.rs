@@ -34,13 +34,16 @@ pub(super) fn answered<'p>(
             }
             (Outcome::Live, None)
         }
-        Answer::Fallback(fb) => (
-            Outcome::Fallback {
-                tier: &fb.tier,
-                reason: fb.reason.code(),
-            },
-            race.failure(),
-        ),
+        Answer::Fallback(fb) => {
+            engine.freshness.answered(policy, &fb.tier, fb.age_ms, now);
+            (
+                Outcome::Fallback {
+                    tier: &fb.tier,
+                    reason: fb.reason.code(),
+                },
+                race.failure(),
+            )
+        }
         Answer::Unavailable { failure, .. } => (
             Outcome::Unavailable {
                 reason: failure.reason.code(),

@@ -131,10 +131,14 @@ pub(super) fn start<'p>(
     if let Some(a) = policy.admin.as_ref().filter(|a| a.path == req.path) {
         let m = meta(&f.correlation_id, &engine.bake.release_id, true);
         let rendered = if admin::authorized(authorization, env.secret(&a.secret).as_deref()) {
+            let fresh = engine
+                .freshness
+                .json(policy, engine.bake.catalog.as_ref(), now);
             admin::status(
                 &policy.service.name,
                 &mut engine.breaker,
                 &engine.counters,
+                fresh,
                 now,
                 &m,
             )

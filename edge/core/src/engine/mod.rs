@@ -17,6 +17,7 @@ pub mod action;
 pub mod admin;
 mod finish;
 mod flight;
+pub mod freshness;
 pub mod kvcache;
 pub mod outbound;
 pub mod report;
@@ -96,6 +97,8 @@ pub struct Engine<'p> {
     tokens: crate::token::Verified,
     /// KV reads of the last second ([`kvcache`]).
     kv_cache: kvcache::KvCache,
+    /// Time left on the curated data, as last seen ([`freshness`]).
+    freshness: freshness::Freshness,
     /// Successful origin latencies of the last 30 s, for the hedge's delay.
     origin_latency: crate::breaker::window::Window,
     /// The hedge's token bucket.
@@ -142,6 +145,7 @@ impl<'p> Engine<'p> {
             tokens: crate::token::Verified::default(),
             queue_delay_ms: 0,
             kv_cache: kvcache::KvCache::default(),
+            freshness: freshness::Freshness::default(),
             origin_latency: crate::breaker::window::Window::new(HEDGE_WINDOW_MS),
             hedge_tokens: bake
                 .policy
@@ -258,6 +262,7 @@ impl<'p> Engine<'p> {
         let policy = &self.bake.policy;
         self.counters.record(facts.outcome);
         let latency_ms = now.since(facts.started);
+        let stubs_left = freshness::stubs_left_ms(policy, self.bake.catalog.as_ref(), now);
         let point = (facts.outcome != Outcome::Admin).then(|| {
             data_point(
                 &policy.service.name,
@@ -265,6 +270,7 @@ impl<'p> Engine<'p> {
                 facts.outcome,
                 latency_ms,
                 mode,
+                stubs_left,
             )
         });
         let tier = match facts.outcome {
