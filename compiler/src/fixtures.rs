@@ -99,6 +99,7 @@ pub fn sample_policy() -> Policy {
             path: "/__understudy/status".into(),
             secret: "ADMIN_TOKEN".into(),
         }),
+        events: None,
     }
 }
 

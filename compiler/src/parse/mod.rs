@@ -106,6 +106,7 @@ pub fn parse(ctx: &mut Ctx, text: &str) -> Option<Policy> {
         catalog,
         identity,
         admin,
+        events: None,
     })
 }
 

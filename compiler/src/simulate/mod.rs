@@ -327,6 +327,18 @@ fn perform<'p>(
                     "simulated: HTTP tiers are not modelled".into(),
                 )),
             ),
+            // Scenarios send no events: an event request is answered as if the outbox
+            // could not be reached (`understudy drill` runs events against the real edge).
+            Action::ReadBody { .. } => (0, Event::Body(Ok(Vec::new()))),
+            Action::CallShards { calls } => (
+                1,
+                Event::Shards(
+                    calls
+                        .iter()
+                        .map(|_| Err("simulated: the events outbox is not modelled".into()))
+                        .collect(),
+                ),
+            ),
             Action::Respond(reply) => {
                 for wr in &reply.writes {
                     w.kv.insert(

@@ -13,7 +13,7 @@ use crate::policy::Policy;
 /// Name of the `.wasm` custom section holding the bake.
 pub const SECTION_NAME: &str = "understudy.bake";
 /// First bytes of every bake payload.
-pub const MAGIC: &[u8; 8] = b"USTUDY\x00\x01";
+pub const MAGIC: &[u8; 8] = b"USTUDY\x00\x02";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bake {

@@ -17,6 +17,7 @@ pub mod deadline;
 pub mod disclosure;
 pub mod engine;
 pub mod entry;
+pub mod events;
 pub mod exchange;
 pub mod metrics;
 pub mod policy;

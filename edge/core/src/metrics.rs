@@ -91,6 +91,9 @@ pub struct Counters {
     pub by_tier: BTreeMap<String, u64>,
     /// Degraded and unavailable answers per reason (`ML_TIMEOUT`, `BREAKER_OPEN`, …).
     pub by_reason: BTreeMap<String, u64>,
+    /// [V-INGEST] Event ingest requests per outcome (`accepted`, `duplicate`, `refused`,
+    /// `unavailable`): not part of `requests` or the degraded share.
+    pub events: BTreeMap<String, u64>,
 }
 
 /// At most this many distinct tier or reason labels are kept (policies have a handful).
@@ -128,6 +131,11 @@ impl Counters {
             Outcome::BakeInvalid => self.bake_invalid += 1,
             Outcome::Admin => {}
         }
+    }
+
+    /// Counts one event ingest request's outcome.
+    pub fn record_event(&mut self, outcome: &str) {
+        bump(&mut self.events, outcome);
     }
 
     /// Degraded answers over answers that reached the model-or-fallback decision.

@@ -27,6 +27,8 @@ pub struct Policy {
     pub catalog: Option<CatalogRules>,
     pub identity: Option<IdentityRules>,
     pub admin: Option<Admin>,
+    /// [V-*] Durable events: ingest, outbox, delivery.
+    pub events: Option<crate::events::policy::Events>,
 }
 
 /// [P-ROUTE] What the endpoint is.

@@ -128,6 +128,7 @@ pub fn seed_policy() -> Policy {
         }),
         identity: None,
         admin: None,
+        events: None,
     }
 }
 

@@ -3,6 +3,8 @@
 
 use crate::cascade::KvRead;
 use crate::classify::Observed;
+use crate::events::flow::BodyError;
+use crate::events::protocol::{ShardReply, ShardRequest};
 use crate::metrics::DataPoint;
 use crate::policy::Method;
 use crate::writethrough::KvWrite;
@@ -86,6 +88,12 @@ pub enum Action<'p> {
         timeout_ms: u64,
         request: Outbound,
     },
+    /// [V-INGEST] Read the request body, at most `max_bytes` (stop and report
+    /// [`BodyError::TooLarge`] past it); report [`Event::Body`].
+    ReadBody { max_bytes: u64 },
+    /// [V-STORE] Send each request to its outbox shard (the Durable Object named by the
+    /// string), all at once; report [`Event::Shards`] with the replies in the same order.
+    CallShards { calls: Vec<(String, ShardRequest)> },
     /// Done: send the reply.
     Respond(Box<Reply>),
 }
@@ -112,4 +120,8 @@ pub enum Event {
     Kv(KvRead),
     /// The HTTP tier ended.
     Http(Observed),
+    /// The request body, or why it could not be read.
+    Body(Result<Vec<u8>, BodyError>),
+    /// The shards' replies, in the order of the calls (`Err`: the call itself failed).
+    Shards(Vec<Result<ShardReply, String>>),
 }

@@ -58,6 +58,9 @@ pub(super) enum Stage<'p> {
     Limiting(Box<Race<'p>>),
     /// Racing the origin or walking the cascade.
     Racing(Box<Race<'p>>),
+    /// [V-*] An event request: ingest, the operators' endpoints, the status endpoint's
+    /// events block.
+    Events(Box<crate::events::flow::Flow>),
     Done,
 }
 
@@ -130,7 +133,8 @@ pub(super) fn start<'p>(
     // The admin status endpoint.
     if let Some(a) = policy.admin.as_ref().filter(|a| a.path == req.path) {
         let m = meta(&f.correlation_id, &engine.bake.release_id, true);
-        let rendered = if admin::authorized(authorization, env.secret(&a.secret).as_deref()) {
+        let authorized = admin::authorized(authorization, env.secret(&a.secret).as_deref());
+        let rendered = if authorized {
             let fresh = engine
                 .freshness
                 .json(policy, engine.bake.catalog.as_ref(), now);
@@ -145,7 +149,22 @@ pub(super) fn start<'p>(
         } else {
             admin::unauthorized(&m)
         };
+        if let (true, Some(ev)) = (authorized, &policy.events) {
+            // The events block needs every shard's figures.
+            let action = super::events::status(engine, &mut f, now, &rendered, ev);
+            return (f, action);
+        }
         let action = finish_early(engine, &f, now, rendered, Outcome::Admin, None);
+        return (f, action);
+    }
+
+    // [V-*] Event ingest and the operators' events endpoints.
+    if let Some(ev) = policy
+        .events
+        .as_ref()
+        .filter(|ev| crate::events::flow::handles(ev, req.path))
+    {
+        let action = super::events::start(engine, &mut f, now, req, env, ev);
         return (f, action);
     }
 

@@ -15,6 +15,7 @@
 
 pub mod action;
 pub mod admin;
+mod events;
 mod finish;
 mod flight;
 pub mod freshness;
@@ -56,6 +57,12 @@ pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
 pub trait Bindings {
     fn secret(&self, name: &str) -> Option<String>;
     fn var(&self, name: &str) -> Option<String>;
+    /// Fills `buf` with cryptographically strong random bytes (the seal's nonces); `false`
+    /// when the environment has none (the edge then stores nothing and answers 503).
+    fn random_bytes(&self, buf: &mut [u8]) -> bool {
+        let _ = buf;
+        false
+    }
 }
 
 /// The request as the driver received it, nothing interpreted yet.
@@ -216,6 +223,11 @@ impl<'p> Engine<'p> {
         &self.bake.policy
     }
 
+    /// The bake's release ID (`X-Policy-Version`).
+    pub fn release_id(&self) -> &'p str {
+        &self.bake.release_id
+    }
+
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
@@ -371,6 +383,14 @@ impl Bindings for BTreeMap<String, String> {
     }
     fn var(&self, name: &str) -> Option<String> {
         self.get(name).cloned()
+    }
+    /// Tests and `simulate`: a fixed pattern (nonces need not be secret, only fresh per
+    /// key, and these drivers seal nothing that is kept).
+    fn random_bytes(&self, buf: &mut [u8]) -> bool {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = 0x5a ^ i as u8;
+        }
+        true
     }
 }
 

@@ -37,6 +37,7 @@ pub(super) fn step<'p>(
             );
             admit(engine, f, now, race)
         }
+        (Stage::Events(flow), event) => super::events::step(engine, f, now, *flow, event),
         (Stage::Racing(mut race), event) => {
             let is_origin = matches!(event, Event::Origin(_) | Event::OriginHedged { .. });
             let ev = match event {
@@ -61,7 +62,9 @@ pub(super) fn step<'p>(
                 }
                 Event::Http(o) => exchange::Event::Http(o),
                 Event::Kv(r) => exchange::Event::Kv(r),
-                Event::Woke | Event::Limited(_) => exchange::Event::Woke,
+                Event::Woke | Event::Limited(_) | Event::Body(_) | Event::Shards(_) => {
+                    exchange::Event::Woke
+                }
             };
             if is_origin {
                 f.lease = None; // the call ended: its bulkhead slot is free

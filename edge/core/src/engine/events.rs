@@ -1,0 +1,139 @@
+//! [V-*] Event requests in the engine: the flows of [`crate::events::flow`] turned into the
+//! engine's actions, and their answers into replies with their own log line. Ingest
+//! outcomes are counted per isolate (`counters.events`).
+
+use crate::disclosure::Rendered;
+use crate::events::flow::{self, Answered, Ctx, Flow, Heard, Request, Secrets, Step};
+use crate::events::policy::Events;
+use crate::time::Millis;
+
+use super::action::{Action, Event, Reply};
+use super::flight::{Flight, Stage};
+use super::{Bindings, Engine, Incoming};
+
+fn ctx<'a>(engine: &'a Engine<'_>, f: &'a Flight<'_>, ev: &'a Events) -> Ctx<'a> {
+    Ctx {
+        policy: engine.policy(),
+        events: ev,
+        release_id: &engine.bake.release_id,
+        correlation_id: &f.correlation_id,
+    }
+}
+
+pub(super) fn start<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    req: &Incoming<'_>,
+    env: &dyn Bindings,
+    ev: &'p Events,
+) -> Action<'p> {
+    let policy = engine.policy();
+    let mut nonce = [0u8; 12];
+    let secrets = Secrets {
+        identity_key: policy.identity.as_ref().and_then(|i| env.secret(&i.secret)),
+        seal_key: env.secret(&ev.encryption_key_secret),
+        admin: policy.admin.as_ref().and_then(|a| env.secret(&a.secret)),
+        nonce: env.random_bytes(&mut nonce).then_some(nonce),
+    };
+    let request = Request {
+        method: req.method,
+        path: req.path,
+        query: req.query,
+        authorization: req.header("authorization"),
+        content_length: req.header("content-length"),
+        content_type: req.header("content-type"),
+    };
+    let (flow, step) = flow::start(&ctx(engine, f, ev), now, &request, secrets);
+    drive(engine, f, now, flow, step, ev)
+}
+
+/// The status endpoint with its events block.
+pub(super) fn status<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    rendered: &Rendered,
+    ev: &'p Events,
+) -> Action<'p> {
+    let base = serde_json::from_str(&rendered.body).unwrap_or(serde_json::Value::Null);
+    let (flow, step) = flow::status(base, ev);
+    drive(engine, f, now, flow, step, ev)
+}
+
+pub(super) fn step<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    mut flow: Flow,
+    event: Event,
+) -> Action<'p> {
+    let policy = engine.policy();
+    let Some(ev) = policy.events.as_ref() else {
+        return super::finish::finish_early(
+            engine,
+            f,
+            now,
+            crate::disclosure::bake_invalid("the policy has no [events]", &f.correlation_id),
+            crate::metrics::Outcome::BakeInvalid,
+            None,
+        );
+    };
+    let heard = match event {
+        Event::Body(b) => Heard::Body(b),
+        Event::Shards(r) => Heard::Shards(r),
+        // A driver that reports something else: the call is treated as failed.
+        _ => Heard::Shards(vec![Err("no reply was reported".into())]),
+    };
+    let next = flow.step(&ctx(engine, f, ev), now, heard);
+    drive(engine, f, now, flow, next, ev)
+}
+
+fn drive<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    flow: Flow,
+    step: Step,
+    ev: &'p Events,
+) -> Action<'p> {
+    match step {
+        Step::ReadBody { max_bytes } => {
+            f.stage = Stage::Events(Box::new(flow));
+            Action::ReadBody { max_bytes }
+        }
+        Step::Call(calls) => {
+            f.stage = Stage::Events(Box::new(flow));
+            Action::CallShards { calls }
+        }
+        Step::Answer(a) => finish(engine, f, now, *a, ev),
+    }
+}
+
+fn finish<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    a: Answered,
+    ev: &'p Events,
+) -> Action<'p> {
+    f.stage = Stage::Done;
+    if a.outcome != "ops" {
+        engine.counters.record_event(a.outcome);
+    }
+    let log = flow::log_line(
+        &ctx(engine, f, ev),
+        &a,
+        now.since(f.started),
+        &engine.policy().service.name,
+    );
+    Action::Respond(Box::new(Reply {
+        correlation_id: f.correlation_id.clone(),
+        status: a.rendered.status,
+        headers: a.rendered.headers,
+        body: a.rendered.body,
+        writes: Vec::new(),
+        log,
+        point: None,
+    }))
+}

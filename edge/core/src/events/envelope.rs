@@ -1,0 +1,474 @@
+//! [V-INGEST] The event envelope `{eventId, type, schemaVersion, aggregateId, sequence,
+//! occurredAt, correlationId, payload}`: read and checked before anything is stored. A bad
+//! envelope is refused with a 4xx that names the field, so a producer can fix it; nothing
+//! of the payload is echoed back (it may be sensitive).
+//!
+//! - Shape (400): the body is a JSON object, every envelope field is present with its type,
+//!   identifiers are printable and bounded, `sequence` starts at 1, no unknown fields (a
+//!   typo such as `aggregateID` would otherwise drop a field silently).
+//! - Schema (422): the type is declared, its `schemaVersion` is one the policy accepts
+//!   (the current version and the ones before it that are declared), and the payload holds
+//!   every field that version requires.
+
+use serde_json::{Map, Value};
+
+use super::policy::Events;
+
+/// Longest event ID, aggregate ID, type and correlation ID.
+pub const MAX_ID: usize = 128;
+/// Largest sequence number (integers beyond 2^53 lose precision in JavaScript and SQLite's
+/// bindings).
+pub const MAX_SEQUENCE: u64 = (1 << 53) - 1;
+
+pub const FIELDS: [&str; 8] = [
+    "eventId",
+    "type",
+    "schemaVersion",
+    "aggregateId",
+    "sequence",
+    "occurredAt",
+    "correlationId",
+    "payload",
+];
+
+/// A valid event, as accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    pub event_id: String,
+    pub event_type: String,
+    pub schema_version: u32,
+    pub aggregate_id: String,
+    pub sequence: u64,
+    pub occurred_at: String,
+    pub correlation_id: String,
+    /// The payload object, as compact JSON text.
+    pub payload: String,
+}
+
+/// Why an envelope is refused: the HTTP status, a stable code, the field at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub status: u16,
+    pub code: &'static str,
+    /// `eventId`, `payload.total`, … (`""` for the body as a whole).
+    pub field: String,
+    pub message: String,
+}
+
+fn shape(field: &str, code: &'static str, message: String) -> Rejection {
+    Rejection {
+        status: 400,
+        code,
+        field: field.to_string(),
+        message,
+    }
+}
+
+fn schema(field: &str, code: &'static str, message: String) -> Rejection {
+    Rejection {
+        status: 422,
+        code,
+        field: field.to_string(),
+        message,
+    }
+}
+
+/// An identifier: printable ASCII without spaces, 1 to [`MAX_ID`] characters (it goes into
+/// headers, log lines and SQL keys as it is).
+pub fn is_identifier(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_ID && s.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, RFC 3339's shape (not the calendar).
+pub fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    if b.len() < 20 || !digits(0..4) || b[4] != b'-' || !digits(5..7) || b[7] != b'-' {
+        return false;
+    }
+    if !digits(8..10) || !matches!(b[10], b'T' | b't') || !digits(11..13) || b[13] != b':' {
+        return false;
+    }
+    if !digits(14..16) || b[16] != b':' || !digits(17..19) {
+        return false;
+    }
+    let mut i = 19;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+    }
+    match b.get(i) {
+        Some(b'Z' | b'z') => i + 1 == b.len(),
+        Some(b'+' | b'-') => {
+            i + 6 == b.len() && digits(i + 1..i + 3) && b[i + 3] == b':' && digits(i + 4..i + 6)
+        }
+        _ => false,
+    }
+}
+
+fn id_field(obj: &Map<String, Value>, field: &str) -> Result<String, Rejection> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Err(shape(
+            field,
+            "MISSING_FIELD",
+            format!("`{field}` is required"),
+        )),
+        Some(Value::String(s)) if is_identifier(s) => Ok(s.clone()),
+        Some(Value::String(_)) => Err(shape(
+            field,
+            "INVALID_FIELD",
+            format!("`{field}` must be 1 to {MAX_ID} printable ASCII characters without spaces"),
+        )),
+        Some(_) => Err(shape(
+            field,
+            "INVALID_FIELD",
+            format!("`{field}` must be a string"),
+        )),
+    }
+}
+
+fn positive(obj: &Map<String, Value>, field: &str, max: u64) -> Result<u64, Rejection> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Err(shape(
+            field,
+            "MISSING_FIELD",
+            format!("`{field}` is required"),
+        )),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(v) if (1..=max).contains(&v) => Ok(v),
+            _ => Err(shape(
+                field,
+                "INVALID_FIELD",
+                format!("`{field}` must be a whole number from 1 to {max}"),
+            )),
+        },
+        Some(_) => Err(shape(
+            field,
+            "INVALID_FIELD",
+            format!("`{field}` must be a number"),
+        )),
+    }
+}
+
+/// The value at a dotted `path` in `payload`, if present and not null.
+pub fn lookup<'a>(payload: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = payload;
+    for key in path.split('.') {
+        cur = cur.as_object()?.get(key)?;
+    }
+    (!cur.is_null()).then_some(cur)
+}
+
+/// Reads and checks `body` against the policy's declared types.
+pub fn parse(body: &[u8], events: &Events) -> Result<Envelope, Rejection> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        shape(
+            "",
+            "INVALID_JSON",
+            format!(
+                "the body is not JSON (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        )
+    })?;
+    let Value::Object(obj) = value else {
+        return Err(shape(
+            "",
+            "INVALID_ENVELOPE",
+            "the body must be a JSON object with the fields eventId, type, schemaVersion, aggregateId, sequence, occurredAt, correlationId, payload".into(),
+        ));
+    };
+    if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        let shown: String = k.chars().filter(|c| !c.is_control()).take(40).collect();
+        return Err(shape(
+            &shown,
+            "UNKNOWN_FIELD",
+            format!(
+                "`{shown}` is not an envelope field; expected {}",
+                FIELDS.join(", ")
+            ),
+        ));
+    }
+    let event_id = id_field(&obj, "eventId")?;
+    let event_type = id_field(&obj, "type")?;
+    let schema_version = positive(&obj, "schemaVersion", u64::from(u32::MAX))? as u32;
+    let aggregate_id = id_field(&obj, "aggregateId")?;
+    let sequence = positive(&obj, "sequence", MAX_SEQUENCE)?;
+    let occurred_at = match obj.get("occurredAt") {
+        None | Some(Value::Null) => {
+            return Err(shape(
+                "occurredAt",
+                "MISSING_FIELD",
+                "`occurredAt` is required".into(),
+            ))
+        }
+        Some(Value::String(s)) if s.len() <= 40 && is_rfc3339(s) => s.clone(),
+        Some(_) => {
+            return Err(shape(
+                "occurredAt",
+                "INVALID_FIELD",
+                "`occurredAt` must be an RFC 3339 timestamp such as 2026-11-30T12:00:00Z".into(),
+            ))
+        }
+    };
+    let correlation_id = id_field(&obj, "correlationId")?;
+    let payload = match obj.get("payload") {
+        None | Some(Value::Null) => {
+            return Err(shape(
+                "payload",
+                "MISSING_FIELD",
+                "`payload` is required".into(),
+            ))
+        }
+        Some(p @ Value::Object(_)) => p,
+        Some(_) => {
+            return Err(shape(
+                "payload",
+                "INVALID_FIELD",
+                "`payload` must be a JSON object".into(),
+            ))
+        }
+    };
+
+    let versions = events.versions_of(&event_type);
+    if versions.is_empty() {
+        let mut names: Vec<&str> = events.types.iter().map(|t| t.name.as_str()).collect();
+        names.dedup();
+        return Err(schema(
+            "type",
+            "UNKNOWN_EVENT_TYPE",
+            format!(
+                "`{event_type}` is not an accepted event type; accepted: {}",
+                names.join(", ")
+            ),
+        ));
+    }
+    let Some(declared) = events.schema(&event_type, schema_version) else {
+        let accepted: Vec<String> = versions.iter().map(|t| t.version.to_string()).collect();
+        return Err(schema(
+            "schemaVersion",
+            "UNSUPPORTED_SCHEMA_VERSION",
+            format!(
+                "schema version {schema_version} of `{event_type}` is not accepted; accepted: {}",
+                accepted.join(", ")
+            ),
+        ));
+    };
+    for field in &declared.required {
+        if lookup(payload, field).is_none() {
+            return Err(schema(
+                &format!("payload.{field}"),
+                "MISSING_FIELD",
+                format!("`payload.{field}` is required by `{event_type}` version {schema_version}"),
+            ));
+        }
+    }
+    Ok(Envelope {
+        event_id,
+        event_type,
+        schema_version,
+        aggregate_id,
+        sequence,
+        occurred_at,
+        correlation_id,
+        payload: payload.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::testing::events_policy;
+    use serde_json::json;
+
+    fn body(v: Value) -> Vec<u8> {
+        v.to_string().into_bytes()
+    }
+
+    fn good() -> Value {
+        json!({
+            "eventId": "evt-1", "type": "order.placed", "schemaVersion": 2,
+            "aggregateId": "order-7", "sequence": 1, "occurredAt": "2026-11-30T12:00:00.123Z",
+            "correlationId": "c-1",
+            "payload": {"orderId": "o-7", "total": 12.5, "currency": "EUR", "card": {"last4": "4242"}}
+        })
+    }
+
+    fn refused(v: Value) -> Rejection {
+        parse(&body(v), &events_policy()).unwrap_err()
+    }
+
+    #[test]
+    fn a_current_and_a_prior_schema_version_are_accepted() {
+        let e = parse(&body(good()), &events_policy()).unwrap();
+        assert_eq!(
+            (e.event_id.as_str(), e.schema_version, e.sequence),
+            ("evt-1", 2, 1)
+        );
+        let mut v1 = good();
+        v1["schemaVersion"] = json!(1);
+        v1["payload"] = json!({"orderId": "o-7", "total": 3});
+        assert_eq!(
+            parse(&body(v1), &events_policy()).unwrap().schema_version,
+            1
+        );
+    }
+
+    #[test]
+    fn an_unknown_schema_version_is_refused_naming_the_field() {
+        let mut v = good();
+        v["schemaVersion"] = json!(3);
+        let r = refused(v);
+        assert_eq!(
+            (r.status, r.code, r.field.as_str()),
+            (422, "UNSUPPORTED_SCHEMA_VERSION", "schemaVersion")
+        );
+        assert!(r.message.contains("accepted: 2, 1"), "{}", r.message);
+    }
+
+    #[test]
+    fn a_required_payload_field_of_the_version_is_named() {
+        let mut v = good();
+        v["payload"].as_object_mut().unwrap().remove("currency");
+        let r = refused(v);
+        assert_eq!((r.status, r.field.as_str()), (422, "payload.currency"));
+        // Version 1 does not require it.
+        let mut v1 = good();
+        v1["schemaVersion"] = json!(1);
+        v1["payload"].as_object_mut().unwrap().remove("currency");
+        assert!(parse(&body(v1), &events_policy()).is_ok());
+    }
+
+    #[test]
+    fn shape_errors_name_the_field_and_never_echo_the_payload() {
+        let cases: Vec<(Value, &str, &str)> = vec![
+            (json!({"eventId": "a"}), "type", "MISSING_FIELD"),
+            (
+                {
+                    let mut v = good();
+                    v["eventId"] = json!("");
+                    v
+                },
+                "eventId",
+                "INVALID_FIELD",
+            ),
+            (
+                {
+                    let mut v = good();
+                    v["eventId"] = json!("has space");
+                    v
+                },
+                "eventId",
+                "INVALID_FIELD",
+            ),
+            (
+                {
+                    let mut v = good();
+                    v["sequence"] = json!(0);
+                    v
+                },
+                "sequence",
+                "INVALID_FIELD",
+            ),
+            (
+                {
+                    let mut v = good();
+                    v["sequence"] = json!(-3);
+                    v
+                },
+                "sequence",
+                "INVALID_FIELD",
+            ),
+            (
+                {
+                    let mut v = good();
+                    v["sequence"] = json!("1");
+                    v
+                },
+                "sequence",
+                "INVALID_FIELD",
+            ),
+            (
+                {
+                    let mut v = good();
+                    v["occurredAt"] = json!("yesterday");
+                    v
+                },
+                "occurredAt",
+                "INVALID_FIELD",
+            ),
+            (
+                {
+                    let mut v = good();
+                    v["payload"] = json!([1]);
+                    v
+                },
+                "payload",
+                "INVALID_FIELD",
+            ),
+            (
+                {
+                    let mut v = good();
+                    v["aggregateID"] = json!("x");
+                    v
+                },
+                "aggregateID",
+                "UNKNOWN_FIELD",
+            ),
+            (
+                {
+                    let mut v = good();
+                    v["type"] = json!("order.shipped");
+                    v
+                },
+                "type",
+                "UNKNOWN_EVENT_TYPE",
+            ),
+        ];
+        for (v, field, code) in cases {
+            let r = refused(v.clone());
+            assert_eq!((r.field.as_str(), r.code), (field, code), "{v}");
+            assert!(!r.message.contains("4242"));
+        }
+        let r = parse(b"{nope", &events_policy()).unwrap_err();
+        assert_eq!((r.status, r.code), (400, "INVALID_JSON"));
+        let r = parse(b"[]", &events_policy()).unwrap_err();
+        assert_eq!(r.code, "INVALID_ENVELOPE");
+    }
+
+    #[test]
+    fn timestamps_have_rfc3339_shape() {
+        for ok in [
+            "2026-11-30T12:00:00Z",
+            "2026-11-30T12:00:00.5+01:00",
+            "2026-11-30t12:00:00z",
+        ] {
+            assert!(is_rfc3339(ok), "{ok}");
+        }
+        for bad in [
+            "2026-11-30",
+            "2026-11-30T12:00:00",
+            "2026-11-30T12:00:00.Z",
+            "2026-11-30T12:00:00+0100",
+            "x026-11-30T12:00:00Z",
+        ] {
+            assert!(!is_rfc3339(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn dotted_paths_reach_nested_fields() {
+        let p = json!({"card": {"last4": "4242"}, "n": null});
+        assert_eq!(lookup(&p, "card.last4"), Some(&json!("4242")));
+        assert_eq!(lookup(&p, "card.first"), None);
+        assert_eq!(lookup(&p, "n"), None);
+    }
+}

@@ -1,0 +1,454 @@
+//! Event requests through the whole engine, with the shards answered by hand.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use crate::bake::Bake;
+use crate::engine::{Action, Engine, Event, Incoming, Reply};
+use crate::events::outbox::{Arrival, Record, State};
+use crate::events::protocol::{ShardReply, ShardRequest, Verdict};
+use crate::events::stats::ShardStats;
+use crate::events::testing::{events_policy, MemShard};
+use crate::policy::{Admin, IdentityRules};
+use crate::testing::{seed_policy, NOW};
+use crate::time::Millis;
+
+const KEY: &str = "identity-key";
+
+fn bake(replay: bool) -> Bake {
+    let mut p = seed_policy();
+    p.identity = Some(IdentityRules {
+        secret: "ID_KEY".into(),
+        issuer: "https://auth.example".into(),
+        audience: "orders".into(),
+        leeway_ms: 0,
+    });
+    p.admin = Some(Admin {
+        path: "/__understudy/status".into(),
+        secret: "ADMIN".into(),
+    });
+    let mut ev = events_policy();
+    ev.replay = replay;
+    p.events = Some(ev);
+    Bake {
+        release_id: "r-test".into(),
+        policy_hash: "p".into(),
+        catalog_hash: "c".into(),
+        validated_at_ms: NOW,
+        compiler_version: "0".into(),
+        policy: p,
+        catalog: None,
+    }
+}
+
+fn env() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("ID_KEY".to_string(), KEY.to_string()),
+        ("ADMIN".to_string(), "admin-secret".to_string()),
+        ("EVENTS_KEY".to_string(), "events-key".to_string()),
+    ])
+}
+
+fn token(tenant: Option<&str>) -> String {
+    let mut claims = json!({"iss": "https://auth.example", "aud": "orders", "exp": NOW / 1000 + 600, "sub": "svc"});
+    if let Some(t) = tenant {
+        claims["tenant"] = json!(t);
+    }
+    format!("Bearer {}", crate::token::sign(&claims, KEY.as_bytes()))
+}
+
+fn event_body(id: &str, seq: u64) -> Vec<u8> {
+    json!({
+        "eventId": id, "type": "order.placed", "schemaVersion": 2, "aggregateId": "order-7",
+        "sequence": seq, "occurredAt": "2026-11-30T12:00:00Z", "correlationId": "c-77",
+        "payload": {"orderId": "o-7", "total": 12.5, "currency": "EUR", "email": "ann@example.com",
+                    "card": {"number": "4242424242424242"}}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A fake set of shards: claims in a map, events in a [`MemShard`] (one for all shards).
+#[derive(Default)]
+struct Shards {
+    claims: BTreeMap<String, crate::events::outbox::Claim>,
+    outbox: MemShard,
+    sealed: BTreeMap<String, String>,
+    calls: Vec<(String, ShardRequest)>,
+    fail: bool,
+}
+
+impl Shards {
+    fn answer(&mut self, shard: &str, req: ShardRequest) -> Result<ShardReply, String> {
+        self.calls.push((shard.to_string(), req.clone()));
+        if self.fail {
+            return Err("connection lost".into());
+        }
+        let verdict = |a: Arrival| match a {
+            Arrival::Store => Verdict::Stored,
+            Arrival::Duplicate => Verdict::Duplicate,
+            Arrival::Conflict(code, message) => Verdict::Refused {
+                status: 409,
+                code: code.into(),
+                message,
+            },
+        };
+        Ok(match req {
+            ShardRequest::Claim { claim } => {
+                let a = crate::events::outbox::claim(&claim, self.claims.get(&claim.event_id));
+                if a == Arrival::Store {
+                    self.claims.insert(claim.event_id.clone(), claim);
+                }
+                ShardReply::Claim {
+                    verdict: verdict(a),
+                }
+            }
+            ShardRequest::Lookup { event_id } => ShardReply::Lookup {
+                claim: self.claims.get(&event_id).cloned(),
+            },
+            ShardRequest::Store { record, sealed } => {
+                let id = record.event_id.clone();
+                let a = self.outbox.ingest(*record);
+                if a == Arrival::Store {
+                    self.sealed.insert(id.clone(), sealed);
+                }
+                ShardReply::Store {
+                    verdict: verdict(a),
+                    record: self.outbox.rows.get(&id).cloned(),
+                }
+            }
+            ShardRequest::Get { event_id } => ShardReply::Get {
+                record: self.outbox.rows.get(&event_id).cloned(),
+                sealed: self.sealed.get(&event_id).cloned(),
+            },
+            ShardRequest::List { .. } => ShardReply::List {
+                records: self.outbox.rows.values().cloned().collect(),
+                more: false,
+            },
+            ShardRequest::Stats => ShardReply::Stats {
+                stats: ShardStats {
+                    dead_letters: 1,
+                    ..Default::default()
+                },
+            },
+            other => ShardReply::Error {
+                message: format!("not faked: {other:?}"),
+            },
+        })
+    }
+}
+
+fn request(
+    e: &mut Engine<'_>,
+    shards: &mut Shards,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Reply {
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    let req = Incoming {
+        method,
+        path,
+        query,
+        headers: &headers,
+    };
+    let now = Millis(NOW);
+    let (mut f, mut a) = e.start(now, &req, &env(), 9);
+    for _ in 0..10 {
+        a = match a {
+            Action::ReadBody { max_bytes } => {
+                let b = if body.len() as u64 > max_bytes {
+                    Err(crate::events::flow::BodyError::TooLarge)
+                } else {
+                    Ok(body.to_vec())
+                };
+                e.step(&mut f, now, Event::Body(b))
+            }
+            Action::CallShards { calls } => {
+                let replies = calls
+                    .into_iter()
+                    .map(|(s, r)| shards.answer(&s, r))
+                    .collect();
+                e.step(&mut f, now, Event::Shards(replies))
+            }
+            Action::Respond(r) => return *r,
+            other => panic!("unexpected {other:?}"),
+        };
+    }
+    panic!("no answer")
+}
+
+fn post(e: &mut Engine<'_>, s: &mut Shards, tenant: Option<&str>, body: &[u8]) -> Reply {
+    request(
+        e,
+        s,
+        "POST",
+        "/v1/events",
+        &[
+            ("Authorization", token(tenant)),
+            ("Content-Type", "application/json".into()),
+        ],
+        body,
+    )
+}
+
+fn json_of(r: &Reply) -> Value {
+    serde_json::from_str(&r.body).unwrap()
+}
+
+#[test]
+fn an_event_is_claimed_then_stored_sealed_before_the_202() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    let r = post(&mut e, &mut s, Some("acme"), &event_body("evt-1", 1));
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(json_of(&r)["status"], "accepted");
+    assert_eq!(s.calls.len(), 2);
+    assert!(s.calls[0].0.starts_with("ids-") && matches!(s.calls[0].1, ShardRequest::Claim { .. }));
+    assert!(s.calls[1].0.starts_with("agg-"));
+    let rec = &s.outbox.rows["evt-1"];
+    assert_eq!((rec.tenant.as_str(), rec.state), ("acme", State::Pending));
+    // The stored bytes never contain the payload.
+    let sealed = base64::engine::general_purpose::STANDARD
+        .decode(&s.sealed["evt-1"])
+        .unwrap();
+    for plain in [&b"ann@example.com"[..], b"4242424242424242", b"EUR"] {
+        assert!(!sealed.windows(plain.len()).any(|w| w == plain));
+    }
+    // The log line names the event, never its payload.
+    assert!(
+        r.log.contains("evt-1") && r.log.contains("\"tenant\":\"acme\""),
+        "{}",
+        r.log
+    );
+    assert!(!r.log.contains("ann@example.com") && !r.log.contains("4242"));
+    assert_eq!(e.counters().events.get("accepted"), Some(&1));
+}
+
+#[test]
+fn a_repeated_event_id_is_acknowledged_once_and_another_tenant_is_refused() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    post(&mut e, &mut s, Some("acme"), &event_body("evt-1", 1));
+    let again = post(&mut e, &mut s, Some("acme"), &event_body("evt-1", 1));
+    assert_eq!(
+        (again.status, json_of(&again)["status"].as_str()),
+        (202, Some("duplicate"))
+    );
+    assert_eq!(s.outbox.rows.len(), 1);
+    let other = post(&mut e, &mut s, Some("globex"), &event_body("evt-1", 1));
+    assert_eq!(other.status, 409);
+    assert_eq!(json_of(&other)["code"], "EVENT_ID_REUSED");
+    assert_eq!(json_of(&other)["field"], "eventId");
+    assert_eq!(s.outbox.rows["evt-1"].tenant, "acme", "never merged");
+}
+
+#[test]
+fn callers_are_authenticated_and_need_a_tenant() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    let none = request(
+        &mut e,
+        &mut s,
+        "POST",
+        "/v1/events",
+        &[],
+        &event_body("e", 1),
+    );
+    assert_eq!(none.status, 401);
+    let bad = request(
+        &mut e,
+        &mut s,
+        "POST",
+        "/v1/events",
+        &[("Authorization", "Bearer x.y.z".into())],
+        &event_body("e", 1),
+    );
+    assert_eq!(
+        (bad.status, json_of(&bad)["code"].as_str()),
+        (401, Some("INVALID_TOKEN"))
+    );
+    let no_tenant = post(&mut e, &mut s, None, &event_body("e", 1));
+    assert_eq!(
+        (no_tenant.status, json_of(&no_tenant)["code"].as_str()),
+        (403, Some("TENANT_REQUIRED"))
+    );
+    let get = request(
+        &mut e,
+        &mut s,
+        "GET",
+        "/v1/events",
+        &[("Authorization", token(Some("acme")))],
+        b"",
+    );
+    assert_eq!(get.status, 405);
+    assert!(s.calls.is_empty(), "nothing reached a shard");
+}
+
+#[test]
+fn bad_envelopes_are_refused_naming_the_field_and_large_bodies_with_413() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    let mut v: Value = serde_json::from_slice(&event_body("e", 1)).unwrap();
+    v["schemaVersion"] = json!(7);
+    let r = post(&mut e, &mut s, Some("acme"), v.to_string().as_bytes());
+    assert_eq!(r.status, 422);
+    assert_eq!(json_of(&r)["field"], "schemaVersion");
+    assert_eq!(json_of(&r)["retryable"], false);
+    let big = vec![b' '; 70 * 1024];
+    assert_eq!(post(&mut e, &mut s, Some("acme"), &big).status, 413);
+    let r = request(
+        &mut e,
+        &mut s,
+        "POST",
+        "/v1/events",
+        &[
+            ("Authorization", token(Some("acme"))),
+            ("Content-Length", "999999".into()),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 413);
+    assert!(s.calls.is_empty());
+}
+
+#[test]
+fn a_store_that_fails_answers_503_and_acknowledges_nothing() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards {
+        fail: true,
+        ..Default::default()
+    };
+    let r = post(&mut e, &mut s, Some("acme"), &event_body("evt-1", 1));
+    assert_eq!(r.status, 503);
+    assert_eq!(json_of(&r)["retryable"], true);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // The retry with the same eventId goes through.
+    s.fail = false;
+    assert_eq!(
+        post(&mut e, &mut s, Some("acme"), &event_body("evt-1", 1)).status,
+        202
+    );
+}
+
+#[test]
+fn without_the_encryption_key_nothing_is_stored() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    let mut no_key = env();
+    no_key.remove("EVENTS_KEY");
+    let headers = vec![("Authorization".to_string(), token(Some("acme")))];
+    let req = Incoming {
+        method: "POST",
+        path: "/v1/events",
+        query: "",
+        headers: &headers,
+    };
+    let (_, a) = e.start(Millis(NOW), &req, &no_key, 1);
+    let Action::Respond(r) = a else {
+        panic!("{a:?}")
+    };
+    assert_eq!(r.status, 503);
+    assert!(r.body.contains("EVENTS_KEY_MISSING"));
+    assert!(s.answer("x", ShardRequest::Stats).is_ok());
+}
+
+#[test]
+fn operators_need_the_admin_token_and_replay_is_refused_while_switched_off() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    post(&mut e, &mut s, Some("acme"), &event_body("evt-1", 1));
+    let admin = [("Authorization", "Bearer admin-secret".to_string())];
+    assert_eq!(
+        request(&mut e, &mut s, "GET", "/__understudy/events", &[], b"").status,
+        401
+    );
+    let list = request(
+        &mut e,
+        &mut s,
+        "GET",
+        "/__understudy/events?state=PENDING",
+        &admin,
+        b"",
+    );
+    assert_eq!(list.status, 200);
+    let list_calls = s
+        .calls
+        .iter()
+        .filter(|(_, r)| matches!(r, ShardRequest::List { .. }))
+        .count();
+    assert_eq!(list_calls, 4, "one per aggregate shard");
+    let replay = request(
+        &mut e,
+        &mut s,
+        "POST",
+        "/__understudy/events/evt-1/replay",
+        &admin,
+        b"",
+    );
+    assert_eq!(
+        (replay.status, json_of(&replay)["code"].as_str()),
+        (403, Some("REPLAY_DISABLED"))
+    );
+}
+
+#[test]
+fn inspect_shows_the_payload_with_the_redacted_fields_masked() {
+    let b = bake(true);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    post(&mut e, &mut s, Some("acme"), &event_body("evt-1", 1));
+    let admin = [("Authorization", "Bearer admin-secret".to_string())];
+    let r = request(
+        &mut e,
+        &mut s,
+        "GET",
+        "/__understudy/events/evt-1",
+        &admin,
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = json_of(&r);
+    assert_eq!(v["payload"]["orderId"], "o-7");
+    assert_eq!(v["payload"]["email"], "[REDACTED]");
+    assert_eq!(v["payload"]["card"]["number"], "[REDACTED]");
+    assert!(!r.body.contains("ann@example.com") && !r.log.contains("ann@example.com"));
+    let missing = request(
+        &mut e,
+        &mut s,
+        "GET",
+        "/__understudy/events/nope",
+        &admin,
+        b"",
+    );
+    assert_eq!(missing.status, 404);
+}
+
+#[test]
+fn the_status_endpoint_carries_the_events_block_and_its_alerts() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    let admin = [("Authorization", "Bearer admin-secret".to_string())];
+    let r = request(&mut e, &mut s, "GET", "/__understudy/status", &admin, b"");
+    assert_eq!(r.status, 200);
+    let v = json_of(&r);
+    assert_eq!(v["events"]["dead_letters"], 4);
+    assert_eq!(v["events"]["alerts"][0]["name"], "EVENTS_DEAD_LETTERS");
+    assert!(v["breaker"].is_object());
+    let _ = Record::new;
+}

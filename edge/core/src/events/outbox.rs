@@ -1,0 +1,517 @@
+//! [V-STORE] [V-ORDER] [V-DELIVER] The outbox's decisions, sans-IO: what an arriving event
+//! is (new, a duplicate, a conflict), which events are due, what one attempt's outcome does
+//! to its event, and what replay and skip may do. The Durable Object (`edge/worker`) keeps
+//! the rows in SQLite and performs the I/O; every rule is here, tested in virtual time.
+//!
+//! Ordering: each aggregate (tenant + aggregate ID) has a *cursor*, the highest sequence
+//! delivered or skipped; sequences start at 1. Only the *head* — the event at `cursor + 1` —
+//! is delivered. A head that is a dead letter holds the aggregate (policy `hold`) until an
+//! operator replays or skips it; with `continue` the cursor moves past it. A missing head
+//! with later events waiting is a *gap*: held, and reported after `[events.alerts] gap`.
+//! An event whose sequence is at or below the cursor is only ever a replayed dead letter
+//! the aggregate already moved past (`continue`): it is delivered on its own, out of order,
+//! because the policy said so.
+
+use serde::{Deserialize, Serialize};
+
+use crate::classify::{Class, Observed};
+use crate::time::Millis;
+
+use super::delivery::{self, class_name};
+use super::policy::{DeadLetter, Events};
+use super::schedule;
+
+/// An event's delivery state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum State {
+    Pending,
+    Delivered,
+    DeadLetter,
+}
+
+impl State {
+    pub const ALL: [(&'static str, State); 3] = [
+        ("PENDING", State::Pending),
+        ("DELIVERED", State::Delivered),
+        ("DEAD_LETTER", State::DeadLetter),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Pending => "PENDING",
+            State::Delivered => "DELIVERED",
+            State::DeadLetter => "DEAD_LETTER",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<State> {
+        Self::ALL
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(s))
+            .map(|(_, st)| *st)
+    }
+}
+
+/// One event row, without its sealed payload. Times are ms since the epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub event_id: String,
+    pub tenant: String,
+    pub aggregate: String,
+    pub sequence: u64,
+    pub event_type: String,
+    pub schema_version: u32,
+    pub occurred_at: String,
+    pub correlation_id: String,
+    pub state: State,
+    pub attempts: u32,
+    /// `dependency`, `credential` or `caller` ([`crate::classify::Class`]).
+    pub last_error_class: Option<String>,
+    /// The code and a one-line detail: `HTTP_5XX: origin answered 503`.
+    pub last_error: Option<String>,
+    pub last_status: Option<u16>,
+    pub next_attempt_at: Option<u64>,
+    pub stored_at: u64,
+    pub first_attempt_at: Option<u64>,
+    pub delivered_at: Option<u64>,
+    /// A dead letter an operator skipped (it stays `DEAD_LETTER`).
+    pub skipped: bool,
+    pub replays: u32,
+}
+
+impl Record {
+    pub fn new(env: &super::envelope::Envelope, tenant: &str, now: Millis) -> Record {
+        Record {
+            event_id: env.event_id.clone(),
+            tenant: tenant.to_string(),
+            aggregate: env.aggregate_id.clone(),
+            sequence: env.sequence,
+            event_type: env.event_type.clone(),
+            schema_version: env.schema_version,
+            occurred_at: env.occurred_at.clone(),
+            correlation_id: env.correlation_id.clone(),
+            state: State::Pending,
+            attempts: 0,
+            last_error_class: None,
+            last_error: None,
+            last_status: None,
+            next_attempt_at: Some(now.0),
+            stored_at: now.0,
+            first_attempt_at: None,
+            delivered_at: None,
+            skipped: false,
+            replays: 0,
+        }
+    }
+
+    fn same_event(&self, other: &Record) -> bool {
+        self.tenant == other.tenant
+            && self.aggregate == other.aggregate
+            && self.sequence == other.sequence
+    }
+}
+
+/// What an arriving event (or claim) is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arrival {
+    /// New: store it.
+    Store,
+    /// The same event again (same ID, tenant, aggregate and sequence): acknowledge, store
+    /// nothing.
+    Duplicate,
+    /// Refused with 409: the code and why.
+    Conflict(&'static str, String),
+}
+
+/// Decides an arrival from what the shard already holds: the row with the same event ID,
+/// the row at the same (tenant, aggregate, sequence), and the aggregate's cursor.
+pub fn arrival(
+    new: &Record,
+    same_id: Option<&Record>,
+    same_place: Option<&Record>,
+    cursor: u64,
+) -> Arrival {
+    if let Some(old) = same_id {
+        return if old.same_event(new) {
+            Arrival::Duplicate
+        } else {
+            reused(&new.event_id)
+        };
+    }
+    if let Some(other) = same_place {
+        return Arrival::Conflict(
+            "SEQUENCE_TAKEN",
+            format!(
+                "sequence {} of aggregate `{}` is already event `{}`",
+                new.sequence, new.aggregate, other.event_id
+            ),
+        );
+    }
+    if new.sequence <= cursor {
+        return Arrival::Conflict(
+            "SEQUENCE_PASSED",
+            format!(
+                "aggregate `{}` has moved past sequence {} (its events are delivered or skipped through {cursor})",
+                new.aggregate, new.sequence
+            ),
+        );
+    }
+    Arrival::Store
+}
+
+fn reused(event_id: &str) -> Arrival {
+    Arrival::Conflict(
+        "EVENT_ID_REUSED",
+        format!("event ID `{event_id}` already names another event; event IDs are unique across tenants and aggregates"),
+    )
+}
+
+/// An event ID's claim: which tenant's event it names, unique across the whole edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub event_id: String,
+    pub tenant: String,
+    pub aggregate: String,
+    pub sequence: u64,
+}
+
+/// Decides a claim against the one already held for the same ID.
+pub fn claim(new: &Claim, held: Option<&Claim>) -> Arrival {
+    match held {
+        None => Arrival::Store,
+        Some(h) if h == new => Arrival::Duplicate,
+        Some(_) => reused(&new.event_id),
+    }
+}
+
+/// An aggregate with undelivered events: its cursor, the event at `cursor + 1` if it has
+/// arrived, and otherwise the lowest later event waiting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub tenant: String,
+    pub aggregate: String,
+    pub cursor: u64,
+    pub next: Option<Record>,
+    /// `(sequence, stored_at)` of the lowest waiting event when `next` is missing.
+    pub waiting: Option<(u64, u64)>,
+}
+
+/// Why an aggregate is not moving.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum Held {
+    /// Its head is a dead letter: replay or skip it.
+    DeadLetter {
+        tenant: String,
+        aggregate: String,
+        event_id: String,
+        sequence: u64,
+    },
+    /// Sequence `missing` has not arrived; a later one waits since `since`.
+    Gap {
+        tenant: String,
+        aggregate: String,
+        missing: u64,
+        waiting: u64,
+        since: u64,
+    },
+}
+
+/// What one alarm run should do.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// Event IDs to deliver now (at most `max`).
+    pub deliver: Vec<String>,
+    /// Cursors to move: `(tenant, aggregate, to)` (a dead-letter head under `continue`).
+    pub advance: Vec<(String, String, u64)>,
+    pub held: Vec<Held>,
+    /// When to run again (`None`: nothing is pending).
+    pub wake_at: Option<Millis>,
+}
+
+/// Chooses the due events among the heads and the loose (replayed, already passed) events.
+pub fn select(now: Millis, heads: &[Head], loose: &[Record], mode: DeadLetter, max: usize) -> Plan {
+    let mut plan = Plan::default();
+    let mut due: Vec<(u64, &Record)> = Vec::new();
+    let wake = |plan: &mut Plan, at: u64| {
+        plan.wake_at = Some(plan.wake_at.map_or(Millis(at), |w| w.min(Millis(at))));
+    };
+    for h in heads {
+        match &h.next {
+            Some(r) if r.state == State::Pending => match r.next_attempt_at {
+                Some(at) if at <= now.0 => due.push((at, r)),
+                Some(at) => wake(&mut plan, at),
+                None => due.push((now.0, r)),
+            },
+            Some(r) if r.state == State::DeadLetter && !r.skipped && mode == DeadLetter::Hold => {
+                plan.held.push(Held::DeadLetter {
+                    tenant: h.tenant.clone(),
+                    aggregate: h.aggregate.clone(),
+                    event_id: r.event_id.clone(),
+                    sequence: r.sequence,
+                })
+            }
+            // A dead letter under `continue`, a skipped one, or a delivered head whose
+            // cursor did not move (a write lost with a crash): move past it.
+            Some(r) => {
+                plan.advance
+                    .push((h.tenant.clone(), h.aggregate.clone(), r.sequence));
+                wake(&mut plan, now.0);
+            }
+            None => {
+                if let Some((seq, since)) = h.waiting {
+                    plan.held.push(Held::Gap {
+                        tenant: h.tenant.clone(),
+                        aggregate: h.aggregate.clone(),
+                        missing: h.cursor + 1,
+                        waiting: seq,
+                        since,
+                    });
+                }
+            }
+        }
+    }
+    for r in loose.iter().filter(|r| r.state == State::Pending) {
+        match r.next_attempt_at {
+            Some(at) if at > now.0 => wake(&mut plan, at),
+            Some(at) => due.push((at, r)),
+            None => due.push((now.0, r)),
+        }
+    }
+    // Longest-waiting first; the rest run at the next wake-up, at once.
+    due.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.event_id.cmp(&b.1.event_id)));
+    if due.len() > max {
+        wake(&mut plan, now.0);
+    }
+    plan.deliver = due
+        .into_iter()
+        .take(max)
+        .map(|(_, r)| r.event_id.clone())
+        .collect();
+    plan
+}
+
+/// Extra time a leased attempt is given beyond its timeout before it counts as lost.
+pub const LEASE_MARGIN_MS: u64 = 1_000;
+
+/// The record with an attempt leased: counted, and not due again until the attempt
+/// should long be over — so a runtime killed mid-attempt retries after its restart.
+pub fn lease(now: Millis, rec: &Record, attempt_timeout_ms: u64) -> Record {
+    let mut r = rec.clone();
+    r.attempts = r.attempts.saturating_add(1);
+    r.first_attempt_at.get_or_insert(now.0);
+    r.next_attempt_at = Some(
+        now.0
+            .saturating_add(attempt_timeout_ms.saturating_mul(2))
+            .saturating_add(LEASE_MARGIN_MS),
+    );
+    r
+}
+
+/// What an attempt's outcome did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Delivered,
+    Retry,
+    /// A permanent failure (authentication, schema, or anything not retryable).
+    DeadPermanent,
+    /// Retryable, but the attempts or the window are used up.
+    DeadExhausted,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Delivered => "delivered",
+            Verdict::Retry => "retry",
+            Verdict::DeadPermanent => "dead_letter_permanent",
+            Verdict::DeadExhausted => "dead_letter_exhausted",
+        }
+    }
+}
+
+/// A settled attempt: the updated record, the verdict, and the cursor to move to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    pub record: Record,
+    pub verdict: Verdict,
+    pub advance_to: Option<u64>,
+    /// Commit-to-acknowledgement latency of a delivered event.
+    pub latency_ms: Option<u64>,
+}
+
+/// Settles the leased record `rec` with the attempt's raw outcome. `unit` is a uniform
+/// draw for the jitter; `cursor` is the aggregate's cursor.
+pub fn settle(
+    now: Millis,
+    rec: &Record,
+    observed: &Observed,
+    events: &Events,
+    cursor: u64,
+    unit: f64,
+) -> Settled {
+    let mut r = rec.clone();
+    let is_head = r.sequence == cursor + 1;
+    match delivery::outcome(observed) {
+        Ok(()) => {
+            r.state = State::Delivered;
+            r.delivered_at = Some(now.0);
+            r.next_attempt_at = None;
+            Settled {
+                latency_ms: Some(now.since(Millis(r.stored_at))),
+                record: r,
+                verdict: Verdict::Delivered,
+                advance_to: is_head.then_some(rec.sequence),
+            }
+        }
+        Err(f) => {
+            let class = f.reason.class();
+            r.last_error_class = Some(class_name(class).to_string());
+            r.last_error = Some(format!("{}: {}", delivery::code(f.reason), f.detail));
+            r.last_status = f.status;
+            let retryable =
+                class == Class::Dependency && f.reason.retryable(&events.retry.retry_on);
+            let since_first = now.since(Millis(r.first_attempt_at.unwrap_or(now.0)));
+            let wait = retryable
+                .then(|| {
+                    schedule::next_delay(
+                        &events.retry,
+                        r.attempts,
+                        f.retry_after_s,
+                        unit,
+                        since_first,
+                    )
+                })
+                .flatten();
+            let verdict = match wait {
+                Some(ms) => {
+                    r.next_attempt_at = Some(now.0.saturating_add(ms));
+                    Verdict::Retry
+                }
+                None => {
+                    r.state = State::DeadLetter;
+                    r.next_attempt_at = None;
+                    if retryable {
+                        Verdict::DeadExhausted
+                    } else {
+                        Verdict::DeadPermanent
+                    }
+                }
+            };
+            let passes = r.state == State::DeadLetter
+                && events.dead_letter == DeadLetter::Continue
+                && is_head;
+            Settled {
+                record: r,
+                verdict,
+                advance_to: passes.then_some(rec.sequence),
+                latency_ms: None,
+            }
+        }
+    }
+}
+
+/// Why an operator's request is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+fn refuse(status: u16, code: &'static str, message: String) -> Refusal {
+    Refusal {
+        status,
+        code,
+        message,
+    }
+}
+
+/// Replays a dead letter with its original event ID: pending again, attempts from zero.
+pub fn replay(now: Millis, rec: &Record, events: &Events) -> Result<Record, Refusal> {
+    if !events.replay {
+        return Err(refuse(
+            403,
+            "REPLAY_DISABLED",
+            "replay is switched off in this policy (`[events] replay = false`); switch it on once replay is tested".into(),
+        ));
+    }
+    if rec.state != State::DeadLetter {
+        return Err(refuse(
+            409,
+            "NOT_A_DEAD_LETTER",
+            format!(
+                "event `{}` is {}, not a dead letter",
+                rec.event_id,
+                rec.state.as_str()
+            ),
+        ));
+    }
+    if rec.skipped && events.dead_letter == DeadLetter::Hold {
+        return Err(refuse(
+            409,
+            "SKIPPED",
+            format!("event `{}` was skipped and its aggregate moved on: replaying it would deliver it out of order", rec.event_id),
+        ));
+    }
+    let mut r = rec.clone();
+    r.state = State::Pending;
+    r.attempts = 0;
+    r.first_attempt_at = None;
+    r.next_attempt_at = Some(now.0);
+    r.replays = r.replays.saturating_add(1);
+    Ok(r)
+}
+
+/// What a skip did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "skipped", rename_all = "snake_case")]
+pub enum Skip {
+    /// The dead-letter head stays `DEAD_LETTER`, marked skipped; the cursor moves past it.
+    DeadLetter { event_id: String, to: u64 },
+    /// The missing sequences are given up; the cursor moves to just before the waiting one.
+    Gap { from: u64, to: u64 },
+}
+
+/// Skips what holds the aggregate `head`. Returns the skip and the updated head record.
+pub fn skip(head: &Head) -> Result<(Skip, Option<Record>), Refusal> {
+    match (&head.next, head.waiting) {
+        (Some(r), _) if r.state == State::DeadLetter && !r.skipped => {
+            let mut rec = r.clone();
+            rec.skipped = true;
+            Ok((
+                Skip::DeadLetter {
+                    event_id: r.event_id.clone(),
+                    to: r.sequence,
+                },
+                Some(rec),
+            ))
+        }
+        (Some(r), _) => Err(refuse(
+            409,
+            "NOT_HELD",
+            format!(
+                "aggregate `{}` is not held: its next event `{}` is {}",
+                head.aggregate,
+                r.event_id,
+                r.state.as_str()
+            ),
+        )),
+        (None, Some((seq, _))) => Ok((
+            Skip::Gap {
+                from: head.cursor + 1,
+                to: seq - 1,
+            },
+            None,
+        )),
+        (None, None) => Err(refuse(
+            404,
+            "NOTHING_TO_SKIP",
+            format!("aggregate `{}` has no undelivered event", head.aggregate),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,183 @@
+//! What the Worker asks an outbox shard (a Durable Object) and what it answers: JSON over
+//! the object's `fetch`. Both ends are this crate, built into one module, so the shapes
+//! cannot drift; the shard applies [`super::outbox`]'s decisions to its SQLite rows.
+
+use serde::{Deserialize, Serialize};
+
+use super::outbox::{Claim, Record, Skip, State};
+use super::stats::ShardStats;
+
+/// The Durable Object binding `understudy build` declares, and its class.
+pub const BINDING: &str = "UNDERSTUDY_OUTBOX";
+pub const CLASS: &str = "OutboxShard";
+/// The URL the Worker sends shard requests to (a Durable Object needs an absolute URL).
+pub const SHARD_URL: &str = "https://outbox.shard/cmd";
+
+/// FNV-1a, 64-bit: a stable hash (the shard of an aggregate must never change between
+/// releases or platforms).
+pub fn fnv1a(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            h ^= 0x1f;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        for b in p.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The aggregate shard holding `(tenant, aggregate)`'s events.
+pub fn aggregate_shard(tenant: &str, aggregate: &str, shards: u32) -> String {
+    format!(
+        "agg-{}",
+        fnv1a(&[tenant, aggregate]) % u64::from(shards.max(1))
+    )
+}
+
+/// The claim shard holding `event_id`'s claim.
+pub fn claim_shard(event_id: &str, shards: u32) -> String {
+    format!("ids-{}", fnv1a(&[event_id]) % u64::from(shards.max(1)))
+}
+
+/// Every aggregate shard's name.
+pub fn aggregate_shards(shards: u32) -> Vec<String> {
+    (0..shards.max(1)).map(|k| format!("agg-{k}")).collect()
+}
+
+/// What to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filter {
+    pub state: Option<State>,
+    pub tenant: Option<String>,
+    pub aggregate: Option<String>,
+    pub offset: u32,
+    pub limit: u32,
+}
+
+/// Most rows one list answer carries.
+pub const MAX_LIST: u32 = 5_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum ShardRequest {
+    /// Claim an event ID (claim shards).
+    Claim {
+        claim: Claim,
+    },
+    /// Read an event ID's claim (claim shards).
+    Lookup {
+        event_id: String,
+    },
+    /// Store an event; `sealed` is the sealed payload, base64 (aggregate shards).
+    Store {
+        record: Box<Record>,
+        sealed: String,
+    },
+    List {
+        filter: Filter,
+    },
+    /// One event with its sealed payload.
+    Get {
+        event_id: String,
+    },
+    Replay {
+        event_id: String,
+    },
+    Skip {
+        tenant: String,
+        aggregate: String,
+    },
+    Stats,
+}
+
+/// A decision's name and, for a refusal, its status, code and message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    Stored,
+    Duplicate,
+    Refused {
+        status: u16,
+        code: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum ShardReply {
+    Claim {
+        verdict: Verdict,
+    },
+    Lookup {
+        claim: Option<Claim>,
+    },
+    /// The stored (or already held) record.
+    Store {
+        verdict: Verdict,
+        record: Option<Record>,
+    },
+    List {
+        records: Vec<Record>,
+        more: bool,
+    },
+    Get {
+        record: Option<Record>,
+        sealed: Option<String>,
+    },
+    Replay {
+        verdict: Verdict,
+        record: Option<Record>,
+    },
+    Skip {
+        verdict: Verdict,
+        skip: Option<Skip>,
+    },
+    Stats {
+        stats: ShardStats,
+    },
+    /// The shard could not do it (storage error, bad request): the Worker answers 503.
+    Error {
+        message: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        // Pinned: changing the hash would move every aggregate to another shard.
+        assert_eq!(fnv1a(&["a"]), 0xaf63_dc4c_8601_ec8c);
+        assert_ne!(fnv1a(&["ab", "c"]), fnv1a(&["a", "bc"]));
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..200 {
+            seen.insert(aggregate_shard("acme", &format!("order-{i}"), 16));
+        }
+        assert_eq!(seen.len(), 16);
+        assert_eq!(claim_shard("evt-1", 1), "ids-0");
+        assert_eq!(aggregate_shards(3), ["agg-0", "agg-1", "agg-2"]);
+    }
+
+    #[test]
+    fn requests_round_trip_as_json() {
+        let r = ShardRequest::List {
+            filter: Filter {
+                state: Some(State::DeadLetter),
+                limit: 10,
+                ..Default::default()
+            },
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(
+            text.contains(r#""op":"list""#) && text.contains("DEAD_LETTER"),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<ShardRequest>(&text).unwrap(), r);
+    }
+}
