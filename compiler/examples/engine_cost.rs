@@ -97,6 +97,10 @@ fn main() {
                     Action::FetchHttp { .. } => {
                         e.step(&mut f, at.plus(46), Event::Http(Observed::TimedOut))
                     }
+                    // The measured requests are model requests: no event is sent.
+                    Action::ReadBody { .. } | Action::CallShards { .. } => {
+                        e.step(&mut f, at, Event::Shards(Vec::new()))
+                    }
                     Action::Respond(r) => break r.status,
                 };
             };

@@ -76,3 +76,18 @@ pub fn seed() -> u64 {
     let lo = (js_sys::Math::random() * 4_294_967_296.0) as u64;
     (hi << 32) | lo
 }
+
+/// Fills `buf` from `crypto.getRandomValues` (the seal's nonces must be unpredictable and
+/// never repeat); `false` when the runtime has no Web Crypto.
+pub fn random_bytes(buf: &mut [u8]) -> bool {
+    let got = (|| -> Result<(), JsValue> {
+        let crypto = js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("crypto"))?;
+        let fill: js_sys::Function =
+            js_sys::Reflect::get(&crypto, &JsValue::from_str("getRandomValues"))?.dyn_into()?;
+        let array = js_sys::Uint8Array::new_with_length(buf.len() as u32);
+        fill.call1(&crypto, &array)?;
+        array.copy_to(buf);
+        Ok(())
+    })();
+    got.is_ok()
+}

@@ -10,11 +10,16 @@
 #![forbid(unsafe_code)]
 
 mod analytics;
+mod body;
 mod isolate;
 mod kv;
+mod outbox;
 mod race;
 mod serve;
+mod shards;
 mod shim;
+
+pub use outbox::OutboxShard;
 
 use worker::{event, web_sys, Context, Env, Result};
 

@@ -7,7 +7,7 @@ use understudy_core::engine::{self, Action, Bindings, Event, Incoming, Reply};
 use worker::{console_log, web_sys, Context, Delay, Env};
 
 use crate::isolate::{self, now};
-use crate::{analytics, kv, race, shim};
+use crate::{analytics, body, kv, race, shards, shim};
 
 /// Secrets and vars, as the engine reads them — each read from the environment once per
 /// isolate (a changed secret or var is a new deployment, hence a new isolate).
@@ -19,6 +19,9 @@ impl Bindings for WorkerEnv<'_> {
     }
     fn var(&self, name: &str) -> Option<String> {
         isolate::binding(name, || self.0.var(name).ok().map(|v| v.to_string()))
+    }
+    fn random_bytes(&self, buf: &mut [u8]) -> bool {
+        isolate::random_bytes(buf)
     }
 }
 
@@ -75,6 +78,8 @@ pub async fn serve(req: web_sys::Request, env: Env, ctx: Context) -> web_sys::Re
                 request,
                 ..
             } => race::tier(&request, timeout_ms).await,
+            Action::ReadBody { max_bytes } => Event::Body(body::read(&req, max_bytes).await),
+            Action::CallShards { calls } => Event::Shards(shards::call_all(&env, calls).await),
             Action::Respond(reply) => return send(*reply, &env, &ctx),
         };
         let lag = matches!(event, Event::Origin(_) | Event::OriginHedged { .. }).then(shim::lag_ms);
