@@ -27,6 +27,11 @@ pub const CATALOG_UNREADABLE: &str = "ERR_CATALOG_UNREADABLE";
 pub const CATALOG_MALFORMED: &str = "ERR_CATALOG_MALFORMED";
 pub const POLICY_UNREADABLE: &str = "ERR_POLICY_UNREADABLE";
 pub const MODULE_TOO_LARGE: &str = "ERR_MODULE_TOO_LARGE";
+pub const EVENTS_PERMANENT_RETRY: &str = "ERR_EVENTS_PERMANENT_RETRY";
+pub const EVENTS_RETRY_WINDOW: &str = "ERR_EVENTS_RETRY_WINDOW";
+pub const EVENTS_SCHEMA_VERSIONS: &str = "ERR_EVENTS_SCHEMA_VERSIONS";
+pub const EVENTS_UNAUTHENTICATED: &str = "ERR_EVENTS_UNAUTHENTICATED";
+pub const EVENTS_ORDER_RELAXED: &str = "WARN_EVENTS_ORDER_RELAXED";
 
 /// One code's documentation.
 pub struct CodeDoc {
@@ -235,6 +240,58 @@ pub const ALL: &[CodeDoc] = &[
                size, for start-up time. The baked catalog is the part that grows: the message gives\n\
                the module's size and the SKU count. Trim the catalog (the final net needs a curated\n\
                list, not the whole inventory).",
+    },
+    CodeDoc {
+        code: EVENTS_PERMANENT_RETRY,
+        rule: "V-DELIVER",
+        title: "a permanent failure listed as retryable",
+        page: "`[events.retry] retry_on` names what is retried: `timeout`, `connect`, `408`, `429`,\n\
+               `5xx`. A consumer's other 4xx (`400`, `401`, `403`, `422`, `4xx`…) refuses the event\n\
+               itself — its schema or the edge's credential — and repeating it cannot succeed: it\n\
+               only delays the dead letter and hammers the consumer (seed 004: \"do not retry\n\
+               permanent 4xx schema/authentication errors\"). Remove it; fix the event or the\n\
+               credential and replay the dead letter.",
+    },
+    CodeDoc {
+        code: EVENTS_RETRY_WINDOW,
+        rule: "V-DELIVER",
+        title: "the retry schedule does not fit its window",
+        page: "Every attempt of an event must start within `[events.retry] window` (seed 004: 8\n\
+               attempts over 15 minutes). The worst case is every full-jitter wait at its ceiling\n\
+               (`base`, doubling, at most `max`) plus every attempt taking its whole\n\
+               `[events.delivery] attempt_timeout`; the notes show the arithmetic. Lower the\n\
+               attempts, the backoff or the attempt timeout, or widen the window. At run time a\n\
+               consumer's `Retry-After` may still use the window up sooner: the event is then\n\
+               dead-lettered as exhausted.",
+    },
+    CodeDoc {
+        code: EVENTS_SCHEMA_VERSIONS,
+        rule: "V-INGEST",
+        title: "an event type without its prior schema version, or with one declared twice",
+        page: "Producers upgrade one at a time, so the edge accepts the current schema version of\n\
+               each type and at least the one before it (seed 004: \"backward compatible for at\n\
+               least one prior schema version\"). A type whose highest version N is above 1 must\n\
+               also declare N−1 (`[[events.types]]` with the same `name`, `version = N-1` and the\n\
+               fields it requires); each (name, version) is declared once.",
+    },
+    CodeDoc {
+        code: EVENTS_UNAUTHENTICATED,
+        rule: "V-INGEST",
+        title: "events without caller authentication or without an operator secret",
+        page: "The edge records each event's tenant from the caller's verified token, so\n\
+               `[events]` needs `[identity]` (the token rules); and list, inspect, replay and skip\n\
+               are operator endpoints behind `[admin]`'s secret. Add the missing table. The\n\
+               encryption key must also be a secret of its own, not the identity, admin or\n\
+               consumer secret.",
+    },
+    CodeDoc {
+        code: EVENTS_ORDER_RELAXED,
+        rule: "V-ORDER",
+        title: "warning: a dead letter does not hold its aggregate",
+        page: "With `[events] dead_letter = \"continue\"` an aggregate's later events are delivered\n\
+               past its dead letter, and a replayed dead letter then arrives out of order. That is\n\
+               a choice for consumers that do not depend on order; the safe default is `\"hold\"`:\n\
+               later events wait, reported and alerted, until an operator replays or skips it.",
     },
 ];
 

@@ -36,6 +36,11 @@ const EXPECTED: &[(&str, usize, usize)] = &[
     ("ERR_BREAKER_NEVER_TRIGGERS", 24, 13),
     ("ERR_CATALOG_UNREADABLE", 39, 10),
     ("ERR_CATALOG_MALFORMED", 4, 31),
+    ("ERR_EVENTS_PERMANENT_RETRY", 72, 57),
+    ("ERR_EVENTS_RETRY_WINDOW", 71, 11),
+    ("ERR_EVENTS_SCHEMA_VERSIONS", 56, 11),
+    ("ERR_EVENTS_UNAUTHENTICATED", 43, 10),
+    ("WARN_EVENTS_ORDER_RELAXED", 53, 16),
 ];
 
 fn fixture(code: &str) -> PathBuf {
@@ -226,6 +231,66 @@ fn budget_arithmetic_is_shown() {
         notes.contains("worst case: 1150ms against budget.total 1s"),
         "{notes}"
     );
+}
+
+#[test]
+fn the_retry_window_arithmetic_is_shown() {
+    let loaded = load_policy(&fixture("ERR_EVENTS_RETRY_WINDOW"), NOW);
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.code == codes::EVENTS_RETRY_WINDOW)
+        .unwrap();
+    let notes = d.notes.join("\n");
+    assert!(
+        notes.contains("7s + 14s + 28s + 56s + 112s + 224s + 5m = 741s"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("8 attempts × the attempt timeout 10s = 80s"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("worst case: 821s against the window 10m"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn event_sections_report_every_shape_problem_in_one_run() {
+    let text = std::fs::read_to_string(fixture("WARN_EVENTS_ORDER_RELAXED"))
+        .unwrap()
+        .replace(
+            "dead_letter = \"continue\"",
+            "dead_letter = \"later\"\nshards = 0",
+        )
+        .replace("attempts = 8", "attempts = 0")
+        .replace("window = \"15m\"", "window = \"0s\"\nretry_on_typo = 1")
+        .replace("attempt_timeout = \"10s\"", "attempt_timeout = 10");
+    let dir = std::env::temp_dir().join(format!("understudy-events-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("events.toml");
+    std::fs::write(&path, text).unwrap();
+    let loaded = load_policy(&path, NOW);
+    let got: Vec<(&str, &str)> = loaded
+        .diagnostics
+        .iter()
+        .map(|d| (d.code, d.message.as_str()))
+        .collect();
+    for needle in [
+        "`events.dead_letter` is `later`",
+        "`events.shards` is 0",
+        "`events.retry.attempts` is 0",
+        "`events.retry.window` is empty or zero",
+        "unknown key `retry_on_typo`",
+        "`events.delivery.attempt_timeout` is the bare number 10",
+    ] {
+        assert!(
+            got.iter().any(|(_, m)| m.contains(needle)),
+            "missing {needle:?} in {got:#?}"
+        );
+    }
+    assert!(loaded.policy.is_none());
 }
 
 #[test]

@@ -282,6 +282,76 @@ pub fn schema() -> Value {
                     vec![("path", string("Path (default /__understudy/status).")), ("secret", string("Secret binding with the admin bearer token."))],
                 ),
             ),
+            (
+                "events",
+                table(
+                    "Durable events: ingest, outbox, delivery (seed 004).",
+                    &["route", "encryption_key_secret", "types", "delivery"],
+                    vec![
+                        ("route", string("POST path of the ingest endpoint.")),
+                        ("tenant_claim", string("Token claim naming the caller's tenant (default tenant).")),
+                        ("max_body_bytes", integer("Largest event body in bytes (default 65536, at most 1 MiB).", 1)),
+                        ("shards", integer("Outbox shards, fixed once deployed (default 16, at most 256).", 1)),
+                        ("encryption_key_secret", string("Secret binding with the AES-256-GCM key material.")),
+                        ("redact", json!({"type": "array", "items": {"type": "string"}, "description": "Payload fields (dotted paths) never logged and masked in inspect."})),
+                        ("dead_letter", choice("What a dead letter does to its aggregate's later events (default hold).", &["hold", "continue"])),
+                        ("replay", boolean("Whether dead letters may be replayed (default false).")),
+                        ("retention", duration("Delivered payloads are erased after this (default 7d).")),
+                        (
+                            "types",
+                            json!({"type": "array", "description": "Accepted event types, one entry per schema version.", "items": table(
+                                "One schema version of an event type.",
+                                &["name", "version"],
+                                vec![
+                                    ("name", string("Event type, e.g. order.placed.")),
+                                    ("version", integer("Schema version (N and N-1 are both declared).", 1)),
+                                    ("required", json!({"type": "array", "items": {"type": "string"}, "description": "Payload fields this version requires."})),
+                                ],
+                            )}),
+                        ),
+                        (
+                            "delivery",
+                            table(
+                                "Where events are delivered.",
+                                &["url"],
+                                vec![
+                                    ("url", string("Consumer URL (http or https).")),
+                                    ("credential_secret", string("Secret binding with the consumer credential.")),
+                                    ("credential_header", string("Header the credential goes in (default Authorization, with Bearer).")),
+                                    ("attempt_timeout", duration("One attempt's limit (default 10s).")),
+                                    ("concurrency", integer("Deliveries a shard runs at once (1-6, default 4).", 1)),
+                                ],
+                            ),
+                        ),
+                        (
+                            "retry",
+                            table(
+                                "The retry schedule (default: 8 attempts, 7s doubling to 5m, within 15m).",
+                                &[],
+                                vec![
+                                    ("attempts", integer("Attempts including the first.", 1)),
+                                    ("backoff", table("Full-jitter backoff.", &[], vec![("base", duration("First ceiling.")), ("max", duration("Largest ceiling."))])),
+                                    ("window", duration("Every attempt starts within this of the first.")),
+                                    ("retry_on", json!({"type": "array", "items": {"enum": ["timeout", "connect", "408", "429", "5xx"]}, "description": "Retryable outcomes; permanent 4xx are refused."})),
+                                    ("honor_retry_after", boolean("Wait at least the consumer's Retry-After (default true).")),
+                                ],
+                            ),
+                        ),
+                        (
+                            "alerts",
+                            table(
+                                "Alert thresholds.",
+                                &[],
+                                vec![
+                                    ("oldest_pending", duration("Alert when the oldest pending event is older (default 60s).")),
+                                    ("dead_letters", integer("Alert above this many dead letters (default 0).", 0)),
+                                    ("gap", duration("Report a missing predecessor after this (default 60s).")),
+                                ],
+                            ),
+                        ),
+                    ],
+                ),
+            ),
         ],
     )
     .as_object()

@@ -6,6 +6,7 @@
 mod breaker;
 mod cascade;
 mod disclose;
+pub mod events;
 pub mod node;
 mod origin;
 mod route;
@@ -88,6 +89,9 @@ pub fn parse(ctx: &mut Ctx, text: &str) -> Option<Policy> {
     let admin = top
         .opt_table(ctx, "admin")
         .and_then(|t| disclose::admin(ctx, t));
+    let events = top
+        .opt_table(ctx, "events")
+        .and_then(|t| events::events(ctx, t));
     top.finish(ctx);
 
     if ctx.diags.len() > errors_before {
@@ -106,7 +110,7 @@ pub fn parse(ctx: &mut Ctx, text: &str) -> Option<Policy> {
         catalog,
         identity,
         admin,
-        events: None,
+        events,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Phase two: does the parsed policy make sense as a whole? Every rule runs and reports
 //! into the same list, so one `check` shows every problem.
 
+mod events;
 pub mod explicit;
 pub mod inventory;
 mod rules;
@@ -71,6 +72,7 @@ fn load_source(mut loaded: Loaded, text: String, now: Millis) -> Loaded {
     loaded.sources.push((path.to_path_buf(), text));
     if let Some(policy) = policy {
         rules::check_all(&mut ctx, &policy);
+        events::check(&mut ctx, &policy);
         let base = path.parent().unwrap_or(Path::new("."));
         let cat = stubs::check_catalog(&mut ctx, &policy, base, now);
         if let Some(c) = cat {
