@@ -7,6 +7,13 @@
 //   - by `understudy dev` (as a program, below), which also starts the simulated origin;
 //   - by the end-to-end tests (tests/harness.mjs imports startEdge);
 //   - by hand: node scripts/edge-server.mjs --dist DIR [--port N] [--origin URL] [--seed FILE]
+//              [--events-url URL] [--persist DIR]
+//
+// Durable Objects (the events outbox, manifest `bindings.durable_objects`) run with SQLite
+// storage. It lives in a fresh temporary directory per process unless `persist` names a
+// directory: then it lives in DIR/do (alarms included) and survives a restart — even
+// `kill -9` of this process group — as long as the worker's name ("understudy-edge") and
+// the class name stay the same.
 //
 // Seed files (JSON) map a KV binding to its entries:
 //   { "USER_RECS": [ { "key": "user_rec:…", "value": {"items": [...]},
@@ -102,12 +109,19 @@ export async function kvNamespaceIds(dist) {
   return ids;
 }
 
+/** Miniflare's `durableObjects` option for a manifest's Durable Object bindings (SQLite). */
+export function durableObjectsOf(manifest) {
+  const out = {};
+  for (const d of manifest.bindings.durable_objects ?? []) out[d.name] = { className: d.class_name, useSQLite: d.sqlite !== false };
+  return out;
+}
+
 /**
  * `kvPersist`: a directory of local KV storage as `wrangler kv … --local --persist-to DIR`
  * writes it (DIR/v3/kv): the edge then reads what wrangler stored, under the namespace ids of
  * the build's wrangler.toml.
  */
-export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, secrets = {}, verbose = false, slowKv = {}, extra = {}, kvPersist }) {
+export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist, seed, vars = {}, secrets = {}, verbose = false, slowKv = {}, extra = {}, kvPersist }) {
   dist = resolve(dist);
   const manifest = await readManifest(dist);
   const b = manifest.bindings;
@@ -115,6 +129,7 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
   for (const s of b.secrets) bindings[s] = devSecret(s);
   Object.assign(bindings, secrets, vars);
   if (originUrl) bindings.UNDERSTUDY_ORIGIN_URL = originUrl;
+  if (eventsUrl) bindings.UNDERSTUDY_EVENTS_URL = eventsUrl;
   const ratelimits = {};
   for (const rl of b.rate_limits) ratelimits[rl.name] = { simple: { limit: rl.limit, period: rl.period } };
 
@@ -162,9 +177,12 @@ export async function startEdge({ dist, port = 0, originUrl, seed, vars = {}, se
     wrappedBindings,
     ratelimits,
     bindings,
+    durableObjects: durableObjectsOf(manifest),
     }, ...wrappers],
     // Local KV as `wrangler … --local --persist-to DIR` keeps it (a shared option).
     ...(kvPersist ? { kvPersist: join(resolve(kvPersist), "v3", "kv") } : {}),
+    // The outbox's storage: on disk (and alarms with it) when `persist` is given.
+    ...(persist ? { durableObjectsPersist: join(resolve(persist), "do") } : {}),
     // A placeholder `request.cf` instead of fetching the real one from Cloudflare.
     cf: false,
     handleRuntimeStdio(stdout, stderr) {
@@ -270,6 +288,7 @@ export async function startEdges(workers, { port = 0, verbose = false } = {}) {
       kvNamespaces,
       ratelimits,
       bindings,
+      durableObjects: durableObjectsOf(manifest),
     });
     loaded[w.name] = { manifest, seed: w.seed };
   }
@@ -387,6 +406,8 @@ async function main() {
       dist: { type: "string" },
       port: { type: "string", default: "8787" },
       origin: { type: "string" },
+      "events-url": { type: "string" },
+      persist: { type: "string" },
       seed: { type: "string" },
       kv: { type: "string", multiple: true, default: [] },
       verbose: { type: "boolean", default: false },
@@ -395,7 +416,7 @@ async function main() {
     },
   });
   if (!values.dist || (values.demo && !(values.origin && values.recipe))) {
-    console.error("usage: node scripts/edge-server.mjs --dist DIR [--port N] [--origin URL] [--seed FILE] [--kv BINDING=FILE]... [--recipe JSON [--demo]]");
+    console.error("usage: node scripts/edge-server.mjs --dist DIR [--port N] [--origin URL] [--events-url URL] [--persist DIR] [--seed FILE] [--kv BINDING=FILE]... [--recipe JSON [--demo]]");
     process.exit(2);
   }
   const port = Number(values.port);
@@ -430,7 +451,15 @@ async function main() {
       process.exit(2);
     }
   }
-  const edge = await startEdge({ dist: values.dist, port, originUrl: values.origin, seed, verbose: values.verbose });
+  const edge = await startEdge({
+    dist: values.dist,
+    port,
+    originUrl: values.origin,
+    eventsUrl: values["events-url"],
+    persist: values.persist,
+    seed,
+    verbose: values.verbose,
+  });
   const recipe = values.recipe ? JSON.parse(values.recipe) : null;
   if (recipe && !values.demo) {
     const headers = Object.entries(recipe.headers ?? {}).map(([k, v]) => ` -H '${k}: ${v}'`);

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+use understudy_core::events::protocol as outbox;
 use understudy_core::policy::{Policy, TierKind};
 
 /// The var that overrides the baked origin URL. Only the local runner sets it (tests and
@@ -21,8 +22,19 @@ pub struct RateLimit {
     pub period: u32,
 }
 
+/// A Durable Object namespace the Worker binds (the events outbox), with SQLite storage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DurableObject {
+    pub class_name: String,
+    pub name: String,
+    /// Declared with `new_sqlite_classes` (the SQLite backend cannot be switched later).
+    pub sqlite: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Bindings {
+    /// [V-STORE] Durable Object namespaces (the events outbox, when the policy has events).
+    pub durable_objects: Vec<DurableObject>,
     /// KV namespace binding names, sorted.
     pub kv: Vec<String>,
     pub rate_limits: Vec<RateLimit>,
@@ -48,6 +60,16 @@ impl Bindings {
         secrets.extend(policy.origin.credential_secret.clone());
         secrets.extend(policy.identity.as_ref().map(|i| i.secret.clone()));
         secrets.extend(policy.admin.as_ref().map(|a| a.secret.clone()));
+        let mut durable_objects = Vec::new();
+        if let Some(ev) = &policy.events {
+            secrets.insert(ev.encryption_key_secret.clone());
+            secrets.extend(ev.delivery.credential_secret.clone());
+            durable_objects.push(DurableObject {
+                class_name: outbox::CLASS.into(),
+                name: outbox::BINDING.into(),
+                sqlite: true,
+            });
+        }
         let rate_limits = policy
             .storm
             .iter()
@@ -60,6 +82,7 @@ impl Bindings {
             })
             .collect();
         Bindings {
+            durable_objects,
             kv: kv.into_iter().collect(),
             rate_limits,
             secrets: secrets.into_iter().collect(),
