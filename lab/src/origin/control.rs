@@ -16,6 +16,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
 use super::answer::SimBody;
+use super::consumer::ConsumerConfig;
 use super::fault::{Behavior, Fault};
 use super::server::{json_response, read_body, BodyError};
 use super::state::Shared;
@@ -57,7 +58,42 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<
             shared.reset_counters();
             ok(json!({"reset": true}))
         }
-        ("/__origin/stats" | "/__origin/fault" | "/__origin/reset", _) => bad(
+        ("/__origin/consumer", &Method::GET) => ok(json!(shared.consumer.config())),
+        ("/__origin/consumer", &Method::PUT | &Method::POST) => {
+            let body = match read_body(req.into_body(), MAX_CONTROL_BODY).await {
+                Ok(b) => b,
+                Err(_) => {
+                    return bad(
+                        StatusCode::BAD_REQUEST,
+                        "control body unreadable or over 64 KiB",
+                    )
+                }
+            };
+            match serde_json::from_slice::<ConsumerConfig>(&body)
+                .map_err(|e| format!("bad consumer config: {e}"))
+                .and_then(|c| c.validate().map(|()| c))
+            {
+                Ok(c) => {
+                    shared.consumer.configure(c.clone());
+                    ok(json!(c))
+                }
+                Err(e) => bad(StatusCode::BAD_REQUEST, &e),
+            }
+        }
+        ("/__origin/consumer", &Method::DELETE) => {
+            shared.consumer.configure(ConsumerConfig::default());
+            ok(json!(ConsumerConfig::default()))
+        }
+        ("/__origin/ledger", &Method::GET) => ok(json!(shared.consumer.ledger())),
+        ("/__origin/ledger", &Method::DELETE) => {
+            shared.consumer.reset_ledger();
+            ok(json!({"reset": true}))
+        }
+        (
+            "/__origin/stats" | "/__origin/fault" | "/__origin/reset" | "/__origin/consumer"
+            | "/__origin/ledger",
+            _,
+        ) => bad(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("{method} is not allowed on {path}; see GET /__origin/ for the endpoints"),
         ),
@@ -75,13 +111,18 @@ pub(crate) async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<
     }
 }
 
-const ENDPOINTS: [&str; 6] = [
+const ENDPOINTS: [&str; 11] = [
     "GET /__origin/stats",
     "GET /__origin/fault",
     "PUT /__origin/fault {\"kind\":\"status\",\"code\":503} or {\"fault\":{...},\"delay_ms\":N}",
     "POST /__origin/fault (same as PUT)",
     "DELETE /__origin/fault",
     "POST /__origin/reset",
+    "GET /__origin/consumer",
+    "PUT /__origin/consumer {\"rules\":[{\"event\":…,\"aggregate\":…,\"times\":N,\"rate\":R,\"fault\":{\"kind\":\"status\",\"code\":503}}],\"seed\":N}",
+    "DELETE /__origin/consumer",
+    "GET /__origin/ledger",
+    "DELETE /__origin/ledger",
 ];
 
 /// A control body is a bare fault (`{"kind":"hang"}`) or a behaviour

@@ -20,6 +20,7 @@
 //! ```
 
 mod answer;
+mod consumer;
 mod control;
 mod fault;
 mod script;
@@ -35,6 +36,7 @@ use anyhow::{bail, Context as _};
 use tokio::sync::watch;
 
 pub use answer::MODEL;
+pub use consumer::{ConsumerConfig, ConsumerFault, ConsumerRule, Effect, Ledger};
 pub use fault::{
     Behavior, Fault, DEFAULT_HUGE_BYTES, DEFAULT_SLOW_CHUNKS, MAX_DELAY_MS, MAX_HUGE_BYTES,
 };
@@ -167,6 +169,25 @@ impl OriginHandle {
     /// Drops the override: the script (or the healthy default) applies again.
     pub fn clear_fault(&self) {
         self.shared.set_override(None);
+    }
+
+    /// Sets the event consumer's rules (`/__events/…`).
+    pub fn set_consumer(&self, config: ConsumerConfig) -> anyhow::Result<()> {
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("bad consumer config: {e}"))?;
+        self.shared.consumer.configure(config);
+        Ok(())
+    }
+
+    /// The event consumer's side-effect ledger.
+    pub fn ledger(&self) -> Ledger {
+        self.shared.consumer.ledger()
+    }
+
+    /// `http://127.0.0.1:PORT/__events/deliver`: where deliveries to this consumer go.
+    pub fn events_url(&self) -> String {
+        format!("{}/__events/deliver", self.url())
     }
 
     /// Zeroes the counters and restarts request numbering and the script's clock.

@@ -17,10 +17,12 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
 
 use super::answer::{self, Echo, SimBody};
+use super::consumer::{Commit, ConsumerFault, Delivery};
 use super::control;
 use super::fault::Fault;
 use super::state::{Outcome, Shared};
@@ -108,8 +110,101 @@ async fn route(
     let path = req.uri().path();
     if path == CONTROL_PREFIX || path.starts_with("/__origin/") {
         control::handle(req, &shared).await
+    } else if path == EVENTS_PREFIX || path.starts_with("/__events/") {
+        consume(req, shared, reset).await
     } else {
         model(req, shared, reset).await
+    }
+}
+
+/// The URL prefix of the event consumer.
+pub(crate) const EVENTS_PREFIX: &str = "/__events";
+
+/// Answers one event delivery as the consumer's rules say, committing its side effect
+/// once per `Idempotency-Key`.
+async fn consume(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+    reset: Arc<Notify>,
+) -> Response<SimBody> {
+    let (parts, body) = req.into_parts();
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let body = match read_body(body, MAX_MODEL_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                answer::error("BAD_BODY", "delivery body unreadable or over 1 MiB"),
+            )
+        }
+    };
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+    let d = Delivery {
+        key: header("idempotency-key"),
+        event_id: text("eventId"),
+        tenant: header("x-event-tenant").unwrap_or_default(),
+        aggregate: text("aggregateId"),
+        sequence: v.get("sequence").and_then(|x| x.as_u64()).unwrap_or(0),
+    };
+    let plan = shared.consumer.begin(&d);
+    let committed = |shared: &Shared| match shared.consumer.commit(&d) {
+        Commit::New => json_response(
+            StatusCode::OK,
+            Bytes::from(json!({"committed": true, "eventId": d.event_id}).to_string()),
+        ),
+        Commit::Duplicate => json_response(
+            StatusCode::OK,
+            Bytes::from(json!({"duplicate": true, "eventId": d.event_id}).to_string()),
+        ),
+        Commit::NoKey => json_response(
+            StatusCode::BAD_REQUEST,
+            answer::error("NO_IDEMPOTENCY_KEY", "deliveries need an Idempotency-Key"),
+        ),
+    };
+    match plan.fault {
+        ConsumerFault::Healthy => committed(&shared),
+        ConsumerFault::Latency { ms } => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            committed(&shared)
+        }
+        ConsumerFault::Hang => {
+            std::future::pending::<()>().await;
+            committed(&shared)
+        }
+        ConsumerFault::Reset => {
+            reset.notify_one();
+            std::future::pending::<()>().await;
+            committed(&shared)
+        }
+        ConsumerFault::ResetAfterCommit => {
+            let _ = shared.consumer.commit(&d);
+            reset.notify_one();
+            std::future::pending::<()>().await;
+            committed(&shared)
+        }
+        ConsumerFault::Status { code } => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            json_response(
+                status,
+                answer::error(&format!("SIMULATED_{code}"), "simulated consumer failure"),
+            )
+        }
+        ConsumerFault::RateLimited { retry_after_s } => {
+            let mut r = json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                answer::error("RATE_LIMITED", "simulated consumer rate limit"),
+            );
+            r.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(retry_after_s));
+            r
+        }
     }
 }
 

@@ -80,6 +80,8 @@ pub enum Outcome {
 
 pub(crate) struct Shared {
     inner: Mutex<State>,
+    /// The event consumer and its side-effect ledger (`/__events/…`).
+    pub(crate) consumer: super::consumer::Consumer,
 }
 
 struct State {
@@ -110,6 +112,7 @@ pub(crate) struct Plan {
 impl Shared {
     pub(crate) fn new(script: Script, base_latency: Duration, recent_cap: usize) -> Arc<Self> {
         Arc::new(Shared {
+            consumer: super::consumer::Consumer::default(),
             inner: Mutex::new(State {
                 script,
                 override_behavior: None,
