@@ -44,6 +44,8 @@ pub enum Command {
     /// Measure the edge against a bare pass-through Worker (the floor) and a hand-written JS
     /// Worker (the peer) in one workerd: cold start, healthy and hung, CPU per request.
     Bench(BenchArgs),
+    /// Operate a running edge's events outbox: list, inspect, replay, skip.
+    Events(crate::cmd::events::EventsArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -205,9 +207,17 @@ pub struct DrillArgs {
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// Shrink the incident's clock (0 < F <= 1): run length, time phases, breaker clocks and
-    /// time limits scale by F; the arrival rate and latencies do not.
-    #[arg(long, default_value_t = 1.0)]
-    pub time_scale: f64,
+    /// time limits scale by F; the arrival rate and latencies do not. Default 1; for an
+    /// events scenario, the scenario's own scale (the retry schedule's clock).
+    #[arg(long)]
+    pub time_scale: Option<f64>,
+    /// Events scenarios: the full run (`full_count` events, e.g. 10,000, and the scenario's
+    /// `full_faults`), for NFR-RES-004's 10,000 replayed deliveries.
+    #[arg(long)]
+    pub full: bool,
+    /// Events scenarios: this many events in the faulty phase instead of the scenario's.
+    #[arg(long)]
+    pub events: Option<u64>,
     /// Most requests in flight at once (connections).
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Token(args) => cmd::token::run(args),
         Command::Drill(args) => cmd::drill::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Events(args) => cmd::events::run(args),
     };
     match result {
         Ok(code) => code,

@@ -6,5 +6,6 @@
 
 pub mod bench;
 pub mod drill;
+pub mod events;
 pub mod origin;
 pub mod sample;

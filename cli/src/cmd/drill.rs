@@ -10,11 +10,15 @@ use crate::args::{DrillArgs, Format};
 use understudy_lab::drill;
 
 pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.scenario).unwrap_or_default();
+    if understudy_lab::events::scenario::EventsScenario::is_events(&text) {
+        return events(args);
+    }
     let opts = drill::Options {
         policy: args.policy,
         scenario: args.scenario,
         report: args.report,
-        time_scale: args.time_scale,
+        time_scale: args.time_scale.unwrap_or(1.0),
         concurrency: args.concurrency,
         rate: args.rate,
         edge: args.edge,
@@ -97,6 +101,50 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
     }
     for a in &outcome.alerts {
         eprintln!("ALERT {a}: recovery took longer than the stall limit after the fault's end");
+    }
+    let broken = outcome.broken();
+    if broken.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        for v in &broken {
+            eprintln!("error: invariant {} broken: {}", v.name, v.detail);
+        }
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// An events scenario (`kind = "events"`): the events drill, its figures and verdicts.
+fn events(args: DrillArgs) -> anyhow::Result<ExitCode> {
+    use understudy_lab::events::drill as ev;
+    let opts = ev::Options {
+        policy: args.policy,
+        scenario: args.scenario,
+        report: args.report,
+        time_scale: args.time_scale,
+        full: args.full,
+        events: args.events,
+        edge: args.edge,
+    };
+    let outcome = ev::run(&opts)?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&outcome.json)?),
+        Format::Human => {
+            for l in &outcome.lines {
+                println!("{l}");
+            }
+            println!("\nInvariants:");
+            for v in &outcome.verdicts {
+                let mark = match v.ok {
+                    Some(true) => "ok  ",
+                    Some(false) => "FAIL",
+                    None => "--  ",
+                };
+                println!("  {mark} {:<26} {}", v.name, v.detail);
+            }
+            if let Some(dir) = &opts.report {
+                println!("\nReport: {}", dir.join("events-drill.json").display());
+            }
+        }
     }
     let broken = outcome.broken();
     if broken.is_empty() {

@@ -5,6 +5,7 @@ pub mod build;
 pub mod check;
 pub mod dev;
 pub mod drill;
+pub mod events;
 pub mod explain;
 pub mod origin;
 pub mod publish;
