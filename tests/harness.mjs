@@ -153,6 +153,11 @@ export async function startOrigin({ script } = {}) {
     clearFault: () => control("DELETE", "fault"),
     stats: () => control("GET", "stats"),
     reset: () => control("POST", "reset"),
+    /** The event consumer's rules (docs/origin.md) and its side-effect ledger. */
+    consumer: (config) => control("PUT", "consumer", config),
+    clearConsumer: () => control("DELETE", "consumer"),
+    ledger: () => control("GET", "ledger"),
+    eventsUrl: `${url}/__events/deliver`,
     stop: () => stopChild(child),
   };
 }

@@ -153,6 +153,10 @@ pub struct DevArgs {
     /// Run the demo (one healthy and one degraded answer) and exit.
     #[arg(long)]
     pub demo: bool,
+    /// Keep the events outbox (Durable Objects) in this directory across restarts; a fresh
+    /// temporary one by default.
+    #[arg(long)]
+    pub persist: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -128,6 +128,13 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     for kv in &kv_files {
         cmd.arg("--kv").arg(kv);
     }
+    // [V-*] Deliveries of the events outbox go to the simulated consumer.
+    if policy.events.is_some() {
+        cmd.args(["--events-url", &origin.events_url()]);
+        if let Some(dir) = &args.persist {
+            cmd.arg("--persist").arg(dir);
+        }
+    }
     if args.demo {
         cmd.arg("--demo");
     } else {
@@ -203,6 +210,9 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     }
     if !args.demo {
         print!("{}", break_help(&origin_url));
+        if let Some(ev) = &policy.events {
+            print!("{}", events_help(&edge_url, &origin_url, ev, policy));
+        }
     }
     let status = child.wait().context("lost the edge server")?;
     let _ = forward.join();
@@ -212,6 +222,34 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// How to send events, break the consumer and operate the outbox.
+fn events_help(
+    edge: &str,
+    origin: &str,
+    ev: &understudy_core::events::policy::Events,
+    policy: &understudy_core::policy::Policy,
+) -> String {
+    let admin = policy
+        .admin
+        .as_ref()
+        .map(|a| understudy_compiler::simulate::request::dev_secret(&a.secret))
+        .unwrap_or_default();
+    let key = policy
+        .identity
+        .as_ref()
+        .map(|i| understudy_compiler::simulate::request::dev_secret(&i.secret))
+        .unwrap_or_default();
+    format!(
+        "Events ({}): POST them with a token naming the tenant, then watch them delivered:\n\
+         \x20 TOKEN=$(understudy token --policy POLICY --sub me --claim {}=acme --key {key})\n\
+         \x20 curl -X POST {edge}{} -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' -d @event.json\n\
+         \x20 understudy events list --edge {edge} --token {admin}\n\
+         \x20 curl -X PUT {origin}/__origin/consumer -d '{{\"rules\":[{{\"fault\":{{\"kind\":\"status\",\"code\":503}}}}]}}'\n\
+         \x20 curl {origin}/__origin/ledger               # what the consumer committed\n",
+        ev.route, ev.tenant_claim, ev.route
+    )
 }
 
 fn list(items: &[String]) -> String {

@@ -372,10 +372,15 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         let p50 = percentile(lat, 0.5);
 
         // 2. Faulty phase, with the kill.
-        let mut rules = sc.faults.clone();
-        if opts.full {
-            rules.extend(sc.full_faults.clone());
-        }
+        // The full run's rules come first: every first delivery commits and resets, so every
+        // event is delivered again (NFR-RES-004's replayed deliveries).
+        let full_rules = if opts.full {
+            sc.full_faults.clone()
+        } else {
+            Vec::new()
+        };
+        let mut rules = full_rules.clone();
+        rules.extend(sc.faults.clone());
         origin.set_consumer(ConsumerConfig { rules, seed: 11 })?;
         let (faulty, swapped, dups) = produce::plan("faulty", &run_id, count, &sc.events, 13);
         let kill_at = if sc.events.kill_after > 0.0 {
@@ -448,6 +453,12 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         acked.extend(f.acked.keys().cloned());
         let (before_replay, settled1) = run.quiesce(&acked, settle_limit).await?;
         let status_before = run.status().await;
+        // The operator fixes what dead-lettered the events (the scenario's faults stop; the
+        // full run's transient resets go on), then replays them.
+        origin.set_consumer(ConsumerConfig {
+            rules: full_rules,
+            seed: 17,
+        })?;
         let mut dead_ever: BTreeMap<String, String> = BTreeMap::new();
         let mut replayed = 0u64;
         let mut replay_refused = Vec::new();

@@ -52,7 +52,8 @@ pub struct Shape {
     /// default time scale).
     #[serde(default = "scale")]
     pub time_scale: f64,
-    /// Replay the dead letters after the faulty phase (rounds at most).
+    /// Replay the dead letters after the faulty phase, in rounds until none is left (at most
+    /// this many).
     #[serde(default = "rounds")]
     pub replay_rounds: u32,
 }
@@ -70,7 +71,7 @@ fn scale() -> f64 {
     0.05
 }
 fn rounds() -> u32 {
-    3
+    10
 }
 
 impl EventsScenario {
