@@ -717,3 +717,73 @@ fn verdict_push(v: &mut Vec<Verdict>, name: &'static str, ok: bool, detail: Stri
 fn launch_clone(l: &Launch) -> Launch {
     l.clone()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(state: &str, aggregate: &str, sequence: u64) -> Value {
+        json!({"state": state, "tenant": "t", "aggregate": aggregate, "sequence": sequence, "skipped": false})
+    }
+
+    #[test]
+    fn pending_events_count_as_settled_only_behind_a_dead_letter() {
+        let acked: BTreeSet<String> = ["a1", "a2", "b1"].iter().map(|s| s.to_string()).collect();
+        let mut all = BTreeMap::from([
+            ("a1".to_string(), row("DEAD_LETTER", "a", 1)),
+            ("a2".to_string(), row("PENDING", "a", 2)),
+            ("b1".to_string(), row("DELIVERED", "b", 1)),
+        ]);
+        assert!(settled(&all, &acked));
+        all.insert("a1".into(), row("DELIVERED", "a", 1));
+        assert!(
+            !settled(&all, &acked),
+            "a2 is pending with nothing holding it"
+        );
+        all.remove("b1");
+        all.insert("a2".into(), row("DELIVERED", "a", 2));
+        assert!(
+            !settled(&all, &acked),
+            "an acked event missing from the edge is not settled"
+        );
+    }
+
+    #[test]
+    fn the_retry_clock_scales_and_replay_is_switched_on() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../policies/api.toml"))
+                .unwrap();
+        let loaded = understudy_compiler::validate::load_text(
+            std::path::Path::new("api.toml"),
+            text,
+            Millis(0),
+        );
+        let ev = loaded.policy.unwrap().events.unwrap();
+        let s = scale_events(&ev, 0.05);
+        assert_eq!(
+            (
+                s.retry.backoff_base_ms,
+                s.retry.backoff_max_ms,
+                s.retry.window_ms
+            ),
+            (350, 15_000, 45_000)
+        );
+        assert_eq!(s.delivery.attempt_timeout_ms, 500);
+        assert!(s.replay && !ev.replay);
+        let (worst, _) = s.retry.worst_case(s.delivery.attempt_timeout_ms);
+        assert!(
+            worst <= s.retry.window_ms,
+            "the scaled schedule still fits its window"
+        );
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        assert_eq!(percentile(vec![], 0.95), None);
+        assert_eq!(
+            percentile((1..=100).map(f64::from).collect(), 0.95),
+            Some(95.0)
+        );
+        assert_eq!(percentile(vec![3.0], 0.5), Some(3.0));
+    }
+}

@@ -44,6 +44,8 @@ pub struct Answered {
     pub code: Option<String>,
     pub field: Option<String>,
     pub event: Option<Record>,
+    /// Why the store could not be reached (for the log line, one bounded line).
+    pub detail: Option<String>,
 }
 
 /// Why a body could not be read.
@@ -149,6 +151,7 @@ fn answer(rendered: Rendered, outcome: &'static str, code: Option<&str>) -> Step
         code: code.map(str::to_string),
         field: None,
         event: None,
+        detail: None,
     }))
 }
 
@@ -350,6 +353,7 @@ impl Flow {
                             code: Some(rej.code.to_string()),
                             field: Some(rej.field),
                             event: None,
+                            detail: None,
                         }))
                     }
                 };
@@ -535,16 +539,22 @@ fn first(replies: Vec<Result<ShardReply, String>>) -> Result<ShardReply, String>
 }
 
 fn store_failed(cx: &Ctx<'_>, got: Result<ShardReply, String>) -> Step {
-    let _detail = match got {
+    let detail = match got {
         Ok(ShardReply::Error { message }) => message,
-        Ok(_) => "unexpected reply".to_string(),
+        Ok(_) => "the shard answered something else".to_string(),
         Err(e) => e,
     };
-    unavailable(
+    match unavailable(
         cx,
         "STORE_UNAVAILABLE",
         "the event store did not answer; nothing is acknowledged: retry with the same eventId",
-    )
+    ) {
+        Step::Answer(mut a) => {
+            a.detail = Some(crate::classify::bounded(&detail));
+            Step::Answer(a)
+        }
+        s => s,
+    }
 }
 
 fn not_found(cx: &Ctx<'_>) -> Step {
@@ -722,6 +732,7 @@ pub fn log_line(cx: &Ctx<'_>, a: &Answered, latency_ms: u64, service: &str) -> S
         "aggregate_id": e.map(|r| &r.aggregate),
         "tenant": e.map(|r| &r.tenant),
         "type": e.map(|r| &r.event_type),
+        "detail": a.detail,
         "latency_ms": latency_ms,
         "policy_version": cx.release_id,
         "service": service,

@@ -335,6 +335,11 @@ fn a_store_that_fails_answers_503_and_acknowledges_nothing() {
     assert_eq!(r.status, 503);
     assert_eq!(json_of(&r)["retryable"], true);
     assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(
+        r.log.contains("\"detail\":\"connection lost\""),
+        "{}",
+        r.log
+    );
     // The retry with the same eventId goes through.
     s.fail = false;
     assert_eq!(
