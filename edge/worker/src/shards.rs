@@ -6,7 +6,7 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures_util::future::{join_all, select, Either};
-use understudy_core::events::protocol::{ShardReply, ShardRequest, BINDING, SHARD_URL};
+use understudy_core::events::protocol::{self, ShardReply, ShardRequest, BINDING, SHARD_URL};
 use worker::{Delay, Env, Headers, Method, Request, RequestInit};
 
 /// Longest wait for one shard's answer.
@@ -24,31 +24,27 @@ async fn call(env: &Env, shard: &str, req: &ShardRequest) -> Result<ShardReply, 
         .durable_object(BINDING)
         .and_then(|ns| ns.id_from_name(shard).and_then(|id| id.get_stub()))
         .map_err(|e| format!("outbox binding `{BINDING}`: {e}"))?;
-    let body = serde_json::to_string(req).map_err(|e| e.to_string())?;
+    let body = protocol::encode(req);
     let headers = Headers::new();
     headers
-        .set("content-type", "application/json")
+        .set("content-type", "application/octet-stream")
         .map_err(|e| e.to_string())?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_headers(headers)
-        .with_body(Some(wasm_bindgen::JsValue::from_str(&body)));
+        .with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
     let request = Request::new_with_init(SHARD_URL, &init).map_err(|e| e.to_string())?;
     let work = async {
         let mut resp = stub
             .fetch_with_request(request)
             .await
             .map_err(|e| format!("shard {shard}: {e}"))?;
-        let text = resp
-            .text()
+        let bytes = resp
+            .bytes()
             .await
             .map_err(|e| format!("shard {shard}: {e}"))?;
-        serde_json::from_str::<ShardReply>(&text).map_err(|e| {
-            format!(
-                "shard {shard} answered {} with no reply ({e})",
-                resp.status_code()
-            )
-        })
+        protocol::decode::<ShardReply>(&bytes)
+            .map_err(|e| format!("shard {shard} answered {}: {e}", resp.status_code()))
     };
     let out = match select(pin!(work), pin!(Delay::from(SHARD_TIMEOUT))).await {
         Either::Left((r, _)) => r,

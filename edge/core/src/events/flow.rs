@@ -18,8 +18,6 @@ use crate::engine::admin;
 use crate::policy::Policy;
 use crate::time::Millis;
 use crate::token;
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine as _;
 
 /// Where the operators' endpoints live (behind the `[admin]` secret).
 pub const OPS_PATH: &str = "/__understudy/events";
@@ -84,7 +82,7 @@ pub enum Flow {
     },
     IngestClaim {
         record: Box<Record>,
-        sealed: String,
+        sealed: Vec<u8>,
     },
     IngestStore,
     List,
@@ -358,12 +356,7 @@ impl Flow {
                     }
                 };
                 let record = Box::new(Record::new(&env, &tenant, now));
-                let sealed = B64.encode(seal::seal(
-                    &key,
-                    nonce,
-                    &aad_of(&record),
-                    env.payload.as_bytes(),
-                ));
+                let sealed = seal::seal(&key, nonce, &aad_of(&record), env.payload.as_bytes());
                 let claim = claim_of(&env, &tenant);
                 let shard = proto::claim_shard(&env.event_id, ev.shards);
                 *self = Flow::IngestClaim { record, sealed };
@@ -489,7 +482,7 @@ impl Flow {
                 Ok(ShardReply::Skip {
                     verdict: Verdict::Stored,
                     skip: Some(s),
-                }) => answer(json_answer(cx, 200, json!({"skip": s})), "ops", None),
+                }) => answer(json_answer(cx, 200, json!({"skip": s.view()})), "ops", None),
                 Ok(ShardReply::Skip {
                     verdict:
                         Verdict::Refused {
@@ -576,17 +569,14 @@ fn claim_of(env: &Envelope, tenant: &str) -> Claim {
 }
 
 /// The payload for `events inspect`: opened and redacted, or why it cannot be shown.
-fn open_redacted(ev: &Events, key: Option<&SealKey>, rec: &Record, sealed: Option<&str>) -> Value {
+fn open_redacted(ev: &Events, key: Option<&SealKey>, rec: &Record, sealed: Option<&[u8]>) -> Value {
     let Some(sealed) = sealed else {
         return json!({"unavailable": "erased after the retention period"});
     };
     let Some(key) = key else {
         return json!({"unavailable": "the encryption key is not configured"});
     };
-    let Ok(bytes) = B64.decode(sealed) else {
-        return json!({"unavailable": "the stored payload is not base64"});
-    };
-    match seal::open(key, &aad_of(rec), &bytes) {
+    match seal::open(key, &aad_of(rec), sealed) {
         Ok(plain) => match serde_json::from_slice::<Value>(&plain) {
             Ok(v) => redact(v, &ev.redact),
             Err(_) => json!({"unavailable": "the opened payload is not JSON"}),

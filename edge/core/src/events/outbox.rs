@@ -197,9 +197,9 @@ pub struct Head {
     pub waiting: Option<(u64, u64)>,
 }
 
-/// Why an aggregate is not moving.
+/// Why an aggregate is not moving. (Externally tagged for the shard protocol, which is
+/// postcard; [`Held::view`] is the flat JSON operators see.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "why", rename_all = "snake_case")]
 pub enum Held {
     /// Its head is a dead letter: replay or skip it.
     DeadLetter {
@@ -216,6 +216,31 @@ pub enum Held {
         waiting: u64,
         since: u64,
     },
+}
+
+impl Held {
+    /// The JSON the status endpoint shows: `{"why": "dead_letter" | "gap", …}`.
+    pub fn view(&self) -> serde_json::Value {
+        match self {
+            Held::DeadLetter {
+                tenant,
+                aggregate,
+                event_id,
+                sequence,
+            } => {
+                serde_json::json!({"why": "dead_letter", "tenant": tenant, "aggregate": aggregate, "event_id": event_id, "sequence": sequence})
+            }
+            Held::Gap {
+                tenant,
+                aggregate,
+                missing,
+                waiting,
+                since,
+            } => {
+                serde_json::json!({"why": "gap", "tenant": tenant, "aggregate": aggregate, "missing": missing, "waiting": waiting, "since": since})
+            }
+        }
+    }
 }
 
 /// What one alarm run should do.
@@ -466,12 +491,23 @@ pub fn replay(now: Millis, rec: &Record, events: &Events) -> Result<Record, Refu
 
 /// What a skip did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "skipped", rename_all = "snake_case")]
 pub enum Skip {
     /// The dead-letter head stays `DEAD_LETTER`, marked skipped; the cursor moves past it.
     DeadLetter { event_id: String, to: u64 },
     /// The missing sequences are given up; the cursor moves to just before the waiting one.
     Gap { from: u64, to: u64 },
+}
+
+impl Skip {
+    /// The JSON operators see: `{"skipped": "dead_letter" | "gap", …}`.
+    pub fn view(&self) -> serde_json::Value {
+        match self {
+            Skip::DeadLetter { event_id, to } => {
+                serde_json::json!({"skipped": "dead_letter", "event_id": event_id, "to": to})
+            }
+            Skip::Gap { from, to } => serde_json::json!({"skipped": "gap", "from": from, "to": to}),
+        }
+    }
 }
 
 /// Skips what holds the aggregate `head`. Returns the skip and the updated head record.

@@ -116,7 +116,8 @@ pub struct Summary {
     pub delivery_latency_p95_ms: Option<u64>,
     pub latency_bounds_ms: &'static [u64],
     pub latency_histogram: Vec<u64>,
-    pub held: Vec<Held>,
+    /// Held aggregates, as [`Held::view`] shows them.
+    pub held: Vec<serde_json::Value>,
     pub alerts: Vec<Alert>,
     /// Shards that did not answer (their events are not in these figures).
     pub shards_unreachable: u32,
@@ -217,7 +218,7 @@ pub fn summarize(now: Millis, shards: &[ShardStats], unreachable: u32, alerts: &
         delivery_latency_p95_ms: percentile(&hist, 0.95),
         latency_bounds_ms: &LATENCY_BOUNDS_MS,
         latency_histogram: hist,
-        held,
+        held: held.iter().map(Held::view).collect(),
         alerts: fired,
         shards_unreachable: unreachable,
     }

@@ -12,11 +12,9 @@ mod rows;
 
 use std::cell::Cell;
 
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine as _;
 use understudy_core::events::outbox::{self, Arrival};
 use understudy_core::events::policy::Events;
-use understudy_core::events::protocol::{ShardReply, ShardRequest, Verdict};
+use understudy_core::events::protocol::{self, ShardReply, ShardRequest, Verdict};
 use understudy_core::Millis;
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, SqlStorage, State};
 
@@ -40,21 +38,16 @@ impl DurableObject for OutboxShard {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let reply = match req.text().await {
-            Ok(text) => match serde_json::from_str::<ShardRequest>(&text) {
+        let reply = match req.bytes().await {
+            Ok(bytes) => match protocol::decode::<ShardRequest>(&bytes) {
                 Ok(cmd) => self.handle(cmd).await,
-                Err(e) => ShardReply::Error {
-                    message: format!("not a shard request: {e}"),
-                },
+                Err(message) => ShardReply::Error { message },
             },
             Err(e) => ShardReply::Error {
                 message: format!("unreadable shard request: {e}"),
             },
         };
-        let body = serde_json::to_string(&reply).unwrap_or_else(|_| {
-            r#"{"reply":"error","message":"the reply could not be encoded"}"#.to_string()
-        });
-        Response::ok(body)
+        Response::from_bytes(protocol::encode(&reply))
     }
 
     async fn alarm(&self) -> Result<Response> {
@@ -129,9 +122,6 @@ impl OutboxShard {
                 claim: rows::claim(&sql, &event_id)?,
             },
             ShardRequest::Store { record, sealed } => {
-                let sealed = B64
-                    .decode(sealed)
-                    .map_err(|e| format!("sealed payload is not base64: {e}"))?;
                 let same_id = rows::by_id(&sql, &record.event_id)?;
                 let same_place =
                     rows::at_place(&sql, &record.tenant, &record.aggregate, record.sequence)?;
@@ -161,7 +151,7 @@ impl OutboxShard {
             ShardRequest::Get { event_id } => {
                 let record = rows::by_id(&sql, &event_id)?;
                 let sealed = match &record {
-                    Some(_) => rows::payload(&sql, &event_id)?.map(|b| B64.encode(b)),
+                    Some(_) => rows::payload(&sql, &event_id)?,
                     None => None,
                 };
                 ShardReply::Get { record, sealed }
