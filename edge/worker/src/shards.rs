@@ -1,54 +1,95 @@
 //! [V-STORE] The Worker's side of the outbox: requests to the shards (Durable Objects named
 //! by the engine), all at once, each with a time limit — a shard that does not answer is a
 //! failed call (the engine answers 503 and nothing is acknowledged), never a hung request.
+//! Like the rest of the Worker's I/O ([`crate::shim`]) the calls run in JavaScript: one
+//! crossing and one awaited promise for all of them.
 
-use std::pin::pin;
-use std::time::Duration;
-
-use futures_util::future::{join_all, select, Either};
+use js_sys::{Array, Promise, Uint8Array};
 use understudy_core::events::protocol::{self, ShardReply, ShardRequest, BINDING, SHARD_URL};
-use worker::{Delay, Env, Headers, Method, Request, RequestInit};
+use wasm_bindgen::prelude::*;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::Env;
 
 /// Longest wait for one shard's answer.
-const SHARD_TIMEOUT: Duration = Duration::from_secs(10);
+const SHARD_TIMEOUT_MS: f64 = 10_000.0;
+
+#[wasm_bindgen(inline_js = r#"
+// One [kind, bytes or message, status] per call: kind 1 answered, 0 timed out, 2 failed.
+export async function us_shards(ns, url, names, bodies, timeoutMs) {
+  return Promise.all(names.map(async (name, i) => {
+    let timer;
+    const late = new Promise((r) => { timer = setTimeout(() => r(null), timeoutMs); });
+    try {
+      const stub = ns.get(ns.idFromName(name));
+      const call = (async () => {
+        const res = await stub.fetch(url, { method: "POST", body: bodies[i] });
+        return [1, new Uint8Array(await res.arrayBuffer()), res.status];
+      })();
+      const got = await Promise.race([call, late]);
+      return got === null ? [0, "did not answer in time", 0] : got;
+    } catch (e) {
+      return [2, String((e && e.message) || e).split("\n")[0], 0];
+    } finally {
+      clearTimeout(timer);
+    }
+  }));
+}
+"#)]
+extern "C" {
+    fn us_shards(ns: &JsValue, url: &str, names: Array, bodies: Array, timeout_ms: f64) -> Promise;
+}
 
 pub async fn call_all(
     env: &Env,
     calls: Vec<(String, ShardRequest)>,
 ) -> Vec<Result<ShardReply, String>> {
-    join_all(calls.iter().map(|(shard, req)| call(env, shard, req))).await
-}
-
-async fn call(env: &Env, shard: &str, req: &ShardRequest) -> Result<ShardReply, String> {
-    let stub = env
-        .durable_object(BINDING)
-        .and_then(|ns| ns.id_from_name(shard).and_then(|id| id.get_stub()))
-        .map_err(|e| format!("outbox binding `{BINDING}`: {e}"))?;
-    let body = protocol::encode(req);
-    let headers = Headers::new();
-    headers
-        .set("content-type", "application/octet-stream")
-        .map_err(|e| e.to_string())?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
-    let request = Request::new_with_init(SHARD_URL, &init).map_err(|e| e.to_string())?;
-    let work = async {
-        let mut resp = stub
-            .fetch_with_request(request)
-            .await
-            .map_err(|e| format!("shard {shard}: {e}"))?;
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| format!("shard {shard}: {e}"))?;
-        protocol::decode::<ShardReply>(&bytes)
-            .map_err(|e| format!("shard {shard} answered {}: {e}", resp.status_code()))
+    let ns = match js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(BINDING)) {
+        Ok(ns) if ns.is_object() => ns,
+        _ => {
+            return calls
+                .iter()
+                .map(|_| Err(format!("outbox binding `{BINDING}` is not bound")))
+                .collect()
+        }
     };
-    let out = match select(pin!(work), pin!(Delay::from(SHARD_TIMEOUT))).await {
-        Either::Left((r, _)) => r,
-        Either::Right(((), _)) => Err(format!("shard {shard} did not answer in time")),
-    };
-    out
+    let names = Array::new();
+    let bodies = Array::new();
+    for (shard, req) in &calls {
+        names.push(&JsValue::from_str(shard));
+        bodies.push(&Uint8Array::from(protocol::encode(req).as_slice()).into());
+    }
+    let answers =
+        match JsFuture::from(us_shards(&ns, SHARD_URL, names, bodies, SHARD_TIMEOUT_MS)).await {
+            Ok(v) => Array::from(&v),
+            Err(e) => {
+                let e = understudy_core::classify::bounded(&format!("{e:?}"));
+                return calls.iter().map(|_| Err(e.clone())).collect();
+            }
+        };
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, (shard, _))| {
+            let a = Array::from(&answers.get(i as u32));
+            match a.get(0).as_f64().unwrap_or(2.0) as u8 {
+                1 => {
+                    let bytes = a
+                        .get(1)
+                        .dyn_into::<Uint8Array>()
+                        .map(|b| b.to_vec())
+                        .unwrap_or_default();
+                    protocol::decode::<ShardReply>(&bytes).map_err(|e| {
+                        format!(
+                            "shard {shard} answered {}: {e}",
+                            a.get(2).as_f64().unwrap_or(0.0)
+                        )
+                    })
+                }
+                _ => Err(format!(
+                    "shard {shard}: {}",
+                    a.get(1).as_string().unwrap_or_default()
+                )),
+            }
+        })
+        .collect()
 }

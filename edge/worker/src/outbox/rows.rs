@@ -2,7 +2,6 @@
 //! synchronous (`exec`); a command issues its writes with no `await` between them, so the
 //! object's write coalescing commits them as one atomic batch (ADR 006).
 
-use serde::Deserialize;
 use understudy_core::events::outbox::{Claim, Head, Record, State};
 use understudy_core::events::stats::{Tally, BUCKETS};
 use worker::{SqlStorage, SqlStorageValue as V};
@@ -37,57 +36,78 @@ fn err(e: worker::Error) -> String {
     e.to_string()
 }
 
-#[derive(Deserialize)]
-struct Row {
-    event_id: String,
-    tenant: String,
-    aggregate: String,
-    sequence: i64,
-    event_type: String,
-    schema_version: i64,
-    occurred_at: String,
-    correlation_id: String,
-    state: String,
-    attempts: i64,
-    last_error_class: Option<String>,
-    last_error: Option<String>,
-    last_status: Option<i64>,
-    next_attempt_at: Option<i64>,
-    stored_at: i64,
-    first_attempt_at: Option<i64>,
-    delivered_at: Option<i64>,
-    skipped: i64,
-    replays: i64,
+/// A row's cells, read in the order the query names its columns. The raw cursor gives
+/// plain values (no per-row struct decoding: a serde decoder per row type costs kilobytes
+/// of the module each).
+struct Cells(std::vec::IntoIter<V>);
+
+impl Cells {
+    fn s(&mut self) -> String {
+        match self.0.next() {
+            Some(V::String(s)) => s,
+            Some(V::Integer(i)) => i.to_string(),
+            _ => String::new(),
+        }
+    }
+    fn os(&mut self) -> Option<String> {
+        match self.0.next() {
+            Some(V::String(s)) => Some(s),
+            _ => None,
+        }
+    }
+    fn oi(&mut self) -> Option<i64> {
+        match self.0.next() {
+            Some(V::Integer(i)) => Some(i),
+            Some(V::Float(f)) => Some(f as i64),
+            Some(V::Boolean(b)) => Some(i64::from(b)),
+            _ => None,
+        }
+    }
+    fn u(&mut self) -> u64 {
+        self.oi().map(u).unwrap_or(0)
+    }
+    fn ou(&mut self) -> Option<u64> {
+        self.oi().map(u)
+    }
+}
+
+/// Every row of `query`, as cells.
+fn cells(sql: &SqlStorage, query: &str, bind: Vec<V>) -> Sql<Vec<Cells>> {
+    let cursor = sql.exec(query, bind).map_err(err)?;
+    let mut out = Vec::new();
+    for row in cursor.raw() {
+        out.push(Cells(row.map_err(err)?.into_iter()));
+    }
+    Ok(out)
+}
+
+/// The record in a row of [`COLS`].
+fn record(mut c: Cells) -> Record {
+    Record {
+        event_id: c.s(),
+        tenant: c.s(),
+        aggregate: c.s(),
+        sequence: c.u(),
+        event_type: c.s(),
+        schema_version: u32::try_from(c.u()).unwrap_or(0),
+        occurred_at: c.s(),
+        correlation_id: c.s(),
+        state: State::parse(&c.s()).unwrap_or(State::Pending),
+        attempts: u32::try_from(c.u()).unwrap_or(u32::MAX),
+        last_error_class: c.os(),
+        last_error: c.os(),
+        last_status: c.ou().and_then(|s| u16::try_from(s).ok()),
+        next_attempt_at: c.ou(),
+        stored_at: c.u(),
+        first_attempt_at: c.ou(),
+        delivered_at: c.ou(),
+        skipped: c.u() != 0,
+        replays: u32::try_from(c.u()).unwrap_or(u32::MAX),
+    }
 }
 
 fn u(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
-}
-
-impl Row {
-    fn record(self) -> Record {
-        Record {
-            event_id: self.event_id,
-            tenant: self.tenant,
-            aggregate: self.aggregate,
-            sequence: u(self.sequence),
-            event_type: self.event_type,
-            schema_version: u32::try_from(self.schema_version).unwrap_or(0),
-            occurred_at: self.occurred_at,
-            correlation_id: self.correlation_id,
-            state: State::parse(&self.state).unwrap_or(State::Pending),
-            attempts: u32::try_from(self.attempts).unwrap_or(u32::MAX),
-            last_error_class: self.last_error_class,
-            last_error: self.last_error,
-            last_status: self.last_status.and_then(|s| u16::try_from(s).ok()),
-            next_attempt_at: self.next_attempt_at.map(u),
-            stored_at: u(self.stored_at),
-            first_attempt_at: self.first_attempt_at.map(u),
-            delivered_at: self.delivered_at.map(u),
-            skipped: self.skipped != 0,
-            replays: u32::try_from(self.replays).unwrap_or(u32::MAX),
-        }
-    }
 }
 
 fn i(v: u64) -> V {
@@ -110,12 +130,7 @@ pub fn init(sql: &SqlStorage) -> Sql<()> {
 }
 
 pub fn records(sql: &SqlStorage, query: &str, bind: Vec<V>) -> Sql<Vec<Record>> {
-    let rows: Vec<Row> = sql
-        .exec(query, bind)
-        .map_err(err)?
-        .to_array()
-        .map_err(err)?;
-    Ok(rows.into_iter().map(Row::record).collect())
+    Ok(cells(sql, query, bind)?.into_iter().map(record).collect())
 }
 
 pub fn by_id(sql: &SqlStorage, id: &str) -> Sql<Option<Record>> {
@@ -133,21 +148,13 @@ pub fn at_place(sql: &SqlStorage, tenant: &str, aggregate: &str, seq: u64) -> Sq
     )
 }
 
-#[derive(Deserialize)]
-struct Cursor {
-    cursor: i64,
-}
-
 pub fn cursor(sql: &SqlStorage, tenant: &str, aggregate: &str) -> Sql<u64> {
-    let rows: Vec<Cursor> = sql
-        .exec(
-            "SELECT cursor FROM aggregates WHERE tenant = ? AND aggregate = ?",
-            vec![tenant.into(), aggregate.into()],
-        )
-        .map_err(err)?
-        .to_array()
-        .map_err(err)?;
-    Ok(rows.first().map(|c| u(c.cursor)).unwrap_or(0))
+    let rows = cells(
+        sql,
+        "SELECT cursor FROM aggregates WHERE tenant = ? AND aggregate = ?",
+        vec![tenant.into(), aggregate.into()],
+    )?;
+    Ok(rows.into_iter().next().map(|mut c| c.u()).unwrap_or(0))
 }
 
 pub fn set_cursor(sql: &SqlStorage, tenant: &str, aggregate: &str, to: u64) -> Sql<()> {
@@ -239,67 +246,25 @@ pub fn payload(sql: &SqlStorage, id: &str) -> Sql<Option<Vec<u8>>> {
     Ok(None)
 }
 
-#[derive(Deserialize)]
-struct HeadRow {
-    h_tenant: String,
-    h_aggregate: String,
-    h_cursor: i64,
-}
-
-#[derive(Deserialize)]
-struct Waiting {
-    sequence: Option<i64>,
-    stored_at: Option<i64>,
-}
-
 /// Most aggregates one alarm run looks at.
 const MAX_HEADS: u32 = 2_000;
 
 /// Every aggregate with an undelivered event past its cursor, with its head; and the loose
 /// events (replayed dead letters the aggregate already moved past).
 pub fn heads(sql: &SqlStorage) -> Sql<(Vec<Head>, Vec<Record>)> {
-    let open: Vec<HeadRow> = sql
-        .exec(
-            &format!(
-                "SELECT a.tenant AS h_tenant, a.aggregate AS h_aggregate, a.cursor AS h_cursor
-                 FROM aggregates a WHERE EXISTS (SELECT 1 FROM events e WHERE e.tenant = a.tenant
-                 AND e.aggregate = a.aggregate AND e.sequence > a.cursor) LIMIT {MAX_HEADS}"
-            ),
-            None,
-        )
-        .map_err(err)?
-        .to_array()
-        .map_err(err)?;
+    let open = cells(
+        sql,
+        &format!(
+            "SELECT a.tenant, a.aggregate, a.cursor FROM aggregates a WHERE EXISTS (SELECT 1
+             FROM events e WHERE e.tenant = a.tenant AND e.aggregate = a.aggregate
+             AND e.sequence > a.cursor) LIMIT {MAX_HEADS}"
+        ),
+        vec![],
+    )?;
     let mut heads = Vec::with_capacity(open.len());
-    for h in open {
-        let cursor = u(h.h_cursor);
-        let next = at_place(sql, &h.h_tenant, &h.h_aggregate, cursor + 1)?;
-        let waiting = if next.is_none() {
-            let w: Vec<Waiting> = sql
-                .exec(
-                    "SELECT MIN(sequence) AS sequence, MIN(stored_at) AS stored_at FROM events
-                     WHERE tenant = ? AND aggregate = ? AND sequence > ?",
-                    vec![
-                        h.h_tenant.as_str().into(),
-                        h.h_aggregate.as_str().into(),
-                        i(cursor),
-                    ],
-                )
-                .map_err(err)?
-                .to_array()
-                .map_err(err)?;
-            w.first()
-                .and_then(|w| Some((u(w.sequence?), u(w.stored_at?))))
-        } else {
-            None
-        };
-        heads.push(Head {
-            tenant: h.h_tenant,
-            aggregate: h.h_aggregate,
-            cursor,
-            next,
-            waiting,
-        });
+    for mut h in open {
+        let (tenant, aggregate, cursor) = (h.s(), h.s(), h.u());
+        heads.push(head_at(sql, tenant, aggregate, cursor)?);
     }
     let loose = records(
         sql,
@@ -313,56 +278,49 @@ pub fn heads(sql: &SqlStorage) -> Sql<(Vec<Head>, Vec<Record>)> {
     Ok((heads, loose))
 }
 
-/// One aggregate's head.
-pub fn head(sql: &SqlStorage, tenant: &str, aggregate: &str) -> Sql<Head> {
-    let cursor = cursor(sql, tenant, aggregate)?;
-    let next = at_place(sql, tenant, aggregate, cursor + 1)?;
+/// The head of `(tenant, aggregate)` at `cursor`: the event at `cursor + 1`, or the lowest
+/// later one waiting.
+fn head_at(sql: &SqlStorage, tenant: String, aggregate: String, cursor: u64) -> Sql<Head> {
+    let next = at_place(sql, &tenant, &aggregate, cursor + 1)?;
     let waiting = if next.is_none() {
-        let w: Vec<Waiting> = sql
-            .exec(
-                "SELECT MIN(sequence) AS sequence, MIN(stored_at) AS stored_at FROM events
-                 WHERE tenant = ? AND aggregate = ? AND sequence > ?",
-                vec![tenant.into(), aggregate.into(), i(cursor)],
-            )
-            .map_err(err)?
-            .to_array()
-            .map_err(err)?;
-        w.first()
-            .and_then(|w| Some((u(w.sequence?), u(w.stored_at?))))
+        cells(
+            sql,
+            "SELECT MIN(sequence), MIN(stored_at) FROM events
+             WHERE tenant = ? AND aggregate = ? AND sequence > ?",
+            vec![tenant.as_str().into(), aggregate.as_str().into(), i(cursor)],
+        )?
+        .into_iter()
+        .next()
+        .and_then(|mut c| Some((c.ou()?, c.ou()?)))
     } else {
         None
     };
     Ok(Head {
-        tenant: tenant.to_string(),
-        aggregate: aggregate.to_string(),
+        tenant,
+        aggregate,
         cursor,
         next,
         waiting,
     })
 }
 
-#[derive(Deserialize)]
-struct ClaimRow {
-    event_id: String,
-    tenant: String,
-    aggregate: String,
-    sequence: i64,
+/// One aggregate's head.
+pub fn head(sql: &SqlStorage, tenant: &str, aggregate: &str) -> Sql<Head> {
+    let cursor = cursor(sql, tenant, aggregate)?;
+    head_at(sql, tenant.to_string(), aggregate.to_string(), cursor)
 }
 
 pub fn claim(sql: &SqlStorage, id: &str) -> Sql<Option<Claim>> {
-    let rows: Vec<ClaimRow> = sql
-        .exec(
-            "SELECT event_id, tenant, aggregate, sequence FROM claims WHERE event_id = ?",
-            vec![id.into()],
-        )
-        .map_err(err)?
-        .to_array()
-        .map_err(err)?;
-    Ok(rows.into_iter().next().map(|r| Claim {
-        event_id: r.event_id,
-        tenant: r.tenant,
-        aggregate: r.aggregate,
-        sequence: u(r.sequence),
+    let rows = cells(
+        sql,
+        "SELECT event_id, tenant, aggregate, sequence FROM claims WHERE event_id = ?",
+        vec![id.into()],
+    )?;
+    Ok(rows.into_iter().next().map(|mut c| Claim {
+        event_id: c.s(),
+        tenant: c.s(),
+        aggregate: c.s(),
+        sequence: c.u(),
     }))
 }
 
@@ -394,79 +352,53 @@ pub fn bump(sql: &SqlStorage, name: &str, by: u64) -> Sql<()> {
     Ok(())
 }
 
-#[derive(Deserialize)]
-struct Named {
-    name: String,
-    value: i64,
-}
-
 /// The counters and the latency histogram (`lat_<bucket>`).
 pub fn tally(sql: &SqlStorage) -> Sql<(Tally, Vec<u64>)> {
-    let rows: Vec<Named> = sql
-        .exec("SELECT name, value FROM tally", None)
-        .map_err(err)?
-        .to_array()
-        .map_err(err)?;
     let mut t = Tally::default();
     let mut hist = vec![0u64; BUCKETS];
-    for r in rows {
-        if let Some(b) = r
-            .name
+    for mut c in cells(sql, "SELECT name, value FROM tally", vec![])? {
+        let (name, value) = (c.s(), c.u());
+        if let Some(b) = name
             .strip_prefix("lat_")
             .and_then(|b| b.parse::<usize>().ok())
         {
             if let Some(slot) = hist.get_mut(b) {
-                *slot = u(r.value);
+                *slot = value;
             }
         } else {
-            t.set(&r.name, u(r.value));
+            t.set(&name, value);
         }
     }
     Ok((t, hist))
 }
 
-#[derive(Deserialize)]
-struct Count {
-    state: String,
-    skipped: i64,
-    n: i64,
-}
-
-#[derive(Deserialize)]
-struct Oldest {
-    t: Option<i64>,
-}
-
 /// Events per state now, and when the oldest pending one was stored.
 pub fn counts(sql: &SqlStorage) -> Sql<([u64; 4], Option<u64>)> {
-    let rows: Vec<Count> = sql
-        .exec(
-            "SELECT state, skipped, COUNT(*) AS n FROM events GROUP BY state, skipped",
-            None,
-        )
-        .map_err(err)?
-        .to_array()
-        .map_err(err)?;
     let mut c = [0u64; 4]; // pending, delivered, dead letters, skipped
-    for r in rows {
-        let slot = match (State::parse(&r.state), r.skipped != 0) {
+    for mut r in cells(
+        sql,
+        "SELECT state, skipped, COUNT(*) FROM events GROUP BY state, skipped",
+        vec![],
+    )? {
+        let (state, skipped, n) = (r.s(), r.u(), r.u());
+        let slot = match (State::parse(&state), skipped != 0) {
             (Some(State::Pending), _) => 0,
             (Some(State::Delivered), _) => 1,
             (Some(State::DeadLetter), false) => 2,
             (Some(State::DeadLetter), true) => 3,
             (None, _) => continue,
         };
-        c[slot] += u(r.n);
+        c[slot] += n;
     }
-    let oldest: Vec<Oldest> = sql
-        .exec(
-            "SELECT MIN(stored_at) AS t FROM events WHERE state = 'PENDING'",
-            None,
-        )
-        .map_err(err)?
-        .to_array()
-        .map_err(err)?;
-    Ok((c, oldest.first().and_then(|o| o.t).map(u)))
+    let oldest = cells(
+        sql,
+        "SELECT MIN(stored_at) FROM events WHERE state = 'PENDING'",
+        vec![],
+    )?
+    .into_iter()
+    .next()
+    .and_then(|mut o| o.ou());
+    Ok((c, oldest))
 }
 
 /// Erases the payloads of events delivered before `before` (at most a batch per call).
