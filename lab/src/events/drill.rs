@@ -248,12 +248,16 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     });
 
     let run_id = format!("d{}", epoch_ms() % 1_000_000_000);
-    let work = root.join(".understudy/drill").join(format!(
-        "events-{}-{}",
-        std::process::id(),
-        epoch_ms()
-    ));
-    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    // The scratch directory (bake, outbox storage, runtime log) lives in the checkout like
+    // the other drills' and is removed when dropped, whatever happens.
+    let parent = root.join(".understudy/drill");
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    let scratch = tempfile::Builder::new()
+        .prefix("events-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("cannot create a directory in {}", parent.display()))?;
+    let work = scratch.path().to_path_buf();
     let now = Millis(epoch_ms());
     let stamped = stamp_policy(&opts.policy, &work, now)?;
     let loaded = load_policy(&stamped, now);
@@ -702,7 +706,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             serde_json::to_vec_pretty(&json)?,
         )?;
     }
-    let _ = std::fs::remove_dir_all(&work);
+    drop(scratch);
     Ok(Outcome {
         json,
         lines,
