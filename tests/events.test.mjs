@@ -145,6 +145,12 @@ describe("durable events [V-*]", () => {
     assert.deepEqual([other.status, other.json.code], [409, "EVENT_ID_REUSED"]);
     const r = await s.until(e.eventId, delivered, "delivered");
     assert.equal(r.tenant, "acme");
+    // Another event at the same sequence is refused (409, not retryable); its ID stays free
+    // for the corrected resend.
+    const clash = event("dup-a", 1);
+    const taken = await s.post(clash);
+    assert.deepEqual([taken.status, taken.json.code, taken.json.retryable], [409, "SEQUENCE_TAKEN", false]);
+    assert.equal((await s.post({ ...clash, sequence: 2 })).status, 202);
     const ledger = await s.origin.ledger();
     assert.equal(ledger.commits.filter((c) => c.event_id === e.eventId).length, 1);
     assert.equal(ledger.delivered[e.eventId], 1, "stored once, delivered once");

@@ -84,7 +84,14 @@ pub enum Flow {
         record: Box<Record>,
         sealed: Vec<u8>,
     },
-    IngestStore,
+    IngestStore {
+        /// The claim this request made (released if the store refuses the event).
+        new_claim: Option<Claim>,
+        record: Box<Record>,
+    },
+    /// The store refused the event: the claim this request made is released, then the
+    /// refusal is the answer.
+    IngestUnclaim(Box<Step>),
     List,
     InspectLookup {
         key: Option<SealKey>,
@@ -365,11 +372,14 @@ impl Flow {
             (Flow::IngestClaim { record, sealed }, Heard::Shards(replies)) => {
                 match first(replies) {
                     Ok(ShardReply::Claim {
-                        verdict: Verdict::Stored | Verdict::Duplicate,
+                        verdict: v @ (Verdict::Stored | Verdict::Duplicate),
                     }) => {
                         let shard =
                             proto::aggregate_shard(&record.tenant, &record.aggregate, ev.shards);
-                        *self = Flow::IngestStore;
+                        *self = Flow::IngestStore {
+                            new_claim: (v == Verdict::Stored).then(|| claim_of_record(&record)),
+                            record: record.clone(),
+                        };
                         Step::Call(vec![(shard, ShardRequest::Store { record, sealed })])
                     }
                     Ok(ShardReply::Claim {
@@ -390,13 +400,13 @@ impl Flow {
                     other => with_event(store_failed(cx, other), record),
                 }
             }
-            (Flow::IngestStore, Heard::Shards(replies)) => match first(replies) {
-                Ok(ShardReply::Store {
-                    verdict,
-                    record: Some(rec),
-                }) => match verdict {
-                    Verdict::Stored | Verdict::Duplicate => {
-                        let dup = verdict == Verdict::Duplicate;
+            (Flow::IngestStore { new_claim, record }, Heard::Shards(replies)) => {
+                match first(replies) {
+                    Ok(ShardReply::Store {
+                        verdict: v @ (Verdict::Stored | Verdict::Duplicate),
+                        record: Some(rec),
+                    }) => {
+                        let dup = v == Verdict::Duplicate;
                         let body = json!({
                             "eventId": rec.event_id,
                             "status": if dup { "duplicate" } else { "accepted" },
@@ -406,21 +416,37 @@ impl Flow {
                         let outcome = if dup { "duplicate" } else { "accepted" };
                         with_event(answer(json_answer(cx, 202, body), outcome, None), rec)
                     }
-                    Verdict::Refused {
-                        status,
-                        code,
-                        message,
-                    } => with_event(
-                        answer(
-                            error(cx, status, &code, &message, false, Some("sequence")),
-                            "refused",
-                            Some(&code),
-                        ),
-                        rec,
-                    ),
-                },
-                other => store_failed(cx, other),
-            },
+                    Ok(ShardReply::Store {
+                        verdict:
+                            Verdict::Refused {
+                                status,
+                                code,
+                                message,
+                            },
+                        ..
+                    }) => {
+                        let refusal = with_event(
+                            answer(
+                                error(cx, status, &code, &message, false, Some("sequence")),
+                                "refused",
+                                Some(&code),
+                            ),
+                            record,
+                        );
+                        match new_claim {
+                            // The event ID stays free for a corrected resend.
+                            Some(claim) => {
+                                let shard = proto::claim_shard(&claim.event_id, ev.shards);
+                                *self = Flow::IngestUnclaim(Box::new(refusal));
+                                Step::Call(vec![(shard, ShardRequest::Unclaim { claim })])
+                            }
+                            None => refusal,
+                        }
+                    }
+                    other => with_event(store_failed(cx, other), record),
+                }
+            }
+            (Flow::IngestUnclaim(step), Heard::Shards(_)) => *step,
             (Flow::List, Heard::Shards(replies)) => list_answer(cx, replies),
             (Flow::InspectLookup { key }, Heard::Shards(replies)) => match first(replies) {
                 Ok(ShardReply::Lookup { claim: Some(c) }) => {
@@ -557,6 +583,15 @@ fn not_found(cx: &Ctx<'_>) -> Step {
 /// The row identity bound into the seal.
 pub fn aad_of(rec: &Record) -> Vec<u8> {
     seal::aad(&rec.event_id, &rec.tenant, &rec.aggregate, rec.sequence)
+}
+
+fn claim_of_record(r: &Record) -> Claim {
+    Claim {
+        event_id: r.event_id.clone(),
+        tenant: r.tenant.clone(),
+        aggregate: r.aggregate.clone(),
+        sequence: r.sequence,
+    }
 }
 
 fn claim_of(env: &Envelope, tenant: &str) -> Claim {

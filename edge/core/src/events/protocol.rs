@@ -95,6 +95,11 @@ pub enum ShardRequest {
         aggregate: String,
     },
     Stats,
+    /// Release a claim this request made when the store refused its event (claim shards),
+    /// so a corrected resend with the same event ID is not refused as a reuse.
+    Unclaim {
+        claim: Claim,
+    },
 }
 
 /// A decision's name and, for a refusal, its status, code and message.

@@ -118,6 +118,12 @@ impl OutboxShard {
                     verdict: verdict(a),
                 }
             }
+            ShardRequest::Unclaim { claim } => {
+                rows::delete_claim(&sql, &claim)?;
+                ShardReply::Claim {
+                    verdict: Verdict::Stored,
+                }
+            }
             ShardRequest::Lookup { event_id } => ShardReply::Lookup {
                 claim: rows::claim(&sql, &event_id)?,
             },

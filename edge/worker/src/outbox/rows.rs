@@ -338,6 +338,21 @@ pub fn insert_claim(sql: &SqlStorage, c: &Claim) -> Sql<()> {
     Ok(())
 }
 
+/// Removes exactly this claim (a claim another request holds differently stays).
+pub fn delete_claim(sql: &SqlStorage, c: &Claim) -> Sql<()> {
+    sql.exec(
+        "DELETE FROM claims WHERE event_id = ? AND tenant = ? AND aggregate = ? AND sequence = ?",
+        vec![
+            c.event_id.as_str().into(),
+            c.tenant.as_str().into(),
+            c.aggregate.as_str().into(),
+            i(c.sequence),
+        ],
+    )
+    .map_err(err)?;
+    Ok(())
+}
+
 /// Adds `by` to the counter `name`.
 pub fn bump(sql: &SqlStorage, name: &str, by: u64) -> Sql<()> {
     if by == 0 {

@@ -104,6 +104,14 @@ impl Shards {
                     verdict: verdict(a),
                 }
             }
+            ShardRequest::Unclaim { claim } => {
+                if self.claims.get(&claim.event_id) == Some(&claim) {
+                    self.claims.remove(&claim.event_id);
+                }
+                ShardReply::Claim {
+                    verdict: Verdict::Stored,
+                }
+            }
             ShardRequest::Lookup { event_id } => ShardReply::Lookup {
                 claim: self.claims.get(&event_id).cloned(),
             },
@@ -247,6 +255,22 @@ fn a_repeated_event_id_is_acknowledged_once_and_another_tenant_is_refused() {
     assert_eq!(json_of(&other)["code"], "EVENT_ID_REUSED");
     assert_eq!(json_of(&other)["field"], "eventId");
     assert_eq!(s.outbox.rows["evt-1"].tenant, "acme", "never merged");
+}
+
+#[test]
+fn a_sequence_taken_by_another_event_is_refused_and_the_event_id_stays_free() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    post(&mut e, &mut s, Some("acme"), &event_body("evt-1", 1));
+    let taken = post(&mut e, &mut s, Some("acme"), &event_body("evt-2", 1));
+    assert_eq!(taken.status, 409, "{}", taken.body);
+    assert_eq!(json_of(&taken)["code"], "SEQUENCE_TAKEN");
+    assert_eq!(json_of(&taken)["retryable"], false);
+    assert!(!s.claims.contains_key("evt-2"), "the claim was released");
+    // The producer fixes the sequence and sends the same event ID again.
+    let fixed = post(&mut e, &mut s, Some("acme"), &event_body("evt-2", 2));
+    assert_eq!(fixed.status, 202, "{}", fixed.body);
 }
 
 #[test]
