@@ -22,7 +22,14 @@ pub fn cpu_ns(pids: &[u32]) -> Option<u64> {
 fn process_ns(proc_dir: &Path) -> Option<u64> {
     let mut total = 0u64;
     for task in std::fs::read_dir(proc_dir.join("task")).ok()? {
-        let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        // A thread that exits between the listing and the read is skipped, not fatal (the
+        // test below runs beside other test threads that come and go).
+        let Some(text) = task
+            .ok()
+            .and_then(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        else {
+            continue;
+        };
         total += parse_schedstat(&text)?;
     }
     Some(total)
