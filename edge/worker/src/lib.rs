@@ -21,7 +21,18 @@ mod shim;
 
 pub use outbox::OutboxShard;
 
+use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{event, web_sys, Context, Env, Result};
+
+/// Decodes the bake and builds the engine when the module is instantiated, while the isolate
+/// starts (the JS entry publishes the bake before the glue instantiates the module): the
+/// platform starts an isolate during the client's TLS handshake, so this work leaves the
+/// first request's path. A bake that cannot be used is left for the first request to report
+/// (503 `BAKE_INVALID`).
+#[wasm_bindgen(start)]
+pub fn understudy_warm() {
+    let _ = isolate::with_engine(|_| ());
+}
 
 /// The raw `Request` and `Response` of the runtime: nothing on the way in or out is converted
 /// that the engine does not read (workers-rs' own `Request` would copy `request.cf` on every
