@@ -18,7 +18,7 @@ use serde_json::json;
 use super::answer::SimBody;
 use super::consumer::ConsumerConfig;
 use super::fault::{Behavior, Fault};
-use super::server::{json_response, read_body, BodyError};
+use super::http::{json_response, read_body, BodyError};
 use super::state::Shared;
 
 /// Largest control request body (64 KiB).

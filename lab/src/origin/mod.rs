@@ -23,6 +23,7 @@ mod answer;
 mod consumer;
 mod control;
 mod fault;
+mod http;
 mod script;
 mod server;
 mod state;

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use hyper::server::conn::http1;
@@ -25,14 +24,13 @@ use super::answer::{self, Echo, SimBody};
 use super::consumer::{Commit, ConsumerFault, Delivery};
 use super::control;
 use super::fault::Fault;
+use super::http::{json_response, read_body, BodyError};
 use super::state::{Outcome, Shared};
 
 /// Open connections at most; further clients wait in the listen backlog.
 const MAX_CONNECTIONS: usize = 512;
 /// A client has this long to send its request headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
-/// And this long to send the request body.
-const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest model request body read (1 MiB); larger ones get `413`.
 const MAX_MODEL_BODY: usize = 1024 * 1024;
 /// Largest buffered request head.
@@ -340,39 +338,6 @@ fn params_of(body: &[u8]) -> serde_json::Value {
         Ok(v) => v,
         Err(_) => serde_json::Value::Null,
     }
-}
-
-pub(crate) enum BodyError {
-    TooLarge,
-    Io,
-    Timeout,
-}
-
-/// Reads a request body of at most `limit` bytes within [`BODY_TIMEOUT`].
-pub(crate) async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, BodyError> {
-    let collect = Limited::new(body, limit).collect();
-    match tokio::time::timeout(BODY_TIMEOUT, collect).await {
-        Err(_) => Err(BodyError::Timeout),
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-        Ok(Err(e)) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                Err(BodyError::TooLarge)
-            } else {
-                Err(BodyError::Io)
-            }
-        }
-    }
-}
-
-/// A JSON response with `status`; control answers and request errors use it.
-pub(crate) fn json_response(status: StatusCode, body: Bytes) -> Response<SimBody> {
-    let mut r = Response::new(SimBody::full(body, None));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
 }
 
 /// A uniform draw in `[0, 1)` for the bimodal fault: the clock's nanoseconds mixed by a
