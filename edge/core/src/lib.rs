@@ -7,6 +7,7 @@
 //! the Worker runs.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod bake;
 pub mod breaker;
 pub mod cascade;
@@ -19,6 +20,7 @@ pub mod engine;
 pub mod entry;
 pub mod events;
 pub mod exchange;
+pub mod http;
 pub mod metrics;
 pub mod policy;
 pub mod request;

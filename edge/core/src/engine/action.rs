@@ -5,29 +5,9 @@ use crate::cascade::KvRead;
 use crate::classify::Observed;
 use crate::events::flow::BodyError;
 use crate::events::protocol::{ShardReply, ShardRequest};
+use crate::http::Outbound;
 use crate::metrics::DataPoint;
-use crate::policy::Method;
 use crate::writethrough::KvWrite;
-
-/// An HTTP request the driver sends as it is (the engine chose every header).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outbound {
-    pub url: String,
-    pub method: Method,
-    pub headers: Vec<(String, String)>,
-    pub body: Option<String>,
-    /// Stop reading (and abort) once the body passes this many bytes.
-    pub max_body_bytes: u64,
-}
-
-impl Outbound {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 /// The answer, ready to send, and what goes with it.
 #[derive(Debug, Clone, PartialEq)]

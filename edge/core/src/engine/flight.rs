@@ -2,6 +2,7 @@
 //! storm verdict, breaker admission and the race ([`steps`]), and the finished answer
 //! ([`finish`]).
 
+use crate::admin;
 use crate::breaker::Admission;
 use crate::cascade::{Ctx, Note};
 use crate::correlation::{self, Provenance};
@@ -17,11 +18,12 @@ use crate::token;
 
 use super::action::Action;
 use super::finish::finish_early;
-use super::outbound::{Common, Credential};
+use super::outbound::Common;
 use super::rng::Rng;
 use super::steps::admit;
 use super::trace::{self, Trace};
-use super::{admin, meta, Bindings, Engine, Incoming, Race, ORIGIN_OVERRIDE_VAR};
+use super::{meta, Bindings, Engine, Incoming, Race, ORIGIN_OVERRIDE_VAR};
+use crate::http::Credential;
 
 /// Longest idempotency key forwarded to the origin.
 pub const MAX_IDEMPOTENCY_KEY: usize = 256;

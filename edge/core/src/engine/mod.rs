@@ -14,7 +14,6 @@
 //! rendering, write-through, counters, the data point and the log line ([`Reply`]).
 
 pub mod action;
-pub mod admin;
 mod events;
 mod finish;
 mod flight;
@@ -30,7 +29,8 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-pub use action::{Action, Event, Outbound, Reply};
+pub use crate::http::{Credential, Outbound};
+pub use action::{Action, Event, Reply};
 pub use flight::Flight;
 
 use crate::bake::Bake;

@@ -4,33 +4,11 @@
 //! HTTP tier's call with its own credential only, never the origin's, and no user
 //! parameters.
 
-use super::action::Outbound;
 use super::trace::{Trace, TRACEPARENT, TRACESTATE};
 use crate::correlation;
+use crate::http::{Credential, Outbound};
 use crate::policy::{Method, Policy};
 use crate::request::Params;
-
-/// The origin credential, resolved from its secret binding: header name and value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credential {
-    pub header: String,
-    pub value: String,
-}
-
-impl Credential {
-    /// `Authorization` carries a bearer token; other headers carry the secret as it is.
-    pub fn new(header: &str, secret: &str) -> Credential {
-        let value = if header.eq_ignore_ascii_case("authorization") {
-            format!("Bearer {secret}")
-        } else {
-            secret.to_string()
-        };
-        Credential {
-            header: header.to_string(),
-            value,
-        }
-    }
-}
 
 /// What every request the edge sends carries.
 pub struct Common<'a> {

@@ -11,8 +11,8 @@
 
 use crate::classify::{self, Class, Failure, FailureReason, Observed};
 use crate::correlation;
-use crate::engine::outbound::Credential;
-use crate::engine::Outbound;
+use crate::http::Credential;
+use crate::http::Outbound;
 use crate::policy::Method;
 
 use super::outbox::Record;

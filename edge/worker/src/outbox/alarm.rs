@@ -6,7 +6,7 @@
 //! Always ends normally: the runtime's own alarm retries are never the retry mechanism.
 
 use futures_util::future::join_all;
-use understudy_core::engine::outbound::Credential;
+use understudy_core::http::Credential;
 use understudy_core::events::delivery;
 use understudy_core::events::flow::aad_of;
 use understudy_core::events::outbox::{self, Record};
