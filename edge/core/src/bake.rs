@@ -13,7 +13,10 @@ use crate::policy::Policy;
 /// Name of the `.wasm` custom section holding the bake.
 pub const SECTION_NAME: &str = "understudy.bake";
 /// First bytes of every bake payload.
-pub const MAGIC: &[u8; 8] = b"USTUDY\x00\x01";
+/// The last byte is the format version: bumped whenever the policy model's shape changes
+/// (2: keyword tiers' `no_match`, hashed key templates), so an older Worker refuses a newer
+/// bake by name instead of misreading it.
+pub const MAGIC: &[u8; 8] = b"USTUDY\x00\x02";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bake {
