@@ -15,7 +15,7 @@ fn check(text: String) {
         assert!(loaded.policy.is_none());
     }
     for d in &loaded.diagnostics {
-        assert!(!d.code.is_empty() && !d.message.is_empty());
+        assert!(!d.code.as_str().is_empty() && !d.message.is_empty());
     }
 }
 

@@ -1,0 +1,225 @@
+//! Behaviours of the whole-policy rules beyond one fixture each: every problem in one run,
+//! the shipped policies, the budget and slack arithmetic, dated warnings.
+
+use std::path::{Path, PathBuf};
+
+use understudy_compiler::codes::Code;
+use understudy_compiler::load::load_policy;
+use understudy_core::Millis;
+
+/// 2026-11-30T12:00:00Z: fixtures' inventory snapshots are from 01:00 that day.
+const NOW: Millis = Millis(1_796_040_000_000);
+
+fn codes(path: &Path, now: Millis) -> Vec<&'static str> {
+    load_policy(path, now)
+        .diagnostics
+        .iter()
+        .map(|d| d.code.as_str())
+        .collect()
+}
+
+/// A copy of tests/fixtures/base.toml edited by `edit`, with its catalog files beside it.
+fn policy(edit: impl FnOnce(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["catalog.json", "good-inventory.json"] {
+        std::fs::copy(
+            Path::new("tests/fixtures/invalid").join(f),
+            dir.path().join(f),
+        )
+        .unwrap();
+    }
+    let text = edit(std::fs::read_to_string("tests/fixtures/base.toml").unwrap());
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+#[test]
+fn the_base_fixture_is_valid() {
+    let (_d, path) = policy(|t| t);
+    assert_eq!(codes(&path, NOW), Vec::<&str>::new());
+}
+
+/// Issue 10: one unknown key hid every semantic error in the same file.
+#[test]
+fn input_errors_do_not_hide_semantic_errors_in_other_parts() {
+    let (_d, path) = policy(|t| {
+        t.replace("deadline = \"800ms\"", "deadline = \"800\"\nextra = 1")
+            .replace("max_len = 100", "max_len = -4")
+            .replace("kind = \"kv\"", "kind = \"kv\"\ncolour = \"blue\"")
+            .replace("retry_after = \"5s\"", "retry_after = \"5s\"\nlive = true")
+            // Semantic: the KV tier reuses the origin's credential secret as its binding.
+            .replace(
+                "attempt_timeout = \"800ms\"",
+                "attempt_timeout = \"800ms\"\ncredential_secret = \"CACHE\"",
+            )
+    });
+    let got = codes(&path, NOW);
+    for code in [
+        "ERR_BAD_DURATION",
+        "ERR_UNKNOWN_KEY",
+        "ERR_OUT_OF_RANGE",
+        "ERR_SHARED_FAILURE_DOMAIN_DETECTED",
+    ] {
+        assert!(got.contains(&code), "missing {code} in {got:?}");
+    }
+    assert_eq!(
+        got.iter().filter(|c| **c == "ERR_UNKNOWN_KEY").count(),
+        3,
+        "{got:?}"
+    );
+}
+
+#[test]
+fn an_unknown_key_leaves_its_table_checked() {
+    // The unknown key sits in [budget]; the budget rule still runs on that table.
+    let (_d, path) = policy(|t| {
+        t.replace("total = \"1s\"", "total = \"1s\"\ntotl = \"2s\"")
+            .replace("read_timeout = \"50ms\"", "read_timeout = \"350ms\"")
+    });
+    let got = codes(&path, NOW);
+    assert!(got.contains(&"ERR_UNKNOWN_KEY"), "{got:?}");
+    assert!(got.contains(&"ERR_BUDGET_EXCEEDED"), "{got:?}");
+}
+
+#[test]
+fn shipped_policies_have_no_errors_and_only_their_known_warnings() {
+    for (name, warnings) in [
+        ("recommendations", vec!["WARN_STUBS_EXPIRE"]),
+        ("semantic-search", vec!["WARN_STUBS_EXPIRE"]),
+        ("api", vec!["WARN_UNENFORCEABLE_SETTING"]),
+    ] {
+        let path = PathBuf::from(format!("../policies/{name}.toml"));
+        let loaded = load_policy(&path, NOW);
+        let got: Vec<&str> = loaded.diagnostics.iter().map(|d| d.code.as_str()).collect();
+        assert_eq!(got, warnings, "{name}: {:#?}", loaded.diagnostics);
+        assert!(loaded.policy.is_some(), "{name}");
+    }
+}
+
+#[test]
+fn stale_snapshot_is_refused_unless_checked_as_of_its_day() {
+    let path = PathBuf::from("../policies/recommendations.toml");
+    let later = Millis(NOW.0 + 86_400_000 + 17 * 60_000);
+    let loaded = load_policy(&path, later);
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::UntestedCompensation)
+        .expect("stale snapshot reported");
+    // Issue 10: "87447s old" is now said the way people read ages.
+    assert!(d.message.contains("is 35h 17m old"), "{}", d.message);
+    assert!(!load_policy(&path, NOW).has_errors());
+}
+
+/// Issue 10: api.toml had a 9.5 s deadline and a 500 ms read in a 10 s budget; at runtime
+/// the committed tier never ran after a timeout.
+#[test]
+fn zero_slack_is_refused_with_the_arithmetic() {
+    let (_d, path) = policy(|t| {
+        t.replace("deadline = \"800ms\"", "deadline = \"950ms\"")
+            .replace("attempt_timeout = \"800ms\"", "attempt_timeout = \"950ms\"")
+    });
+    let loaded = load_policy(&path, NOW);
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::NoSlack)
+        .expect("no slack reported");
+    let notes = d.notes.join("\n");
+    assert!(
+        notes.contains("origin race ends by 950ms + 1ms slack = 951ms"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("tier `cache` needs 50ms from 951ms: until 1001ms"),
+        "{notes}"
+    );
+    assert!(notes.contains("budget.total is 1s: 1ms short"), "{notes}");
+    // An explicit, larger slack is honoured too.
+    let (_d, path) = policy(|t| {
+        t.replace(
+            "deadline = \"800ms\"",
+            "deadline = \"800ms\"\nslack = \"200ms\"",
+        )
+    });
+    assert!(codes(&path, NOW).contains(&"ERR_BUDGET_NO_SLACK"));
+}
+
+#[test]
+fn the_expiry_warning_names_the_instant_and_the_fix() {
+    let loaded = load_policy(Path::new("../policies/recommendations.toml"), NOW);
+    let d = &loaded.diagnostics[0];
+    assert_eq!(d.code, Code::StubsExpire);
+    assert!(d.message.contains("2026-12-01T01:00:00Z"), "{}", d.message);
+    assert!(d.help.contains("understudy bake"), "{}", d.help);
+}
+
+#[test]
+fn backoff_base_above_its_maximum_is_refused() {
+    let (_d, path) = policy(|t| {
+        t.replace(
+            "attempt_timeout = \"800ms\"",
+            "attempt_timeout = \"200ms\"\nmethod = \"GET\"\nattempts = 2\nbackoff = { base = \"100ms\", max = \"50ms\" }",
+        )
+    });
+    assert!(codes(&path, NOW).contains(&"ERR_OUT_OF_RANGE"));
+}
+
+#[test]
+fn kv_keys_that_are_hashed_fit_whatever_the_parameters() {
+    let long = |t: String| t.replace("max_len = 100", "max_len = 2000");
+    let (_d, path) = policy(long);
+    assert!(codes(&path, NOW).contains(&"ERR_KV_KEY_TOO_LONG"));
+    let (_d, path) = policy(|t| {
+        long(t).replace(
+            "key = \"search:{q}\"",
+            "key = \"search:{q}\"\nhash_key = true",
+        )
+    });
+    assert_eq!(codes(&path, NOW), Vec::<&str>::new());
+}
+
+#[test]
+fn header_parameters_need_token_names() {
+    let (_d, path) = policy(|t| {
+        t.replace(
+            "source = \"query\"",
+            "source = \"header\"\nfrom = \"X Query\"",
+        )
+    });
+    assert!(codes(&path, NOW).contains(&"ERR_BAD_HEADER_VALUE"));
+}
+
+#[test]
+fn path_parameters_must_name_a_route_segment() {
+    let (_d, path) = policy(|t| t.replace("source = \"query\"", "source = \"path\""));
+    let loaded = load_policy(&path, NOW);
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::RouteParamMismatch)
+        .expect("mismatch reported");
+    assert!(d.message.contains("does not have"), "{}", d.message);
+}
+
+#[test]
+fn catalogs_outside_the_policy_directory_are_refused_unless_allowed() {
+    let outside = Path::new("tests/fixtures/invalid/ERR_PATH_OUTSIDE_POLICY_DIR.toml");
+    assert!(codes(outside, NOW).contains(&"ERR_PATH_OUTSIDE_POLICY_DIR"));
+    let allowed = understudy_compiler::load::load_policy_with(
+        outside,
+        NOW,
+        understudy_compiler::load::Options {
+            allow_outside_paths: true,
+        },
+    );
+    let got: Vec<&str> = allowed
+        .diagnostics
+        .iter()
+        .map(|d| d.code.as_str())
+        .collect();
+    // Allowed, the file is read: Cargo.toml is no catalog.
+    assert!(!got.contains(&"ERR_PATH_OUTSIDE_POLICY_DIR"), "{got:?}");
+    assert!(got.contains(&"ERR_CATALOG_MALFORMED"), "{got:?}");
+}
