@@ -18,6 +18,7 @@ pub mod policy;
 mod problem;
 pub mod route;
 pub mod schema;
+mod strings;
 pub mod table;
 
 use std::path::Path;
