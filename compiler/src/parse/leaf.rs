@@ -152,7 +152,10 @@ impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Dur<MIN, MAX> {
 
 fn out_of_range(shown: &str, zero: bool, range: &str) -> Problem {
     let message = if zero {
-        format!("`{{key}}` is {shown}, which switches its mechanism off (valid: {range})")
+        format!(
+            "`{{key}}` is {shown}: {} (valid: {range})",
+            super::problem::OFF
+        )
     } else {
         format!("`{{key}}` is {shown}, outside its valid range {range}")
     };
@@ -505,7 +508,7 @@ mod tests {
             panic!()
         };
         assert!(
-            t.contains("switches its mechanism off") && t.contains("1ms..=1m"),
+            t.contains("{off}") && t.contains("(valid: 1ms..=1m)"),
             "{t}"
         );
         assert_eq!(read::<Dur<1, 60_000>>("x = \"45ms\"").unwrap(), Dur(45));

@@ -19,6 +19,41 @@ use crate::diag::{Diagnostic, Span};
 
 /// The placeholder for the key path in messages.
 pub const KEY: &str = "{key}";
+/// The placeholder for what a zero does to the key's mechanism.
+pub const OFF: &str = "{off}";
+
+/// What a zero (or an empty value) does to the mechanism a key controls, by key name.
+fn switched_off(key: &str) -> &'static str {
+    match key.rsplit('.').next().unwrap_or(key) {
+        "total" | "deadline" => "no request could be answered in time",
+        "attempt_timeout" | "read_timeout" | "timeout" | "slow_call_p95" | "probe_p95" => {
+            "every call would time out at once"
+        }
+        "connect_timeout" => "every connection would time out at once",
+        "attempts" => "the origin would never be called",
+        "base" | "max" => "retries would come back to back",
+        "failures" => "the breaker would open on no failure",
+        "cooldown" | "hold_down" | "failed_probe_hold" => {
+            "the breaker would call a failing model again at once"
+        }
+        "window" => "no failure ratio could be measured",
+        "failure_ratio" => "the breaker would open on success",
+        "min_calls" | "probe_min_calls" => "the breaker would judge on no calls",
+        "probe_fraction" => "no probe would ever be sent, so the breaker would never close",
+        "probe_success_ratio" => "any probe would promote a failing model",
+        "max_len" => "every value would be refused",
+        "max_body_bytes" => "every origin answer would be refused",
+        "limit" => "every answer from the tier would be empty",
+        "max_staleness" => "every entry would be a miss",
+        "refresh" => {
+            "every live answer would be written again (KV takes one write per key per second)"
+        }
+        "retry_after" => "clients would retry at once (seed 000's retry storm)",
+        "max_age" => "no stub would ever count as validated",
+        "expected_rps" => "no traffic is declared",
+        _ => "it switches its mechanism off",
+    }
+}
 const SEP: char = '\u{1f}';
 
 /// A problem found while reading a value.
@@ -87,9 +122,14 @@ pub fn diagnostics(err: &Error, file: &Path, index: &Index) -> Vec<Diagnostic> {
     let d = |code: Code, message: String| Diagnostic::new(code, file, message);
     let one = match &err.kind {
         ErrorKind::Custom(text) => match Problem::unpack(text) {
-            Some(p) => d(p.code, p.message.replace(KEY, &key))
-                .at(at, p.label.replace(KEY, &key))
-                .help(p.help.replace(KEY, &key)),
+            Some(p) => d(
+                p.code,
+                p.message
+                    .replace(KEY, &key)
+                    .replace(OFF, switched_off(&key)),
+            )
+            .at(at, p.label.replace(KEY, &key))
+            .help(p.help.replace(KEY, &key)),
             None => d(Code::InvalidValue, format!("`{key}`: {text}"))
                 .at(at, "here")
                 .help("see docs/policy.md for what this key accepts"),
