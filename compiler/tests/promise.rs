@@ -26,7 +26,7 @@ use understudy_core::Millis;
 
 /// 2026-11-30T12:00:00Z: the scenario's start and the check's `now`.
 const START: u64 = 1_796_040_000_000;
-const REQUESTS: u64 = 40;
+const REQUESTS: u64 = 24;
 const QUERIES: [&str; 4] = ["headphones", "zebra", "coffee maker", "backpack"];
 
 /// A policy to generate: the knobs that shape the timing and the cascade.
