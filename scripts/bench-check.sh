@@ -50,7 +50,8 @@ for run in $(seq 1 "$RUNS"); do
     "$bin" check "$tmp/policy.toml" --now 2026-11-30T12:00:00Z >"$tmp/out" 2>"$tmp/err"
   code=$?
   set -e
-  read -r secs kb < "$tmp/time"
+  # GNU time writes "Command exited with non-zero status N" first when the exit is not 0.
+  read -r secs kb < <(tail -n 1 "$tmp/time")
   printf 'run %s: %s s, exit %s, stdout %s bytes, stderr %s bytes, peak memory %s MB\n' \
     "$run" "$secs" "$code" "$(wc -c < "$tmp/out")" "$(wc -c < "$tmp/err")" "$((kb / 1024))"
 done
