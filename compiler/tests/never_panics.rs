@@ -77,6 +77,12 @@ const KEYS: &[&str] = &[
     "on_expired",
     "admin",
     "secret",
+    "slack",
+    "hash_key",
+    "no_match",
+    "client_errors",
+    "connect_timeout",
+    "live_cache_control",
 ];
 
 fn value() -> impl Strategy<Value = String> {

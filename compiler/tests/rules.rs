@@ -223,3 +223,56 @@ fn catalogs_outside_the_policy_directory_are_refused_unless_allowed() {
     assert!(!got.contains(&"ERR_PATH_OUTSIDE_POLICY_DIR"), "{got:?}");
     assert!(got.contains(&"ERR_CATALOG_MALFORMED"), "{got:?}");
 }
+
+#[test]
+fn parts_that_did_not_read_are_named() {
+    let (_d, path) =
+        policy(|t| t.replace("attempt_timeout = \"800ms\"", "attempt_timeout = \"0ms\""));
+    let loaded = load_policy(&path, NOW);
+    assert_eq!(loaded.unread, ["[origin]"]);
+    let (_d, path) = policy(|t| t);
+    assert!(load_policy(&path, NOW).unread.is_empty());
+}
+
+/// Issue 10: a 1 MB minified catalog with 1,000 duplicate SKUs printed the whole line per
+/// diagnostic (238 MB). Now the duplicates are one diagnostic with a bounded excerpt.
+#[test]
+fn a_minified_catalog_with_a_thousand_duplicates_gives_a_small_report() {
+    let (dir, path) = policy(|t| t);
+    let pad = "x".repeat(260);
+    let item = |n: usize| {
+        format!(
+            "{{\"sku\":\"SKU-{n:05}\",\"title\":\"item {n} headphones\",\"category\":\"audio\",\"description\":\"{pad}\"}}"
+        )
+    };
+    let items: Vec<String> = (0..2000)
+        .map(item)
+        .chain((0..1000).map(|n| item(2 * n)))
+        .collect();
+    let catalog = format!("{{\"items\":[{}]}}", items.join(","));
+    assert!(catalog.len() > 1_000_000 && !catalog.contains('\n'));
+    std::fs::write(dir.path().join("catalog.json"), catalog).unwrap();
+    let loaded = load_policy(&path, NOW);
+    let dups: Vec<_> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == Code::CatalogMalformed)
+        .collect();
+    assert_eq!(dups.len(), 1, "one diagnostic for all the duplicates");
+    assert!(
+        dups[0].message.contains("1000 duplicate SKU(s)"),
+        "{}",
+        dups[0].message
+    );
+    let mut sources = understudy_compiler::render::Sources::default();
+    for (p, t) in &loaded.sources {
+        sources.add(p, t);
+    }
+    let out: String = loaded
+        .diagnostics
+        .iter()
+        .map(|d| understudy_compiler::render::human(&sources, d))
+        .collect();
+    assert!(out.len() < 4_096, "{} bytes:\n{out}", out.len());
+    assert!(out.contains("… and 980 more"), "{out}");
+}

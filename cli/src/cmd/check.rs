@@ -61,6 +61,13 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             for l in &all {
                 let status = if failed(l) { "invalid" } else { "ok" };
                 out.push_str(&format!("{status}: {}\n", l.path.display()));
+                if !l.unread.is_empty() {
+                    out.push_str(&format!(
+                        "note: {} did not read, so the rules that need {} have not run yet: fix the errors above and check again\n",
+                        l.unread.join(", "),
+                        if l.unread.len() == 1 { "it" } else { "them" }
+                    ));
+                }
             }
             out.push_str(&format!(
                 "{} polic{} checked: {invalid} invalid, {errors} error(s), {warnings} warning(s){}\n",
@@ -82,7 +89,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 .collect();
             let policies: Vec<_> = all
                 .iter()
-                .map(|l| json!({"file": l.path.display().to_string(), "valid": !failed(l), "policy_hash": l.policy_hash, "catalog_hash": l.catalog_hash}))
+                .map(|l| json!({"file": l.path.display().to_string(), "valid": !failed(l), "policy_hash": l.policy_hash, "catalog_hash": l.catalog_hash, "unread": l.unread}))
                 .collect();
             let doc = json!({"diagnostics": diagnostics, "policies": policies, "errors": errors, "warnings": warnings});
             println!("{}", serde_json::to_string_pretty(&doc)?);

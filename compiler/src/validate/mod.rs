@@ -43,6 +43,9 @@ pub struct Loaded {
     pub catalog_hash: String,
     /// Every file read (policy, catalog, inventory) with its text, for rendering spans.
     pub sources: Vec<(PathBuf, String)>,
+    /// Parts of the policy that did not read (`[origin]`, `[[cascade.tiers]]`, …): the
+    /// rules that need them wait until their errors are fixed.
+    pub unread: Vec<&'static str>,
 }
 
 impl Loaded {
@@ -56,6 +59,7 @@ impl Loaded {
             policy_hash: String::new(),
             catalog_hash: String::new(),
             sources: Vec::new(),
+            unread: Vec::new(),
         }
     }
 
@@ -161,6 +165,7 @@ pub fn check(req: Request<'_>) -> Loaded {
     let mut policy = None;
     if let Some(raw) = &parsed.raw {
         let model = model::Model::new(raw);
+        loaded.unread = model.unread();
         rules::check_all(&mut ctx, &model);
         let base = path.parent().unwrap_or(Path::new("."));
         if let (model::Opt::Ok((rules, raw_catalog)), false) =

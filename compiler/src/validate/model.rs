@@ -151,6 +151,32 @@ impl<'r> Model<'r> {
         }
     }
 
+    /// The parts that did not read, as the policy names them.
+    pub fn unread(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let mut miss = |failed: bool, name: &'static str| {
+            if failed {
+                out.push(name);
+            }
+        };
+        miss(self.service.is_none(), "[service]");
+        miss(!self.params_complete, "[params]");
+        miss(matches!(self.identity, Opt::Failed), "[identity]");
+        miss(self.budget.is_none(), "[budget]");
+        miss(self.origin.is_none(), "[origin]");
+        miss(self.breaker.is_none(), "[breaker]");
+        miss(self.cascade.is_none(), "[cascade]");
+        miss(
+            self.cascade.is_some() && self.tiers.iter().any(Option::is_none),
+            "[[cascade.tiers]]",
+        );
+        miss(self.disclosure.is_none(), "[disclosure]");
+        miss(matches!(self.storm, Opt::Failed), "[storm]");
+        miss(matches!(self.catalog, Opt::Failed), "[catalog]");
+        miss(matches!(self.admin, Opt::Failed), "[admin]");
+        out
+    }
+
     /// The parameters' models, when every parameter read.
     pub fn params(&self) -> Option<Vec<understudy_core::policy::Param>> {
         self.params_complete
