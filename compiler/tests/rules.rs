@@ -276,3 +276,26 @@ fn a_minified_catalog_with_a_thousand_duplicates_gives_a_small_report() {
     assert!(out.len() < 4_096, "{} bytes:\n{out}", out.len());
     assert!(out.contains("… and 980 more"), "{out}");
 }
+
+/// A nightly re-bake of a built policy warns with the new expiry instant too.
+#[test]
+fn a_rebake_warns_when_its_stubs_will_expire() {
+    use understudy_compiler::validate::explicit::{check_policy_catalog, CatalogFiles};
+    let path = Path::new("../policies/recommendations.toml");
+    let policy = load_policy(path, NOW).policy.expect("valid");
+    let files = CatalogFiles {
+        stubs: Path::new("../policies/recommendations.catalog.json"),
+        inventory: Path::new("../policies/recommendations.inventory.json"),
+    };
+    let loaded = check_policy_catalog(&policy, path, "hash", NOW, files);
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::StubsExpire)
+        .expect("the re-bake warns");
+    assert!(d.message.contains("2026-12-01T01:00:00Z"), "{}", d.message);
+    assert!(
+        loaded.policy.is_some(),
+        "a warning does not refuse the re-bake"
+    );
+}

@@ -204,6 +204,19 @@ pub fn check(req: Request<'_>) -> Loaded {
         }
         if !ctx.diags.iter().any(Diagnostic::is_error) {
             policy = model.policy();
+            if policy.is_none() {
+                // Every part that fails reports why; this is a safety net, never a pass.
+                ctx.push(
+                    ctx.diag(
+                        Code::MissingKey,
+                        format!(
+                            "the policy read without errors but is incomplete ({}): this is a bug in the compiler, please report it",
+                            model.unread().join(", ")
+                        ),
+                    )
+                    .help("run `understudy check` on the file and include it in the report"),
+                );
+            }
         }
     }
     finish(loaded, ctx, policy)
