@@ -23,6 +23,9 @@ fn no_null(schema: &mut Schema) {
             }
         }
     }
+    if let Some(Value::Array(words)) = schema.get_mut("enum") {
+        words.retain(|w| !w.is_null());
+    }
     if let Some(Value::Array(types)) = schema.get_mut("type") {
         types.retain(|t| t.as_str() != Some("null"));
         if types.len() == 1 {
@@ -34,6 +37,19 @@ fn no_null(schema: &mut Schema) {
 
 /// The whole schema (draft 2020-12).
 pub fn schema() -> Value {
+    schema_with_nulls_removed()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn no_schema_allows_null() {
+        let text = super::schema().to_string();
+        assert!(!text.contains("null"), "{text}");
+    }
+}
+
+fn schema_with_nulls_removed() -> Value {
     let mut generator = SchemaSettings::draft2020_12().into_generator();
     let mut root = generator.root_schema_for::<RawPolicy>();
     RecursiveTransform(no_null).transform(&mut root);
