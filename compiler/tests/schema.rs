@@ -158,6 +158,8 @@ fn value() -> impl Strategy<Value = String> {
             "100",
             "8193",
             "1.5",
+            "5.0",
+            "0.0",
             "true",
             "[]",
             "[\"GET\"]",

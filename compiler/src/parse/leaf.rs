@@ -189,15 +189,19 @@ pub struct Count<const MIN: u64, const MAX: u64>(pub u64);
 
 impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Count<MIN, MAX> {
     fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
-        match v.take() {
-            ValueInner::Integer(i) => match u64::try_from(i) {
-                Ok(n) if (MIN..=MAX).contains(&n) => Ok(Count(n)),
-                _ => Err(err(
-                    out_of_range(&i.to_string(), i == 0, &format!("{MIN}..={MAX}")),
-                    v,
-                )),
-            },
-            other => Err(wrong("a whole number", &other, v)),
+        let i = match v.take() {
+            ValueInner::Integer(i) => i,
+            // JSON Schema's `integer` is any number without a fraction, `5.0` included:
+            // accept what the schema accepts.
+            ValueInner::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => f as i64,
+            other => return Err(wrong("a whole number", &other, v)),
+        };
+        match u64::try_from(i) {
+            Ok(n) if (MIN..=MAX).contains(&n) => Ok(Count(n)),
+            _ => Err(err(
+                out_of_range(&i.to_string(), i == 0, &format!("{MIN}..={MAX}")),
+                v,
+            )),
         }
     }
 }
@@ -520,6 +524,8 @@ mod tests {
         assert!(read::<Count<1, 10>>("x = 11").is_err());
         assert!(read::<Count<1, 10>>("x = -3").is_err());
         assert_eq!(read::<Count<1, 10>>("x = 3").unwrap(), Count(3));
+        assert_eq!(read::<Count<1, 10>>("x = 3.0").unwrap(), Count(3));
+        assert!(read::<Count<1, 10>>("x = 3.5").is_err());
         assert!(read::<Ratio<false>>("x = 0.0").is_err());
         assert!(read::<Ratio<false>>("x = 1.5").is_err());
         assert_eq!(read::<Ratio<false>>("x = 1").unwrap(), Ratio(1.0));
