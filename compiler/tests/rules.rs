@@ -299,3 +299,33 @@ fn a_rebake_warns_when_its_stubs_will_expire() {
         "a warning does not refuse the re-bake"
     );
 }
+
+#[test]
+fn hedges_are_for_repeatable_calls_and_must_start_before_the_attempt_times_out() {
+    let hedged = |extra: &str| {
+        policy(|t| {
+            t.replace(
+                "attempt_timeout = \"800ms\"",
+                &format!("attempt_timeout = \"800ms\"\n{extra}"),
+            )
+        })
+    };
+    // POST (the default) without an idempotency key: refused.
+    let (_d, path) = hedged("\n[origin.hedge]\nafter = \"p95\"\n");
+    assert!(codes(&path, NOW).contains(&"ERR_UNSAFE_RETRY"));
+    // Declared idempotent, after the p95: fine.
+    let (_d, path) =
+        hedged("idempotent = true\n\n[origin.hedge]\nafter = \"p95\"\nmax_share = 0.1\n");
+    assert_eq!(codes(&path, NOW), Vec::<&str>::new());
+    // A fixed delay at or past the attempt's timeout never runs; a share over half is refused.
+    let (_d, path) =
+        hedged("idempotent = true\n\n[origin.hedge]\nafter = \"800ms\"\nmax_share = 0.6\n");
+    let got = codes(&path, NOW);
+    assert_eq!(
+        got.iter().filter(|c| **c == "ERR_OUT_OF_RANGE").count(),
+        1,
+        "{got:?}"
+    );
+    let (_d, path) = hedged("idempotent = true\n\n[origin.hedge]\nafter = \"800ms\"\n");
+    assert_eq!(codes(&path, NOW), ["ERR_OUT_OF_RANGE"]);
+}

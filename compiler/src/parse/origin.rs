@@ -1,9 +1,9 @@
 //! `[budget]` and `[origin]`: the time allowed and the model call [P-BUDGET] [P-ORIGIN].
 
 use schemars::JsonSchema;
+use std::borrow::Cow;
 use toml_span::value::Value;
 use toml_span::{DeserError, Deserialize};
-use std::borrow::Cow;
 
 use schemars::{json_schema, Schema, SchemaGenerator};
 use toml_span::value::ValueInner;
@@ -365,7 +365,10 @@ impl<'de> Deserialize<'de> for HedgeAfter {
                 let found = v.take();
                 Err(Problem::new(
                     Code::WrongType,
-                    format!("`{{key}}` must be \"p95\" or a duration string, found a {}", found.type_str()),
+                    format!(
+                        "`{{key}}` must be \"p95\" or a duration string, found a {}",
+                        found.type_str()
+                    ),
                     "expected a string",
                     "write after = \"p95\" or a duration such as \"30ms\"",
                 )

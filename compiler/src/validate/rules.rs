@@ -190,7 +190,11 @@ fn throttling(ctx: &mut Ctx, m: &Model<'_>) {
 
 /// A hedge is a second, identical request: only for calls that may be repeated, and only
 /// when it can start before the attempt times out.
-fn hedge(ctx: &mut Ctx, o: &understudy_core::policy::Origin, raw: &crate::parse::origin::RawOrigin) {
+fn hedge(
+    ctx: &mut Ctx,
+    o: &understudy_core::policy::Origin,
+    raw: &crate::parse::origin::RawOrigin,
+) {
     let (Some(h), Some(raw_h)) = (&o.hedge, &raw.hedge) else {
         return;
     };
