@@ -252,6 +252,18 @@ fn a_minified_catalog_with_a_thousand_duplicates_gives_a_small_report() {
     let catalog = format!("{{\"items\":[{}]}}", items.join(","));
     assert!(catalog.len() > 1_000_000 && !catalog.contains('\n'));
     std::fs::write(dir.path().join("catalog.json"), catalog).unwrap();
+    // Every SKU is in stock: the duplicates are the only problem.
+    let rows: Vec<String> = (0..2000)
+        .map(|n| format!("{{\"sku\":\"SKU-{n:05}\",\"status\":\"active\",\"stock\":100}}"))
+        .collect();
+    std::fs::write(
+        dir.path().join("good-inventory.json"),
+        format!(
+            "{{\"taken_at\":\"2026-11-30T01:00:00Z\",\"skus\":[{}]}}",
+            rows.join(",")
+        ),
+    )
+    .unwrap();
     let loaded = load_policy(&path, NOW);
     let dups: Vec<_> = loaded
         .diagnostics

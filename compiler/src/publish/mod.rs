@@ -82,13 +82,7 @@ struct Metadata {
     written_at: u64,
 }
 
-fn diag(
-    code: Code,
-    file: &Path,
-    message: String,
-    notes: Vec<String>,
-    help: &str,
-) -> Diagnostic {
+fn diag(code: Code, file: &Path, message: String, notes: Vec<String>, help: &str) -> Diagnostic {
     Diagnostic {
         code,
         severity: Severity::Error,

@@ -109,7 +109,9 @@ pub(super) fn check_baked(
             },
         };
         let keyword_index = super::stubs::needs_keyword_index(policy);
-        if let Some(c) = super::stubs::check_catalog(&mut ctx, rules, None, files, keyword_index, now) {
+        if let Some(c) =
+            super::stubs::check_catalog(&mut ctx, rules, None, files, keyword_index, now)
+        {
             loaded.catalog_hash = c.hash;
             if let Some(catalog) = &c.catalog {
                 super::expiry::baked_stubs_expire(&mut ctx, policy, catalog);

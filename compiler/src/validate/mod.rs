@@ -5,8 +5,8 @@
 
 mod budget;
 mod expiry;
-pub mod inventory;
 pub mod explicit;
+pub mod inventory;
 pub mod model;
 mod params;
 mod privacy;

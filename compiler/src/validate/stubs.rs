@@ -292,9 +292,12 @@ pub fn check_catalog(
             }
             if items.is_empty() && ok {
                 ctx.push(
-                    ctx.diag(Code::CatalogMalformed, format!("the catalog `{}` has no items", stubs_path.display()))
-                        .at(key_span("stubs"), "empty catalog")
-                        .help("the final net must hold something: add validated items"),
+                    ctx.diag(
+                        Code::CatalogMalformed,
+                        format!("the catalog `{}` has no items", stubs_path.display()),
+                    )
+                    .at(key_span("stubs"), "empty catalog")
+                    .help("the final net must hold something: add validated items"),
                 );
                 ok = false;
             }
@@ -344,9 +347,12 @@ pub fn check_catalog(
             Stale::TooOld { .. } => ("snapshot too old", "export a fresh inventory snapshot and re-bake (`understudy bake`), or pass `--now` to check as of the snapshot's day"),
         };
         ctx.push(
-            ctx.diag(Code::UntestedCompensation, stale.message(&snapshot.taken_at))
-                .at(key_span("inventory"), label)
-                .help(help),
+            ctx.diag(
+                Code::UntestedCompensation,
+                stale.message(&snapshot.taken_at),
+            )
+            .at(key_span("inventory"), label)
+            .help(help),
         );
         ok = false;
     }
