@@ -22,7 +22,10 @@ pub fn cpu_ns(pids: &[u32]) -> Option<u64> {
 fn process_ns(proc_dir: &Path) -> Option<u64> {
     let mut total = 0u64;
     for task in std::fs::read_dir(proc_dir.join("task")).ok()? {
-        let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        // A thread may exit between the listing and the read: it is simply not counted.
+        let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+            continue;
+        };
         total += parse_schedstat(&text)?;
     }
     Some(total)
