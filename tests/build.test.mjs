@@ -26,7 +26,7 @@ import {
 import { startEdge } from "../scripts/edge-server.mjs";
 
 const SECTION = "understudy.bake";
-const MAGIC = Buffer.from("USTUDY\x00\x02", "latin1");
+const MAGIC = Buffer.from("USTUDY\x00\x03", "latin1");
 const sha256 = (b) => createHash("sha256").update(b).digest("hex");
 requireEdge();
 

@@ -384,12 +384,13 @@ describe("retries inside the budget (orders API, seed 004)", () => {
   });
   before(async () => {
     // Seed 004's shape — 3 attempts, full-jitter backoff from 100 ms up to 1 s, Retry-After
-    // honoured — with the 10 s budget scaled to 3 s so the cases run in a test's time.
+    // honoured — with the 10 s budget scaled to 3 s so the cases run in a test's time. The
+    // deadline leaves the committed tier's 500 ms read room to run (ERR_BUDGET_NO_SLACK).
     s = await stack("api", {
       edit: (t) =>
         t
           .replace(/^total = .*$/m, 'total = "3s"')
-          .replace(/^deadline = .*$/m, 'deadline = "2500ms"')
+          .replace(/^deadline = .*$/m, 'deadline = "2400ms"')
           .replace(/^attempt_timeout = .*$/m, 'attempt_timeout = "800ms"'),
     });
   });

@@ -13,11 +13,21 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Colour diagnostics: `auto` on a terminal unless NO_COLOR is set, `always`, `never`.
+    #[arg(long, value_enum, default_value = "auto", global = true)]
+    pub color: ColorChoice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Validate policies; exit 0 when valid, 1 when any is invalid, 2 on usage or I/O errors.
+    /// Validate policies; exit 0 when valid (warnings allowed), 1 when any is invalid, 2 on usage or I/O errors.
     Check(CheckArgs),
     /// Print the page of a diagnostic code.
     Explain(ExplainArgs),
@@ -64,6 +74,19 @@ pub struct CheckArgs {
     /// Check catalog freshness as of this instant (RFC 3339) instead of now.
     #[arg(long)]
     pub now: Option<String>,
+    #[command(flatten)]
+    pub strictness: Strictness,
+}
+
+/// What `check` and `build` tolerate.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Strictness {
+    /// Treat warnings as errors (exit 1).
+    #[arg(long)]
+    pub deny_warnings: bool,
+    /// Let `catalog.stubs` / `catalog.inventory` lead outside the policy's directory.
+    #[arg(long)]
+    pub allow_outside_paths: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -97,6 +120,8 @@ pub struct BuildArgs {
     pub edge: Option<PathBuf>,
     #[command(flatten)]
     pub size: SizeArgs,
+    #[command(flatten)]
+    pub strictness: Strictness,
 }
 
 /// The module size budget (docs/releases.md "Size budget").

@@ -1,7 +1,7 @@
 //! `understudy`: the policy compiler's command line. `main` is thin: it parses arguments and
 //! hands off to one module per subcommand, each a shell over `understudy-compiler` (the
-//! product) or `understudy-lab` (origin, drill, bench). Exit codes: 0 ok, 1 a policy (or scenario, drill
-//! invariant) is invalid, 2 usage or I/O error.
+//! product) or `understudy-lab` (origin, drill, bench). Exit codes: one mechanism for every
+//! command (see `exit`): 0 ok, 1 invalid input, 2 usage or I/O.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -10,11 +10,13 @@ use clap::Parser;
 
 mod args;
 mod cmd;
+mod exit;
 
 use args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    cmd::set_color(cli.color);
     let result = match cli.command {
         Command::Check(args) => cmd::check::run(args),
         Command::Explain(args) => cmd::explain::run(args),
@@ -31,11 +33,5 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Events(args) => cmd::events::run(args),
     };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    exit::of(result)
 }

@@ -7,6 +7,7 @@
 pub mod codes;
 pub mod diag;
 pub mod dist;
+pub mod files;
 pub mod fixtures;
 pub mod load;
 pub mod parse;

@@ -15,7 +15,7 @@ fn check(text: String) {
         assert!(loaded.policy.is_none());
     }
     for d in &loaded.diagnostics {
-        assert!(!d.code.is_empty() && !d.message.is_empty());
+        assert!(!d.code.as_str().is_empty() && !d.message.is_empty());
     }
 }
 
@@ -77,6 +77,12 @@ const KEYS: &[&str] = &[
     "on_expired",
     "admin",
     "secret",
+    "slack",
+    "hash_key",
+    "no_match",
+    "client_errors",
+    "connect_timeout",
+    "live_cache_control",
 ];
 
 fn value() -> impl Strategy<Value = String> {

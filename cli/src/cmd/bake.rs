@@ -6,6 +6,7 @@
 //! Exit codes: 0 baked, 1 the catalog (or the policy with it) is invalid or the module is
 //! over the size limit — nothing written, 2 usage or I/O.
 
+use crate::exit::Exit;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -202,5 +203,5 @@ fn bake(args: &BakeArgs) -> Result<ExitCode> {
         size::human(budget.raw),
         size::human(m.module.bake_bytes),
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }

@@ -2,6 +2,7 @@
 //! and a hand-written JS peer in one workerd (see [`understudy_lab::bench`]). Prints the
 //! figures; targets are reported, not asserted. Exit 0 when it ran; 2 on usage or I/O errors.
 
+use crate::exit::Exit;
 use std::process::ExitCode;
 
 use crate::args::{BenchArgs, Format};
@@ -32,5 +33,5 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Format::Human => print!("{}", bench::human(&doc)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&doc)?),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }

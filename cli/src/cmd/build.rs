@@ -6,8 +6,9 @@
 //! freshness is checked at) is `--now`, else `SOURCE_DATE_EPOCH`, else the clock: give one of
 //! the first two for byte-identical rebuilds.
 //!
-//! Exit codes: 0 built, 1 the policy is invalid (diagnostics on stderr), 2 usage or I/O
-//! (missing policy, unwritable output, missing prebuilt edge).
+//! Exit codes (as for every command, see `exit`): 0 built (warnings printed), 1 the policy
+//! is invalid or a warning was denied (diagnostics on stderr), 2 usage or I/O (missing
+//! policy, unwritable output, missing prebuilt edge).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,10 +17,13 @@ use anyhow::{bail, Result};
 use understudy_core::catalog::Catalog;
 use understudy_core::policy::Policy;
 
+use super::Stream;
 use crate::args::BuildArgs;
+use crate::exit::Exit;
+use understudy_compiler::codes::Code;
 use understudy_compiler::dist::{self, edge, Built, Inputs};
-use understudy_compiler::load::load_policy;
-use understudy_compiler::render::{self, Sources};
+use understudy_compiler::load::{load_policy_with, Options};
+use understudy_compiler::render::Sources;
 
 /// What a successful build produced, for `dev` and for the summary line.
 pub struct Output {
@@ -43,7 +47,7 @@ pub fn run(args: BuildArgs) -> Result<ExitCode> {
                 m.module.bytes,
                 m.module.bake_bytes
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok.into())
         }
         Err(code) => Ok(code),
     }
@@ -56,25 +60,37 @@ pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
         (None, Some(ms)) => understudy_core::Millis(ms),
         (now, _) => super::parse_now(now.as_deref())?,
     };
-    if !args.policy.is_file() {
-        bail!(
-            "policy file {} does not exist or is not a file",
-            args.policy.display()
-        );
+    let loaded = load_policy_with(
+        &args.policy,
+        now,
+        Options {
+            allow_outside_paths: args.strictness.allow_outside_paths,
+        },
+    );
+    if let Some(d) = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::PolicyUnreadable)
+    {
+        // The file named on the command line: an I/O problem (exit 2), as in `check`.
+        bail!("{}", d.message);
     }
     understudy_compiler::timing::mark("start");
-    let loaded = load_policy(&args.policy, now);
     let sources = Sources::for_diagnostics(&loaded.sources, &loaded.diagnostics);
-    for d in &loaded.diagnostics {
-        eprintln!("{}", render::human(&sources, d));
-    }
-    let (Some(policy), false) = (loaded.policy.as_ref(), loaded.has_errors()) else {
+    eprint!(
+        "{}",
+        super::render_all(&sources, &loaded.diagnostics, Stream::Stderr)
+    );
+    let denied = args.strictness.deny_warnings && loaded.has_warnings();
+    let (Some(policy), false, false) = (loaded.policy.as_ref(), loaded.has_errors(), denied) else {
         let errors = loaded.diagnostics.iter().filter(|d| d.is_error()).count();
+        let warnings = loaded.diagnostics.len() - errors;
         eprintln!(
-            "error: {} is invalid ({errors} error(s)); nothing was built",
-            args.policy.display()
+            "error: {} is invalid ({errors} error(s), {warnings} warning(s){}); nothing was built",
+            args.policy.display(),
+            if denied { ", warnings denied" } else { "" }
         );
-        return Ok(Err(ExitCode::from(1)));
+        return Ok(Err(Exit::Invalid.into()));
     };
 
     let edge = edge::locate(args.edge.as_deref())?;
@@ -101,8 +117,8 @@ pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
         budget,
         &args.policy,
     ) {
-        eprintln!("{}", render::human(&sources, &d));
-        return Ok(Err(ExitCode::from(1)));
+        eprint!("{}", super::render_all(&sources, [&d], Stream::Stderr));
+        return Ok(Err(Exit::Invalid.into()));
     }
     let dir = args
         .out

@@ -7,6 +7,7 @@
 //! Runs inside an Understudy checkout, after `scripts/setup.sh` (it needs `node` and the
 //! npm lockfile's Miniflare).
 
+use crate::exit::Exit;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, ExitCode, Stdio};
@@ -86,6 +87,10 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
         now: None,
         edge: None,
         size: Default::default(),
+        strictness: crate::args::Strictness {
+            deny_warnings: false,
+            allow_outside_paths: false,
+        },
     };
     let built = match super::build::build(&build_args)? {
         Ok(b) => b,
@@ -218,9 +223,9 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     let _ = forward.join();
     origin.shutdown();
     Ok(if status.success() {
-        ExitCode::SUCCESS
+        Exit::Ok.into()
     } else {
-        ExitCode::from(1)
+        Exit::Invalid.into()
     })
 }
 

@@ -3,6 +3,7 @@
 //! `simulate`, then every invariant's verdict. Exit 0 when every checked invariant holds;
 //! 1 when one breaks (named on stderr) or the policy is invalid; 2 on usage or I/O errors.
 
+use crate::exit::Exit;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -104,12 +105,12 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
     }
     let broken = outcome.broken();
     if broken.is_empty() {
-        Ok(ExitCode::SUCCESS)
+        Ok(Exit::Ok.into())
     } else {
         for v in &broken {
             eprintln!("error: invariant {} broken: {}", v.name, v.detail);
         }
-        Ok(ExitCode::from(1))
+        Ok(Exit::Invalid.into())
     }
 }
 

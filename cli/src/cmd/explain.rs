@@ -1,18 +1,19 @@
 //! `understudy explain CODE`: the page of one diagnostic code.
 
+use crate::exit::Exit;
 use std::process::ExitCode;
 
 use crate::args::ExplainArgs;
-use understudy_compiler::codes;
+use understudy_compiler::codes::Code;
 
 /// One code's page as Markdown (also the source of docs/diagnostics.md).
-pub fn page(d: &codes::CodeDoc) -> String {
+pub fn page(d: Code) -> String {
     format!(
         "## {}\n\n*{}* — rule `{}`\n\n{}\n",
-        d.code,
-        d.title,
-        d.rule,
-        d.page
+        d,
+        d.title(),
+        d.rule(),
+        d.page()
             .replace("\n", " ")
             .split_whitespace()
             .collect::<Vec<_>>()
@@ -25,8 +26,8 @@ pub fn all_pages() -> String {
     let mut out = String::from(
         "# Diagnostics\n\nEvery problem `understudy check` reports has a stable code. `understudy explain CODE` prints the\npage below. This file is generated: `understudy explain --all > docs/diagnostics.md`.\n\n",
     );
-    for d in codes::ALL {
-        out.push_str(&page(d));
+    for d in Code::ALL {
+        out.push_str(&page(*d));
         out.push('\n');
     }
     out
@@ -35,22 +36,22 @@ pub fn all_pages() -> String {
 pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     if args.code == "--all" || args.all {
         print!("{}", all_pages());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Ok.into());
     }
-    match codes::find(&args.code) {
+    match Code::find(&args.code) {
         Some(d) => {
             print!("{}", page(d));
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok.into())
         }
         None => {
             eprintln!(
                 "error: `{}` is not a diagnostic code; known codes:",
                 args.code
             );
-            for d in codes::ALL {
-                eprintln!("  {:40} {}", d.code, d.title);
+            for d in Code::ALL {
+                eprintln!("  {:40} {}", d.as_str(), d.title());
             }
-            Ok(ExitCode::from(2))
+            Ok(Exit::UsageOrIo.into())
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `understudy origin`: runs the simulated model origin in the foreground until Ctrl-C.
 //! The first line on stdout is `origin listening on http://ADDR`, for scripts and Node tests
 //! that start it on port 0 and need the real port.
+use crate::exit::Exit;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -30,7 +31,7 @@ pub fn run(args: OriginArgs) -> anyhow::Result<ExitCode> {
     println!("origin listening on {url}");
     eprintln!("{}", help(&url, args.script.as_deref()));
     origin.wait();
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 /// Parses `--listen` (`127.0.0.1:8788`, `[::1]:0`, `localhost:8788`) and insists on loopback.

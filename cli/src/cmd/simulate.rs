@@ -2,6 +2,7 @@
 //! scenario in virtual time. Exit 0; 1 when the policy is invalid or the scenario's
 //! `[expect]` is not met; 2 on usage or I/O errors (including a bad scenario).
 
+use crate::exit::Exit;
 use std::process::ExitCode;
 
 use crate::args::{Format, SimulateArgs};
@@ -23,7 +24,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             args.policy.display(),
             args.policy.display()
         );
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::Invalid.into());
     };
     let sc = scenario::build(raw, policy)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.scenario.display()))?;
@@ -43,8 +44,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if unmet.is_empty() {
-        ExitCode::SUCCESS
+        Exit::Ok.into()
     } else {
-        ExitCode::from(1)
+        Exit::Invalid.into()
     })
 }

@@ -4,6 +4,7 @@
 //! Exit codes: 0 printed, 1 the policy is invalid or declares no `[identity]`, 2 usage
 //! errors (bad flags, no key, unreadable key file).
 
+use crate::exit::Exit;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -13,7 +14,7 @@ use understudy_core::time::parse_duration;
 use understudy_core::token;
 
 use crate::args::TokenArgs;
-use understudy_compiler::codes;
+use understudy_compiler::codes::Code;
 use understudy_compiler::load::load_policy;
 
 /// The environment variable holding the key when neither `--key` nor `--key-file` is given.
@@ -43,7 +44,7 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
         let loaded = load_policy(path, now);
         let Some(policy) = loaded.policy else {
             let errors: Vec<_> = loaded.diagnostics.iter().filter(|d| d.is_error()).collect();
-            if let Some(d) = errors.iter().find(|d| d.code == codes::POLICY_UNREADABLE) {
+            if let Some(d) = errors.iter().find(|d| d.code == Code::PolicyUnreadable) {
                 bail!("cannot read policy {}: {}", path.display(), d.message);
             }
             let first = errors
@@ -62,7 +63,7 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
                 errors.len(),
                 path.display()
             );
-            return Ok(ExitCode::from(1));
+            return Ok(Exit::Invalid.into());
         };
         if let Some(identity) = policy.identity {
             issuer = Some(identity.issuer);
@@ -79,7 +80,7 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or(Path::new("the policy"))
                 .display()
         );
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::Invalid.into());
     };
 
     let iat = now.0 / 1000;
@@ -94,7 +95,7 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
         claims.insert(name, Value::String(value));
     }
     println!("{}", token::sign(&Value::Object(claims), &key));
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 /// `--key`, else `--key-file`, else `$UNDERSTUDY_TOKEN_KEY`; never empty.

@@ -180,8 +180,8 @@ fn a_foreign_file_as_module_is_an_error_naming_it() {
 
 #[test]
 fn write_dir_replaces_its_own_output_but_nothing_else() {
-    let tmp = std::env::temp_dir().join(format!("understudy-dist-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path();
     let (p, c, e) = (sample_policy(), sample_catalog(), stand_in_edge());
     let built = build_with(&p, &c, 1, &e);
     let out = tmp.join("out");
@@ -203,5 +203,4 @@ fn write_dir_replaces_its_own_output_but_nothing_else() {
     let err = write_dir(&foreign, &built).unwrap_err().to_string();
     assert!(err.contains("not an `understudy build` output"), "{err}");
     assert!(foreign.join("precious.txt").exists());
-    let _ = std::fs::remove_dir_all(&tmp);
 }

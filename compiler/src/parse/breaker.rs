@@ -1,101 +1,176 @@
-//! `[breaker]`: the circuit breaker's mode and numbers [P-BREAKER].
+//! `[breaker]`: the circuit breaker's mode and numbers [P-BREAKER]. The mode decides which
+//! keys the table has: the schema says so with one branch per mode.
 
-use understudy_core::policy::*;
+use schemars::JsonSchema;
+use toml_span::value::Value;
+use toml_span::{DeserError, Deserialize};
+use understudy_core::policy::{Breaker, RateBreaker};
 
-use super::node::{as_choice, Ctx, Table};
-use crate::codes;
+use super::leaf::*;
+use super::origin::{HOUR, MINUTE};
+use super::route::bug;
+use super::table::{Problems, Table, Unknown};
 
-use super::MAX_COUNT;
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Off,
+    Consecutive,
+    Rate,
+}
 
-pub(super) fn breaker(ctx: &mut Ctx, mut t: Table) -> Option<Breaker> {
-    #[derive(Clone, Copy)]
-    enum Mode {
-        Off,
-        Consecutive,
-        Rate,
-    }
-    let mode = match t.req(ctx, "mode", "\"rate\"") {
-        Some(n) => as_choice(
-            ctx,
-            "breaker.mode",
-            n,
-            &[
-                ("off", Mode::Off),
-                ("consecutive", Mode::Consecutive),
-                ("rate", Mode::Rate),
-            ],
-        ),
-        None => None,
-    };
-    let out = match mode? {
-        Mode::Off => Some(Breaker::Off),
-        Mode::Consecutive => {
-            let failures = t.req_uint(ctx, "failures", 1000, "3");
-            let cooldown = t.req_duration(ctx, "cooldown", "\"30s\"");
-            if failures == Some(0) {
-                let span = ctx.span_of("breaker.failures").unwrap_or(t.span);
-                ctx.error(
-                    codes::INVALID_VALUE,
-                    span,
-                    "`breaker.failures` is 0: the breaker would open on no failure",
-                    "at least 1",
-                    "set the number of consecutive failures that opens it, e.g. 3",
-                );
+impl Words for Mode {
+    const NAME: &'static str = "BreakerMode";
+    const ALL: &'static [(&'static str, Mode)] = &[
+        ("off", Mode::Off),
+        ("consecutive", Mode::Consecutive),
+        ("rate", Mode::Rate),
+    ];
+}
+
+/// [P-BREAKER] Circuit breaker: off, consecutive (seed 002) or rate (seed 000).
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+#[schemars(rename = "Breaker")]
+pub enum RawBreaker {
+    /// No breaker: every request pays the race.
+    Off(RawOff),
+    /// Open after N consecutive failures, one half-open trial after the cool-down.
+    Consecutive(RawConsecutive),
+    /// Seed 000's PRIMARY_HEALTHY / DEGRADED_FALLBACK / RECOVERING_PROBE machine.
+    Rate(Box<RawRate>),
+}
+
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Off")]
+pub struct RawOff {
+    #[serde(skip)]
+    pub unknown: Unknown,
+}
+
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Consecutive")]
+pub struct RawConsecutive {
+    /// Consecutive failures that open it (1..=1000).
+    pub failures: Spanned<Count<1, 1000>>,
+    /// Time open before the half-open trial (1s..=1h).
+    pub cooldown: Spanned<Dur<1_000, HOUR>>,
+    #[serde(skip)]
+    pub unknown: Unknown,
+}
+
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Rate")]
+pub struct RawRate {
+    /// Sliding window for the failure ratio and p95 (1s..=1h).
+    pub window: Spanned<Dur<1_000, HOUR>>,
+    /// Trip at this failure ratio (default 0.15; above 0, up to 1).
+    pub failure_ratio: Option<Spanned<Ratio<false>>>,
+    /// Calls needed in the window before the ratio counts (default 20).
+    pub min_calls: Option<Spanned<Count<1, 1_000_000>>>,
+    /// Trip when the window's p95 latency exceeds this (1ms..=1m).
+    pub slow_call_p95: Spanned<Dur<1, MINUTE>>,
+    /// Time degraded before probing (1s..=1h).
+    pub hold_down: Spanned<Dur<1_000, HOUR>>,
+    /// Share of traffic probing (default 0.02; above 0, up to 1).
+    pub probe_fraction: Option<Spanned<Ratio<false>>>,
+    /// Probe calls before a verdict (default 20).
+    pub probe_min_calls: Option<Spanned<Count<1, 1_000_000>>>,
+    /// Promote at this success ratio (default 0.995; above 0, up to 1).
+    pub probe_success_ratio: Option<Spanned<Ratio<false>>>,
+    /// Promote when probes' p95 is at most this (1ms..=1m).
+    pub probe_p95: Spanned<Dur<1, MINUTE>>,
+    /// Extra hold after a failed probe (default 60s, 1s..=1h).
+    pub failed_probe_hold: Option<Spanned<Dur<1_000, HOUR>>>,
+    #[serde(skip)]
+    pub unknown: Unknown,
+}
+
+impl<'de> Deserialize<'de> for RawBreaker {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let mut t = Table::new(v)?;
+        let Some(mode) = t.req::<Word<Mode>>("mode") else {
+            // Without a mode its keys cannot be judged: report the mode alone.
+            return Err(DeserError {
+                errors: t.th.errors,
+            });
+        };
+        Ok(match mode.value.0 {
+            Mode::Off => RawBreaker::Off(RawOff {
+                unknown: Unknown(t.finish()?),
+            }),
+            Mode::Consecutive => {
+                let failures = t.req("failures");
+                let cooldown = t.req("cooldown");
+                let unknown = Unknown(t.finish()?);
+                RawBreaker::Consecutive(RawConsecutive {
+                    failures: failures.ok_or_else(bug)?,
+                    cooldown: cooldown.ok_or_else(bug)?,
+                    unknown,
+                })
             }
-            match (failures, cooldown) {
-                (Some(f), Some(c)) => Some(Breaker::Consecutive {
-                    failures: f as u32,
-                    cooldown_ms: c,
-                }),
-                _ => None,
-            }
-        }
-        Mode::Rate => {
-            let window_ms = t.req_duration(ctx, "window", "\"30s\"");
-            let failure_ratio = t.opt_ratio(ctx, "failure_ratio").unwrap_or(0.15);
-            let min_calls = t.opt_uint(ctx, "min_calls", MAX_COUNT).unwrap_or(20) as u32;
-            let slow_call_p95_ms = t.req_duration(ctx, "slow_call_p95", "\"45ms\"");
-            let hold_down_ms = t.req_duration(ctx, "hold_down", "\"30s\"");
-            let probe_fraction = t.opt_ratio(ctx, "probe_fraction").unwrap_or(0.02);
-            let probe_min_calls =
-                t.opt_uint(ctx, "probe_min_calls", MAX_COUNT).unwrap_or(20) as u32;
-            let probe_success_ratio = t.opt_ratio(ctx, "probe_success_ratio").unwrap_or(0.995);
-            let probe_p95_ms = t.req_duration(ctx, "probe_p95", "\"40ms\"");
-            let failed_probe_hold_ms = t.opt_duration(ctx, "failed_probe_hold").unwrap_or(60_000);
-            for key in ["failure_ratio", "probe_fraction"] {
-                if let Some(span) = ctx.span_of(&format!("breaker.{key}")) {
-                    let v = if key == "failure_ratio" {
-                        failure_ratio
-                    } else {
-                        probe_fraction
-                    };
-                    if v == 0.0 {
-                        ctx.error(
-                            codes::INVALID_VALUE,
-                            span,
-                            format!("`breaker.{key}` is 0"),
-                            "must be above 0",
-                            "use a positive ratio, e.g. 0.15 or 0.02",
-                        );
-                    }
-                }
-            }
-            (|| {
-                Some(Breaker::Rate(RateBreaker {
-                    window_ms: window_ms?,
+            Mode::Rate => {
+                let window = t.req("window");
+                let failure_ratio = t.opt("failure_ratio");
+                let min_calls = t.opt("min_calls");
+                let slow_call_p95 = t.req("slow_call_p95");
+                let hold_down = t.req("hold_down");
+                let probe_fraction = t.opt("probe_fraction");
+                let probe_min_calls = t.opt("probe_min_calls");
+                let probe_success_ratio = t.opt("probe_success_ratio");
+                let probe_p95 = t.req("probe_p95");
+                let failed_probe_hold = t.opt("failed_probe_hold");
+                let unknown = Unknown(t.finish()?);
+                RawBreaker::Rate(Box::new(RawRate {
+                    window: window.ok_or_else(bug)?,
                     failure_ratio,
                     min_calls,
-                    slow_call_p95_ms: slow_call_p95_ms?,
-                    hold_down_ms: hold_down_ms?,
+                    slow_call_p95: slow_call_p95.ok_or_else(bug)?,
+                    hold_down: hold_down.ok_or_else(bug)?,
                     probe_fraction,
                     probe_min_calls,
                     probe_success_ratio,
-                    probe_p95_ms: probe_p95_ms?,
-                    failed_probe_hold_ms,
+                    probe_p95: probe_p95.ok_or_else(bug)?,
+                    failed_probe_hold,
+                    unknown,
                 }))
-            })()
+            }
+        })
+    }
+}
+
+impl Problems for RawBreaker {
+    fn problems(&self, out: &mut Vec<toml_span::Error>) {
+        match self {
+            RawBreaker::Off(o) => o.unknown.problems(out),
+            RawBreaker::Consecutive(c) => c.unknown.problems(out),
+            RawBreaker::Rate(r) => r.unknown.problems(out),
         }
-    };
-    t.finish(ctx);
-    out
+    }
+}
+
+impl RawBreaker {
+    pub fn lower(&self) -> Breaker {
+        match self {
+            RawBreaker::Off(_) => Breaker::Off,
+            RawBreaker::Consecutive(c) => Breaker::Consecutive {
+                failures: c.failures.value.0 as u32,
+                cooldown_ms: c.cooldown.value.0,
+            },
+            RawBreaker::Rate(r) => Breaker::Rate(RateBreaker {
+                window_ms: r.window.value.0,
+                failure_ratio: r.failure_ratio.map_or(0.15, |v| v.value.0),
+                min_calls: r.min_calls.map_or(20, |v| v.value.0 as u32),
+                slow_call_p95_ms: r.slow_call_p95.value.0,
+                hold_down_ms: r.hold_down.value.0,
+                probe_fraction: r.probe_fraction.map_or(0.02, |v| v.value.0),
+                probe_min_calls: r.probe_min_calls.map_or(20, |v| v.value.0 as u32),
+                probe_success_ratio: r.probe_success_ratio.map_or(0.995, |v| v.value.0),
+                probe_p95_ms: r.probe_p95.value.0,
+                failed_probe_hold_ms: r.failed_probe_hold.map_or(60_000, |v| v.value.0),
+            }),
+        }
+    }
 }

@@ -1,248 +1,446 @@
 //! `[budget]` and `[origin]`: the time allowed and the model call [P-BUDGET] [P-ORIGIN].
 
-use understudy_core::policy::*;
+use schemars::JsonSchema;
+use std::borrow::Cow;
+use toml_span::value::Value;
+use toml_span::{DeserError, Deserialize};
 
-use super::node::{Ctx, Table};
-use crate::codes;
+use schemars::{json_schema, Schema, SchemaGenerator};
+use toml_span::value::ValueInner;
+use understudy_core::policy::{Budget, ClientErrors, Hedge, Method, Origin, RetryOn};
 
-use super::node;
+use super::duration;
+use super::problem::Problem;
+use crate::codes::Code;
 
-pub(super) fn budget(ctx: &mut Ctx, mut t: Table) -> Option<Budget> {
-    let total = t.req_duration(ctx, "total", "\"60ms\"");
-    let deadline = t.req_duration(ctx, "deadline", "\"45ms\"");
-    t.finish(ctx);
-    for (key, v) in [("total", total), ("deadline", deadline)] {
-        if v == Some(0) {
-            if let Some(span) = ctx.span_of(&format!("budget.{key}")) {
-                ctx.error(
-                    codes::INVALID_VALUE,
-                    span,
-                    format!("`budget.{key}` is zero"),
-                    "must be positive",
-                    "give the step some time, e.g. \"45ms\"",
-                );
-            }
-        }
-    }
-    Some(Budget {
-        total_ms: total?,
-        deadline_ms: deadline?,
-    })
+use super::leaf::*;
+use super::route::bug;
+use super::table::{Problems, Table, Unknown};
+
+/// The longest any single timed step (a budget, a deadline, a timeout) may be: Understudy
+/// guards interactive requests, and past a minute the client has given up.
+pub const MINUTE: u64 = 60_000;
+pub const HOUR: u64 = 3_600_000;
+pub const DAY: u64 = 86_400_000;
+
+/// [P-BUDGET] Time allowed.
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Budget")]
+pub struct RawBudget {
+    /// Total budget for the answer: the race and every fallback tier (1ms..=1m).
+    pub total: Spanned<Dur<1, MINUTE>>,
+    /// Origin race deadline: headers and body (1ms..=1m).
+    pub deadline: Spanned<Dur<1, MINUTE>>,
+    /// Minimum room kept per timed step after the deadline (default 1ms, 1ms..=1s).
+    pub slack: Option<Spanned<Dur<1, 1_000>>>,
+    #[serde(skip)]
+    pub span: Span,
+    #[serde(skip)]
+    pub unknown: Unknown,
 }
 
-pub(super) fn result_path(s: &str) -> Vec<String> {
-    s.split('.')
-        .filter(|p| !p.is_empty())
+/// `budget.slack` when the policy does not say: Workers' clock has millisecond resolution
+/// and a timer fires at its time or later, so each timed step may end a millisecond late.
+pub const DEFAULT_SLACK_MS: u64 = 1;
+
+impl<'de> Deserialize<'de> for RawBudget {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let span = (v.span.start, v.span.end);
+        let mut t = Table::new(v)?;
+        let total = t.req("total");
+        let deadline = t.req("deadline");
+        let slack = t.opt("slack");
+        let unknown = Unknown(t.finish()?);
+        Ok(RawBudget {
+            total: total.ok_or_else(bug)?,
+            deadline: deadline.ok_or_else(bug)?,
+            slack,
+            span,
+            unknown,
+        })
+    }
+}
+
+impl Problems for RawBudget {
+    fn problems(&self, out: &mut Vec<toml_span::Error>) {
+        self.unknown.problems(out);
+    }
+}
+
+impl RawBudget {
+    pub fn lower(&self) -> Budget {
+        Budget {
+            total_ms: self.total.value.0,
+            deadline_ms: self.deadline.value.0,
+        }
+    }
+
+    pub fn slack_ms(&self) -> u64 {
+        self.slack.map_or(DEFAULT_SLACK_MS, |s| s.value.0)
+    }
+}
+
+impl Words for ClientErrors {
+    const NAME: &'static str = "ClientErrors";
+    const ALL: &'static [(&'static str, ClientErrors)] = &ClientErrors::ALL;
+}
+
+/// A retryable origin outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Timeout,
+    Connect,
+    S408,
+    S429,
+    S5xx,
+}
+
+impl Outcome {
+    /// The listed outcomes as the edge's retry table.
+    pub fn retry_on(list: impl IntoIterator<Item = Outcome>) -> RetryOn {
+        let mut r = RetryOn::none();
+        for o in list {
+            match o {
+                Outcome::Timeout => r.timeout = true,
+                Outcome::Connect => r.connect = true,
+                Outcome::S408 => r.status_408 = true,
+                Outcome::S429 => r.status_429 = true,
+                Outcome::S5xx => r.status_5xx = true,
+            }
+        }
+        r
+    }
+}
+
+impl Words for Outcome {
+    const NAME: &'static str = "RetryOutcome";
+    const ALL: &'static [(&'static str, Outcome)] = &[
+        ("timeout", Outcome::Timeout),
+        ("connect", Outcome::Connect),
+        ("408", Outcome::S408),
+        ("429", Outcome::S429),
+        ("5xx", Outcome::S5xx),
+    ];
+}
+
+/// Full-jitter exponential backoff.
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Backoff")]
+pub struct RawBackoff {
+    /// First backoff ceiling (default 10ms, 1ms..=1m).
+    pub base: Option<Spanned<Dur<1, MINUTE>>>,
+    /// Largest backoff ceiling (default 8 × base, 1ms..=1m, at least `base`).
+    pub max: Option<Spanned<Dur<1, MINUTE>>>,
+    #[serde(skip)]
+    pub span: Span,
+    #[serde(skip)]
+    pub unknown: Unknown,
+}
+
+impl<'de> Deserialize<'de> for RawBackoff {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let span = (v.span.start, v.span.end);
+        let mut t = Table::new(v)?;
+        let base = t.opt("base");
+        let max = t.opt("max");
+        let unknown = Unknown(t.finish()?);
+        Ok(RawBackoff {
+            base,
+            max,
+            span,
+            unknown,
+        })
+    }
+}
+
+/// [P-ORIGIN] The model call.
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Origin")]
+pub struct RawOrigin {
+    /// Origin URL (http or https).
+    pub url: Spanned<Url>,
+    /// Method used to call the origin (default POST).
+    pub method: Option<Spanned<Word<Method>>>,
+    /// The call may be repeated without a side effect (default: by method).
+    pub idempotent: Option<Spanned<Flag>>,
+    /// Per-attempt timeout (1ms..=1m).
+    pub attempt_timeout: Spanned<Dur<1, MINUTE>>,
+    /// Connect timeout: Workers cannot enforce one (a warning says so).
+    pub connect_timeout: Option<Spanned<Dur<1, MINUTE>>>,
+    /// Attempts including the first (default 1, at most 10).
+    pub attempts: Option<Spanned<Count<1, 10>>>,
+    /// Full-jitter exponential backoff between attempts.
+    pub backoff: Option<Spanned<RawBackoff>>,
+    /// Retryable outcomes (default all five).
+    pub retry_on: Option<Spanned<Vec<Spanned<Word<Outcome>>>>>,
+    /// Honour Retry-After when it fits the budget (default true).
+    pub honor_retry_after: Option<Spanned<Flag>>,
+    /// Header carrying the idempotency key.
+    pub idempotency_key_header: Option<Spanned<Token>>,
+    /// Secret binding holding the origin credential.
+    pub credential_secret: Option<Spanned<Binding>>,
+    /// Header the credential goes in (default Authorization).
+    pub credential_header: Option<Spanned<Token>>,
+    /// Dotted path of the result list in the origin's JSON (default items).
+    pub result_path: Option<Spanned<JsonPath>>,
+    /// Largest origin body accepted, in bytes (default 1 MiB, at most 64 MiB).
+    pub max_body_bytes: Option<Spanned<Count<1, { 64 << 20 }>>>,
+    /// What the caller gets when the origin refuses its request with a 4xx other than
+    /// 401/403/408/429 (default pass_through).
+    pub client_errors: Option<Spanned<Word<ClientErrors>>>,
+    /// The bulkhead: most origin calls an isolate has in flight at once (default no cap).
+    pub max_in_flight: Option<Spanned<Count<1, 100_000>>>,
+    /// Hedged requests: a second, identical request after the observed p95.
+    pub hedge: Option<Spanned<RawHedge>>,
+    #[serde(skip)]
+    pub span: Span,
+    #[serde(skip)]
+    pub unknown: Unknown,
+}
+
+impl<'de> Deserialize<'de> for RawOrigin {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let span = (v.span.start, v.span.end);
+        let mut t = Table::new(v)?;
+        let url = t.req("url");
+        let method = t.opt("method");
+        let idempotent = t.opt("idempotent");
+        let attempt_timeout = t.req("attempt_timeout");
+        let connect_timeout = t.opt("connect_timeout");
+        let attempts = t.opt("attempts");
+        let backoff = t.opt("backoff");
+        let retry_on = t.opt("retry_on");
+        let honor_retry_after = t.opt("honor_retry_after");
+        let idempotency_key_header = t.opt("idempotency_key_header");
+        let credential_secret = t.opt("credential_secret");
+        let credential_header = t.opt("credential_header");
+        let result_path = t.opt("result_path");
+        let max_body_bytes = t.opt("max_body_bytes");
+        let client_errors = t.opt("client_errors");
+        let max_in_flight = t.opt("max_in_flight");
+        let hedge = t.opt("hedge");
+        let unknown = Unknown(t.finish()?);
+        Ok(RawOrigin {
+            url: url.ok_or_else(bug)?,
+            method,
+            idempotent,
+            attempt_timeout: attempt_timeout.ok_or_else(bug)?,
+            connect_timeout,
+            attempts,
+            backoff,
+            retry_on,
+            honor_retry_after,
+            idempotency_key_header,
+            credential_secret,
+            credential_header,
+            result_path,
+            max_body_bytes,
+            client_errors,
+            max_in_flight,
+            hedge,
+            span,
+            unknown,
+        })
+    }
+}
+
+impl Problems for RawOrigin {
+    fn problems(&self, out: &mut Vec<toml_span::Error>) {
+        self.unknown.problems(out);
+        if let Some(b) = &self.backoff {
+            b.value.unknown.problems(out);
+        }
+        if let Some(h) = &self.hedge {
+            h.value.unknown.problems(out);
+        }
+    }
+}
+
+/// `backoff.base` when the policy does not say.
+pub const DEFAULT_BACKOFF_BASE_MS: u64 = 10;
+
+/// A dotted result path as its segments.
+pub fn result_path(p: Option<&Spanned<JsonPath>>) -> Vec<String> {
+    p.map(|p| p.value.as_str())
+        .unwrap_or("items")
+        .split('.')
         .map(str::to_string)
         .collect()
 }
 
-pub(super) fn origin(ctx: &mut Ctx, mut t: Table) -> Option<Origin> {
-    let url = t.req_str(ctx, "url", "\"https://model.example/v1/score\"");
-    if let (Some(u), Some(span)) = (&url, ctx.span_of("origin.url")) {
-        if host_of(u).is_none() {
-            ctx.error(
-                codes::INVALID_VALUE,
-                span,
-                format!("`{u}` is not an http(s) URL with a host"),
-                "not a URL",
-                "write the origin as \"https://host/path\"",
-            );
+impl RawOrigin {
+    pub fn backoff_ms(&self) -> (u64, u64) {
+        let b = self.backoff.as_ref().map(|b| &b.value);
+        let base = b
+            .and_then(|b| b.base)
+            .map_or(DEFAULT_BACKOFF_BASE_MS, |s| s.value.0);
+        let max = b
+            .and_then(|b| b.max)
+            .map_or(base.saturating_mul(8).min(MINUTE), |s| s.value.0);
+        (base, max)
+    }
+
+    pub fn lower(&self) -> Origin {
+        let (backoff_base_ms, backoff_max_ms) = self.backoff_ms();
+        let retry_on = match &self.retry_on {
+            Some(list) => Outcome::retry_on(list.value.iter().map(|w| w.value.0)),
+            None => Outcome::retry_on(Outcome::ALL.iter().map(|(_, o)| *o)),
+        };
+        let method = self.method.map_or(Method::Post, |m| m.value.0);
+        Origin {
+            url: self.url.value.0.clone(),
+            method,
+            idempotent: self
+                .idempotent
+                .map_or(method.is_idempotent(), |i| i.value.0),
+            attempt_timeout_ms: self.attempt_timeout.value.0,
+            connect_timeout_ms: self.connect_timeout.map(|c| c.value.0),
+            attempts: self.attempts.map_or(1, |a| a.value.0 as u32),
+            backoff_base_ms,
+            backoff_max_ms,
+            retry_on,
+            honor_retry_after: self.honor_retry_after.is_none_or(|h| h.value.0),
+            idempotency_key_header: self
+                .idempotency_key_header
+                .as_ref()
+                .map(|h| h.value.0.clone()),
+            credential_secret: self.credential_secret.as_ref().map(|s| s.value.0.clone()),
+            credential_header: self
+                .credential_header
+                .as_ref()
+                .map_or_else(|| "Authorization".to_string(), |h| h.value.0.clone()),
+            result_path: result_path(self.result_path.as_ref()),
+            max_body_bytes: self.max_body_bytes.map_or(1 << 20, |m| m.value.0),
+            client_errors: self
+                .client_errors
+                .map_or(ClientErrors::PassThrough, |c| c.value.0),
+            max_in_flight: self.max_in_flight.map(|m| m.value.0 as u32),
+            hedge: self.hedge.as_ref().map(|h| h.value.lower()),
         }
     }
-    let method = match t.take(ctx, "method") {
-        Some(n) => {
-            let span = n.span;
-            match node::as_str(ctx, "origin.method", n) {
-                Some(m) => Method::parse(&m).or_else(|| {
-                    ctx.error(
-                        codes::INVALID_VALUE,
-                        span,
-                        format!("`{m}` is not an HTTP method"),
-                        "unknown method",
-                        "use GET or POST",
-                    );
-                    None
-                }),
-                None => None,
-            }
-        }
-        None => Some(Method::Post),
-    };
-    let idempotent = t.opt_bool(ctx, "idempotent");
-    let attempt_timeout = t.req_duration(ctx, "attempt_timeout", "\"45ms\"");
-    let connect_timeout_ms = t.opt_duration(ctx, "connect_timeout");
-    let attempts = t.opt_uint(ctx, "attempts", 10).unwrap_or(1) as u32;
-    if attempts == 0 {
-        if let Some(span) = ctx.span_of("origin.attempts") {
-            ctx.error(
-                codes::INVALID_VALUE,
-                span,
-                "`origin.attempts` is 0: the origin would never be called",
-                "at least 1",
-                "set `attempts = 1` for no retry, more to retry",
-            );
-        }
-    }
-    let (backoff_base_ms, backoff_max_ms) = match t.opt_table(ctx, "backoff") {
-        Some(mut b) => {
-            let base = b.opt_duration(ctx, "base").unwrap_or(10);
-            let max = b.opt_duration(ctx, "max").unwrap_or(base.saturating_mul(8));
-            b.finish(ctx);
-            (base, max)
-        }
-        None => (10, 80),
-    };
-    let retry_on = match t.opt_str_array(ctx, "retry_on") {
-        Some(list) => {
-            let mut r = RetryOn::none();
-            for (s, span) in list {
-                match s.as_str() {
-                    "timeout" => r.timeout = true,
-                    "connect" => r.connect = true,
-                    "408" => r.status_408 = true,
-                    "429" => r.status_429 = true,
-                    "5xx" => r.status_5xx = true,
-                    other => ctx.error(
-                        codes::INVALID_VALUE,
-                        span,
-                        format!("`{other}` is not a retryable outcome"),
-                        "unknown outcome",
-                        format!(
-                            "use any of {}",
-                            RetryOn::NAMES
-                                .iter()
-                                .map(|n| format!("`{n}`"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
+}
+
+/// When to hedge: `"p95"` (the isolate's observed p95) or a fixed delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HedgeAfter(pub Option<u64>);
+
+/// The fixed hedge delays allowed: 1ms..=1m.
+const HEDGE_AFTER: (u64, u64) = (1, MINUTE);
+
+impl<'de> Deserialize<'de> for HedgeAfter {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let problem = |msg: String| {
+            Problem::new(
+                Code::OutOfRange,
+                msg,
+                "not a hedge delay",
+                "write after = \"p95\" (the origin's observed p95) or a duration such as \"30ms\"",
+            )
+        };
+        let span = v.span;
+        match v.take() {
+            ValueInner::String(s) if s == "p95" => Ok(HedgeAfter(None)),
+            ValueInner::String(s) => match duration::parse(&s) {
+                Ok(ms) if (HEDGE_AFTER.0..=HEDGE_AFTER.1).contains(&ms) => Ok(HedgeAfter(Some(ms))),
+                Ok(_) => Err(problem(format!(
+                    "`{{key}}` is {s}, outside its valid range 1ms..=1m"
+                ))
+                .at(span)
+                .into()),
+                Err(e) => Err(Problem::new(
+                    Code::BadDuration,
+                    format!("`{{key}}` is neither \"p95\" nor a duration: {e}"),
+                    "not a hedge delay",
+                    "write after = \"p95\" or a duration such as \"30ms\"",
+                )
+                .at(span)
+                .into()),
+            },
+            other => {
+                v.set(other);
+                let found = v.take();
+                Err(Problem::new(
+                    Code::WrongType,
+                    format!(
+                        "`{{key}}` must be \"p95\" or a duration string, found a {}",
+                        found.type_str()
                     ),
-                }
+                    "expected a string",
+                    "write after = \"p95\" or a duration such as \"30ms\"",
+                )
+                .at(span)
+                .into())
             }
-            r
-        }
-        None => RetryOn {
-            timeout: true,
-            connect: true,
-            status_408: true,
-            status_429: true,
-            status_5xx: true,
-        },
-    };
-    let honor_retry_after = t.opt_bool(ctx, "honor_retry_after").unwrap_or(true);
-    let idempotency_key_header = t.opt_str(ctx, "idempotency_key_header");
-    let credential_secret = t.opt_str(ctx, "credential_secret");
-    let credential_header = t
-        .opt_str(ctx, "credential_header")
-        .unwrap_or_else(|| "Authorization".into());
-    let result_path = t
-        .opt_str(ctx, "result_path")
-        .map(|s| result_path(&s))
-        .unwrap_or_else(|| vec!["items".into()]);
-    let max_body_bytes = t
-        .opt_uint(ctx, "max_body_bytes", 64 << 20)
-        .unwrap_or(1 << 20);
-    let client_errors = match t.take(ctx, "client_errors") {
-        Some(n) => {
-            let span = n.span;
-            node::as_str(ctx, "origin.client_errors", n).and_then(|v| {
-                let found = ClientErrors::ALL.iter().find(|(name, _)| *name == v);
-                if found.is_none() {
-                    ctx.error(
-                        codes::INVALID_VALUE,
-                        span,
-                        format!("`{v}` is not a way to answer an origin 4xx"),
-                        "unknown choice",
-                        "use \"pass_through\" (the origin's status in the error envelope) or \"fallback\" (a disclosed fallback with reason ML_4XX)",
-                    );
-                }
-                found.map(|(_, c)| *c)
-            })
-        }
-        None => Some(ClientErrors::PassThrough),
-    };
-    let max_in_flight = t.opt_uint(ctx, "max_in_flight", 100_000).map(|n| n as u32);
-    if max_in_flight == Some(0) {
-        if let Some(span) = ctx.span_of("origin.max_in_flight") {
-            ctx.error(
-                codes::INVALID_VALUE,
-                span,
-                "`origin.max_in_flight` is 0: the origin would never be called",
-                "at least 1",
-                "cap the origin calls an isolate has in flight at 1 or more, or remove the key for no cap",
-            );
         }
     }
-    let hedge = t.opt_table(ctx, "hedge").and_then(|h| hedge(ctx, h));
-    t.finish(ctx);
-    Some(Origin {
-        url: url?,
-        idempotent: idempotent.unwrap_or_else(|| method.is_some_and(Method::is_idempotent)),
-        method: method?,
-        attempt_timeout_ms: attempt_timeout?,
-        connect_timeout_ms,
-        attempts,
-        backoff_base_ms,
-        backoff_max_ms,
-        retry_on,
-        honor_retry_after,
-        idempotency_key_header,
-        credential_secret,
-        credential_header,
-        result_path,
-        max_body_bytes,
-        client_errors: client_errors?,
-        max_in_flight,
-        hedge,
-    })
+}
+
+impl JsonSchema for HedgeAfter {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        "HedgeAfter".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "anyOf": [{"const": "p95"}, {"pattern": duration::pattern(HEDGE_AFTER.0, HEDGE_AFTER.1)}],
+        })
+    }
 }
 
 /// `[origin.hedge]`: when to send a second request, and how many.
-fn hedge(ctx: &mut Ctx, mut h: Table) -> Option<Hedge> {
-    let after_ms = match h.take(ctx, "after") {
-        None => None,
-        Some(n) => {
-            let span = n.span;
-            match node::as_str(ctx, "origin.hedge.after", n) {
-                Some(v) if v == "p95" => None,
-                Some(v) => match understudy_core::time::parse_duration(&v) {
-                    Ok(ms) if ms > 0 => Some(ms),
-                    _ => {
-                        ctx.error(
-                            codes::INVALID_VALUE,
-                            span,
-                            format!("`{v}` is neither \"p95\" nor a positive duration"),
-                            "not a hedge delay",
-                            "write after = \"p95\" (the origin's observed p95) or a duration such as \"30ms\"",
-                        );
-                        None
-                    }
-                },
-                None => None,
-            }
-        }
-    };
-    let max_share = h.opt_ratio(ctx, "max_share").unwrap_or(0.05);
-    if !(max_share > 0.0 && max_share <= 0.5) {
-        if let Some(span) = ctx.span_of("origin.hedge.max_share") {
-            ctx.error(
-                codes::INVALID_VALUE,
-                span,
-                format!("`origin.hedge.max_share` = {max_share} is outside (0, 0.5]"),
-                "out of range",
-                "hedge a few percent of calls (0.05); more than half doubles the load on a slow origin",
-            );
+#[derive(Debug, Clone, JsonSchema)]
+#[schemars(rename = "Hedge")]
+#[serde(deny_unknown_fields)]
+pub struct RawHedge {
+    /// "p95" (default: the isolate's observed p95) or a delay shorter than attempt_timeout.
+    pub after: Option<Spanned<HedgeAfter>>,
+    /// Hedges per origin call, the token bucket's refill (default 0.05; above 0, up to 0.5).
+    pub max_share: Option<Spanned<Ratio<false, 500>>>,
+    /// Most hedges in a burst (default 10, 1..=1000).
+    pub burst: Option<Spanned<Count<1, 1000>>>,
+    /// Successful calls observed before their p95 is trusted (default 20, 1..=100000).
+    pub min_calls: Option<Spanned<Count<1, 100_000>>>,
+    #[serde(skip)]
+    pub span: Span,
+    #[serde(skip)]
+    pub unknown: Unknown,
+}
+
+impl<'de> Deserialize<'de> for RawHedge {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let span = (v.span.start, v.span.end);
+        let mut t = Table::new(v)?;
+        let after = t.opt("after");
+        let max_share = t.opt("max_share");
+        let burst = t.opt("burst");
+        let min_calls = t.opt("min_calls");
+        let unknown = Unknown(t.finish()?);
+        Ok(RawHedge {
+            after,
+            max_share,
+            burst,
+            min_calls,
+            span,
+            unknown,
+        })
+    }
+}
+
+impl RawHedge {
+    pub fn lower(&self) -> Hedge {
+        Hedge {
+            after_ms: self.after.and_then(|a| a.value.0),
+            max_share: self.max_share.map_or(0.05, |m| m.value.0),
+            burst: self.burst.map_or(10, |b| b.value.0 as u32),
+            min_calls: self.min_calls.map_or(20, |m| m.value.0 as u32),
         }
     }
-    let burst = h.opt_uint(ctx, "burst", 1_000).unwrap_or(10) as u32;
-    let min_calls = h.opt_uint(ctx, "min_calls", 100_000).unwrap_or(20) as u32;
-    h.finish(ctx);
-    Some(Hedge {
-        after_ms,
-        max_share,
-        burst: burst.max(1),
-        min_calls: min_calls.max(1),
-    })
 }
 
 /// The host of an http(s) URL, lower-cased.

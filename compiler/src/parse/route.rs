@@ -1,148 +1,345 @@
 //! `[service]`, `[params.*]` and `[identity]`: what the endpoint is and what it reads [P-ROUTE].
 
-use understudy_core::policy::*;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
-use super::node::{as_choice, Ctx, Table};
-use crate::codes;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use toml_span::value::{Value, ValueInner};
+use toml_span::{DeserError, Deserialize};
+use understudy_core::policy::{IdentityRules, Method, Param, ParamSource, ParamType, Service};
 
-use super::MAX_COUNT;
+use super::leaf::*;
+use super::problem::Problem;
+use super::table::{Problems, Table, Unknown};
+use crate::codes::Code;
 
-pub(super) fn service(ctx: &mut Ctx, mut t: Table) -> Option<Service> {
-    let name = t.req_str(ctx, "name", "\"recommendation-service\"");
-    let route = t.req_str(ctx, "route", "\"/v1/recommendations\"");
-    if let (Some(r), Some(span)) = (&route, ctx.span_of("service.route")) {
-        if !r.starts_with('/') {
-            ctx.error(
-                codes::INVALID_VALUE,
-                span,
-                format!("route `{r}` does not start with `/`"),
-                "not a path",
-                "write the route as a path, e.g. \"/v1/recommendations\"",
-            );
+impl Words for Method {
+    const NAME: &'static str = "Method";
+    const ALL: &'static [(&'static str, Method)] = &Method::ALL;
+}
+
+impl Words for ParamSource {
+    const NAME: &'static str = "ParamSource";
+    const ALL: &'static [(&'static str, ParamSource)] = &ParamSource::ALL;
+}
+
+impl Words for ParamType {
+    const NAME: &'static str = "ParamType";
+    const ALL: &'static [(&'static str, ParamType)] = &[
+        ("string", ParamType::String),
+        ("integer", ParamType::Integer),
+    ];
+}
+
+/// [P-ROUTE] The endpoint.
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Service")]
+pub struct RawService {
+    /// Service name: the Worker's name, in logs and metrics.
+    pub name: Spanned<Name>,
+    /// Route path; `{name}` segments are path parameters.
+    pub route: Spanned<UrlPath>,
+    /// Accepted methods (default ["GET"]).
+    pub methods: Option<Spanned<NonEmpty<Spanned<Word<Method>>>>>,
+    /// Declared peak traffic in requests per second, to check the breaker can trigger.
+    pub expected_rps: Option<Spanned<Count<1, 10_000_000>>>,
+    #[serde(skip)]
+    pub span: Span,
+    #[serde(skip)]
+    pub unknown: Unknown,
+}
+
+impl<'de> Deserialize<'de> for RawService {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let span = (v.span.start, v.span.end);
+        let mut t = Table::new(v)?;
+        let name = t.req("name");
+        let route = t.req("route");
+        let methods = t.opt("methods");
+        let expected_rps = t.opt("expected_rps");
+        let unknown = Unknown(t.finish()?);
+        Ok(RawService {
+            name: name.ok_or_else(bug)?,
+            route: route.ok_or_else(bug)?,
+            methods,
+            expected_rps,
+            span,
+            unknown,
+        })
+    }
+}
+
+/// `finish` already failed the table when a required key was missing or wrong; this is
+/// only reached if toml-span changed that contract.
+pub(super) fn bug() -> DeserError {
+    DeserError { errors: Vec::new() }
+}
+
+impl Problems for RawService {
+    fn problems(&self, out: &mut Vec<toml_span::Error>) {
+        self.unknown.problems(out);
+    }
+}
+
+impl RawService {
+    pub fn lower(&self) -> Service {
+        Service {
+            name: self.name.value.0.clone(),
+            route: self.route.value.0.clone(),
+            methods: self
+                .methods
+                .as_ref()
+                .map(|m| m.value.0.iter().map(|w| w.value.0).collect())
+                .unwrap_or_else(|| vec![Method::Get]),
+            expected_rps: self.expected_rps.map(|c| c.value.0 as u32),
         }
     }
-    let methods = match t.opt_str_array(ctx, "methods") {
-        Some(list) => {
-            let mut out = Vec::new();
-            for (m, span) in list {
-                match Method::parse(&m) {
-                    Some(m) => out.push(m),
-                    None => ctx.error(
-                        codes::INVALID_VALUE,
-                        span,
-                        format!("`{m}` is not an HTTP method"),
-                        "unknown method",
-                        "use GET, HEAD, POST, PUT, PATCH or DELETE",
-                    ),
-                }
+}
+
+/// `[params.NAME]`: the request parameters by name.
+#[derive(Debug, Clone, Default)]
+pub struct RawParams(pub BTreeMap<String, (Span, Part<RawParam>)>);
+
+const PARAM_NAME: &str = "^[A-Za-z0-9_]{1,64}$";
+
+impl<'de> Deserialize<'de> for RawParams {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let table = match v.take() {
+            ValueInner::Table(t) => t,
+            other => {
+                return Err(Problem::new(
+                    Code::WrongType,
+                    format!("`params` must be a table, found a {}", other.type_str()),
+                    "expected a table",
+                    "write `[params.NAME]` tables, one per parameter",
+                )
+                .at(v.span)
+                .into())
             }
-            if out.is_empty() {
-                let span = ctx.span_of("service.methods").unwrap_or(t.span);
-                ctx.error(
-                    codes::INVALID_VALUE,
-                    span,
-                    "`service.methods` is empty",
-                    "no method",
-                    "list at least one method, e.g. [\"GET\"]",
+        };
+        let re = regex_lite::Regex::new(PARAM_NAME).map_err(|_| bug())?;
+        let mut out = BTreeMap::new();
+        let mut errors = Vec::new();
+        for (key, mut value) in table {
+            if !re.is_match(&key.name) {
+                errors.push(
+                    Problem::new(
+                        Code::InvalidValue,
+                        format!("`{}` is not a parameter name", key.name),
+                        "letters, digits and `_` only",
+                        "rename the parameter with letters, digits and `_`",
+                    )
+                    .at(key.span),
+                );
+                continue;
+            }
+            let part =
+                Part::<RawParam>::deserialize(&mut value).unwrap_or_else(|e| Part::Bad(e.errors));
+            out.insert(
+                key.name.into_owned(),
+                ((key.span.start, key.span.end), part),
+            );
+        }
+        if errors.is_empty() {
+            Ok(RawParams(out))
+        } else {
+            // The good parameters' errors are reported with the bad names.
+            for (_, (_, p)) in out {
+                p.problems(&mut errors);
+            }
+            Err(DeserError { errors })
+        }
+    }
+}
+
+impl Problems for RawParams {
+    fn problems(&self, out: &mut Vec<toml_span::Error>) {
+        for (_, p) in self.0.values() {
+            p.problems(out);
+        }
+    }
+}
+
+impl JsonSchema for RawParams {
+    fn schema_name() -> Cow<'static, str> {
+        "Params".into()
+    }
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let param = g.subschema_for::<RawParam>();
+        json_schema!({
+            "type": "object",
+            "description": "Request parameters by name, validated before any I/O.",
+            "propertyNames": {"pattern": PARAM_NAME},
+            "additionalProperties": param,
+        })
+    }
+}
+
+/// A request parameter, validated before any I/O.
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(transform = header_from_is_a_token)]
+#[schemars(rename = "Param")]
+pub struct RawParam {
+    /// Where the value comes from.
+    pub source: Spanned<Word<ParamSource>>,
+    /// Query key, header name, path segment or claim name (default: the parameter's name).
+    pub from: Option<Spanned<Text>>,
+    /// Value type (default string).
+    #[serde(rename = "type")]
+    pub ty: Option<Spanned<Word<ParamType>>>,
+    /// Regular expression the whole value must match (regex-lite syntax).
+    pub pattern: Option<Spanned<Pattern>>,
+    /// Longest accepted value in bytes (default 256).
+    pub max_len: Option<Spanned<Count<1, 8192>>>,
+    /// Reject requests without it (default false).
+    pub required: Option<Spanned<Flag>>,
+    /// Value used when absent.
+    pub default: Option<Spanned<AnyText>>,
+    /// The parameter identifies a user: tiers keyed by it are per-user.
+    pub identity: Option<Spanned<Flag>>,
+    /// Explicit, warned opt-out: identity from an unverified source.
+    pub allow_unverified_identity: Option<Spanned<Flag>>,
+    #[serde(skip)]
+    pub span: Span,
+    #[serde(skip)]
+    pub unknown: Unknown,
+}
+
+/// A header parameter's `from` is a header name: an RFC 9110 token.
+fn header_from_is_a_token(schema: &mut Schema) {
+    let rule = serde_json::json!({
+        "if": {"properties": {"source": {"const": "header"}}, "required": ["source"]},
+        "then": {"properties": {"from": {"pattern": TokenKind::PATTERN}}}
+    });
+    schema.insert("allOf".into(), serde_json::json!([rule]));
+}
+
+impl<'de> Deserialize<'de> for RawParam {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let span = (v.span.start, v.span.end);
+        let mut t = Table::new(v)?;
+        let source: Option<Spanned<Word<ParamSource>>> = t.req("source");
+        let from: Option<Spanned<Text>> = t.opt("from");
+        if let (Some(s), Some(f)) = (&source, &from) {
+            if s.value.0 == ParamSource::Header && !TokenKind::regex().is_match(f.value.as_str()) {
+                t.th.errors.push(
+                    Problem::new(
+                        Code::BadHeaderValue,
+                        format!(
+                            "`{{key}}` is {}, which is not an HTTP header name (an RFC 9110 token)",
+                            shown(f.value.as_str())
+                        ),
+                        "not a header name",
+                        TokenKind::HELP,
+                    )
+                    .at(toml_span::Span::new(f.span.0, f.span.1)),
                 );
             }
-            out
         }
-        None => vec![Method::Get],
-    };
-    let expected_rps = t.opt_uint(ctx, "expected_rps", MAX_COUNT).map(|v| v as u32);
-    t.finish(ctx);
-    Some(Service {
-        name: name?,
-        route: route?,
-        methods,
-        expected_rps,
-    })
+        let ty = t.opt("type");
+        let pattern = t.opt("pattern");
+        let max_len = t.opt("max_len");
+        let required = t.opt("required");
+        let default = t.opt("default");
+        let identity = t.opt("identity");
+        let allow_unverified_identity = t.opt("allow_unverified_identity");
+        let unknown = Unknown(t.finish()?);
+        Ok(RawParam {
+            source: source.ok_or_else(bug)?,
+            from,
+            ty,
+            pattern,
+            max_len,
+            required,
+            default,
+            identity,
+            allow_unverified_identity,
+            span,
+            unknown,
+        })
+    }
 }
 
-pub(super) fn params(ctx: &mut Ctx, mut t: Table) -> Vec<Param> {
-    let mut out = Vec::new();
-    for (name, key_span, node) in t.drain_entries() {
-        let path = format!("params.{name}");
-        ctx.spans.insert(path.clone(), node.span);
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            ctx.error(
-                codes::INVALID_VALUE,
-                key_span,
-                format!("`{name}` is not a parameter name"),
-                "letters, digits and `_` only",
-                "rename the parameter",
-            );
-            continue;
-        }
-        if let Some(p) = Table::new(ctx, &path, node).and_then(|pt| param(ctx, &name, pt)) {
-            out.push(p);
+impl Problems for RawParam {
+    fn problems(&self, out: &mut Vec<toml_span::Error>) {
+        self.unknown.problems(out);
+    }
+}
+
+/// `max_len` when the policy does not say.
+pub const DEFAULT_MAX_LEN: u64 = 256;
+
+impl RawParam {
+    pub fn lower(&self, name: &str) -> Param {
+        Param {
+            name: name.to_string(),
+            source: self.source.value.0,
+            from: self
+                .from
+                .as_ref()
+                .map(|f| f.value.0.clone())
+                .unwrap_or_else(|| name.to_string()),
+            ty: self.ty.map_or(ParamType::String, |t| t.value.0),
+            pattern: self.pattern.as_ref().map(|p| p.value.0.clone()),
+            max_len: self.max_len.map_or(DEFAULT_MAX_LEN, |m| m.value.0) as u32,
+            required: self.required.is_some_and(|r| r.value.0),
+            default: self.default.as_ref().map(|d| d.value.0.clone()),
+            identity: self.identity.is_some_and(|r| r.value.0),
+            allow_unverified: self.allow_unverified_identity.is_some_and(|r| r.value.0),
         }
     }
-    t.finish(ctx);
-    out
 }
 
-fn param(ctx: &mut Ctx, name: &str, mut t: Table) -> Option<Param> {
-    let source = match t.req(ctx, "source", "\"query\"") {
-        Some(n) => as_choice(ctx, &format!("params.{name}.source"), n, &ParamSource::ALL),
-        None => None,
-    };
-    let from = t.opt_str(ctx, "from").unwrap_or_else(|| name.to_string());
-    let ty = t
-        .opt_choice(
-            ctx,
-            "type",
-            &[
-                ("string", ParamType::String),
-                ("integer", ParamType::Integer),
-            ],
-        )
-        .unwrap_or(ParamType::String);
-    let pattern = t.opt_str(ctx, "pattern");
-    if let (Some(p), Some(span)) = (&pattern, ctx.span_of(&format!("params.{name}.pattern"))) {
-        if let Err(e) = regex_lite::Regex::new(p) {
-            ctx.error(
-                codes::INVALID_VALUE,
-                span,
-                format!("`params.{name}.pattern` is not a valid regular expression: {e}"),
-                "does not compile",
-                "fix the regular expression (regex-lite syntax, anchored with ^…$)",
-            );
+/// Verified identity: HS256 bearer tokens.
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Identity")]
+pub struct RawIdentity {
+    /// Secret binding holding the HMAC key.
+    pub secret: Spanned<Binding>,
+    /// Required `iss`.
+    pub issuer: Spanned<Text>,
+    /// Required `aud`.
+    pub audience: Spanned<Text>,
+    /// Clock skew tolerated on exp/nbf (default 30s, at most 5m).
+    pub leeway: Option<Spanned<Dur<0, 300_000>>>,
+    #[serde(skip)]
+    pub unknown: Unknown,
+}
+
+impl<'de> Deserialize<'de> for RawIdentity {
+    fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
+        let mut t = Table::new(v)?;
+        let secret = t.req("secret");
+        let issuer = t.req("issuer");
+        let audience = t.req("audience");
+        let leeway = t.opt("leeway");
+        let unknown = Unknown(t.finish()?);
+        Ok(RawIdentity {
+            secret: secret.ok_or_else(bug)?,
+            issuer: issuer.ok_or_else(bug)?,
+            audience: audience.ok_or_else(bug)?,
+            leeway,
+            unknown,
+        })
+    }
+}
+
+impl Problems for RawIdentity {
+    fn problems(&self, out: &mut Vec<toml_span::Error>) {
+        self.unknown.problems(out);
+    }
+}
+
+impl RawIdentity {
+    pub fn lower(&self) -> IdentityRules {
+        IdentityRules {
+            secret: self.secret.value.0.clone(),
+            issuer: self.issuer.value.0.clone(),
+            audience: self.audience.value.0.clone(),
+            leeway_ms: self.leeway.map_or(30_000, |l| l.value.0),
         }
     }
-    let max_len = t.opt_uint(ctx, "max_len", 8192).unwrap_or(256) as u32;
-    let required = t.opt_bool(ctx, "required").unwrap_or(false);
-    let default = t.opt_str(ctx, "default");
-    let identity = t.opt_bool(ctx, "identity").unwrap_or(false);
-    let allow_unverified = t
-        .opt_bool(ctx, "allow_unverified_identity")
-        .unwrap_or(false);
-    t.finish(ctx);
-    Some(Param {
-        name: name.to_string(),
-        source: source?,
-        from,
-        ty,
-        pattern,
-        max_len,
-        required,
-        default,
-        identity,
-        allow_unverified,
-    })
-}
-
-pub(super) fn identity(ctx: &mut Ctx, mut t: Table) -> Option<IdentityRules> {
-    let secret = t.req_str(ctx, "secret", "\"TOKEN_HMAC_KEY\"");
-    let issuer = t.req_str(ctx, "issuer", "\"https://auth.example\"");
-    let audience = t.req_str(ctx, "audience", "\"recommendations\"");
-    let leeway_ms = t.opt_duration(ctx, "leeway").unwrap_or(30_000);
-    t.finish(ctx);
-    Some(IdentityRules {
-        secret: secret?,
-        issuer: issuer?,
-        audience: audience?,
-        leeway_ms,
-    })
 }

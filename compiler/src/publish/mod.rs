@@ -21,7 +21,7 @@ use understudy_core::policy::{Policy, TierKind};
 use understudy_core::request::Validator;
 use understudy_core::Millis;
 
-use crate::codes;
+use crate::codes::Code;
 use crate::diag::{Diagnostic, Severity};
 use crate::validate::inventory::Snapshot;
 
@@ -82,13 +82,7 @@ struct Metadata {
     written_at: u64,
 }
 
-fn diag(
-    code: &'static str,
-    file: &Path,
-    message: String,
-    notes: Vec<String>,
-    help: &str,
-) -> Diagnostic {
+fn diag(code: Code, file: &Path, message: String, notes: Vec<String>, help: &str) -> Diagnostic {
     Diagnostic {
         code,
         severity: Severity::Error,
@@ -129,7 +123,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
         Some(TierKind::Kv(kv)) => kv,
         Some(other) => {
             return Err(vec![diag(
-                codes::INVALID_VALUE,
+                Code::InvalidValue,
                 policy_file,
                 format!(
                     "tier `{}` is a {} tier; only KV tiers are published",
@@ -150,7 +144,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
                 .map(|t| t.name.as_str())
                 .collect();
             return Err(vec![diag(
-                codes::INVALID_VALUE,
+                Code::InvalidValue,
                 policy_file,
                 format!("the policy has no tier `{}`", req.tier),
                 vec![format!("its KV tiers: {}", names.join(", "))],
@@ -161,7 +155,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
     let params: Vec<&str> = kv.key.params().collect();
     let [param] = params.as_slice() else {
         return Err(vec![diag(
-            codes::INVALID_VALUE,
+            Code::InvalidValue,
             policy_file,
             format!(
                 "tier `{}`'s key `{}` has {} parameters; publishing takes a key with exactly one \
@@ -176,7 +170,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
     };
     let Some(rules) = req.policy.catalog.as_ref() else {
         return Err(vec![diag(
-            codes::INVALID_VALUE,
+            Code::InvalidValue,
             policy_file,
             "the policy has no [catalog] table: its min_stock and max_age are the rule published \
              SKUs must pass"
@@ -192,7 +186,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
         Ok(l) => l,
         Err(notes) => {
             problems.push(diag(
-                codes::CATALOG_MALFORMED,
+                Code::CatalogMalformed,
                 lists_file,
                 format!("the lists file is malformed ({} problem(s))", notes.len()),
                 notes,
@@ -213,7 +207,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
     };
     if let Some(stale) = snapshot.staleness(req.now, rules.max_age_ms) {
         problems.push(diag(
-            codes::UNTESTED_COMPENSATION,
+            Code::UntestedCompensation,
             req.inventory_path,
             stale.message(&snapshot.taken_at),
             vec![],
@@ -225,7 +219,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
     // Keys the edge can reach, within KV's limit.
     let validator = Validator::new(req.policy).map_err(|e| {
         vec![diag(
-            codes::INVALID_VALUE,
+            Code::InvalidValue,
             policy_file,
             e,
             vec![],
@@ -260,7 +254,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
     }
     if !bad_keys.is_empty() {
         problems.push(diag(
-            codes::INVALID_VALUE,
+            Code::InvalidValue,
             lists_file,
             format!(
                 "{} list key(s) are values no request for `{param}` can have",
@@ -272,7 +266,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
     }
     if !empty.is_empty() {
         problems.push(diag(
-            codes::CATALOG_MALFORMED,
+            Code::CatalogMalformed,
             lists_file,
             format!("{} list(s) are empty: {}", empty.len(), empty.join(", ")),
             vec![],
@@ -300,7 +294,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
     }
     if !dups.is_empty() {
         problems.push(diag(
-            codes::CATALOG_MALFORMED,
+            Code::CatalogMalformed,
             lists_file,
             format!("{} SKU(s) appear twice in their list", dups.len()),
             dups,
@@ -311,7 +305,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
         let keys: std::collections::BTreeSet<&str> =
             offenders.iter().map(|(k, _, _)| k.as_str()).collect();
         problems.push(diag(
-            codes::UNTESTED_COMPENSATION,
+            Code::UntestedCompensation,
             lists_file,
             format!(
                 "{} SKU(s) in {} list(s) of tier `{}` failed inventory validation; nothing was published",
@@ -374,7 +368,7 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
     bulk.push_str("\n]\n");
     if keys == 0 {
         return Err(vec![diag(
-            codes::UNTESTED_COMPENSATION,
+            Code::UntestedCompensation,
             lists_file,
             format!(
                 "every SKU of tier `{}` failed inventory validation; nothing to publish",
@@ -497,7 +491,7 @@ mod tests {
         let diags = run(&p, csv, "csv", false).unwrap_err();
         assert_eq!(diags.len(), 1, "{diags:?}");
         let d = &diags[0];
-        assert_eq!(d.code, codes::UNTESTED_COMPENSATION);
+        assert_eq!(d.code, Code::UntestedCompensation);
         assert!(d.message.contains("3 SKU(s) in 3 list(s)"), "{}", d.message);
         assert_eq!(
             d.notes,
@@ -544,7 +538,7 @@ mod tests {
         );
         assert!(all.iter().any(|m| m.contains("lists A-1 twice")), "{all:?}");
         let diags = run(&p, "{\"lists\": ", "json", false).unwrap_err();
-        assert_eq!(diags[0].code, codes::CATALOG_MALFORMED);
+        assert_eq!(diags[0].code, Code::CatalogMalformed);
     }
 
     #[test]

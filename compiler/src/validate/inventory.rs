@@ -19,8 +19,8 @@ use serde::Deserialize;
 use understudy_core::time::format_duration;
 use understudy_core::Millis;
 
-use crate::codes;
-use crate::diag::{Diagnostic, Severity};
+use crate::codes::Code;
+use crate::diag::Diagnostic;
 
 /// A snapshot may be dated this far ahead of the validation time (clock skew) before it
 /// is refused as coming from the future.
@@ -84,14 +84,25 @@ impl Stale {
         match self {
             Stale::InFuture { ahead_ms } => format!(
                 "the inventory snapshot is dated {} in the future ({taken_at})",
-                format_duration(*ahead_ms)
+                human_age(*ahead_ms)
             ),
             Stale::TooOld { age_ms, ceiling_ms } => format!(
                 "the inventory snapshot is {} old, over the {} ceiling: no SKU counts as validated",
-                format_duration(age_ms / 1000 * 1000),
+                human_age(*age_ms),
                 format_duration(*ceiling_ms)
             ),
         }
+    }
+}
+
+/// A duration as an age reads best: `24h 17m`, `3m 20s`, `12s` (issue 10: "87447s old").
+pub fn human_age(ms: u64) -> String {
+    let s = ms / 1000;
+    let (d, h, m, sec) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{sec}s"),
+        (0, 0, _) => format!("{m}m {sec}s"),
+        _ => format!("{}h {m}m", d * 24 + h),
     }
 }
 
@@ -117,20 +128,18 @@ impl<'a> Snapshot<'a> {
         })?;
         let Some(taken_at_ms) = parse_time(&file.taken_at) else {
             let at = text.find(file.taken_at.as_ref()).unwrap_or(0);
-            return Err(Box::new(Diagnostic {
-                code: codes::CATALOG_MALFORMED,
-                severity: Severity::Error,
-                message: format!(
-                    "the snapshot time `{}` is not an RFC 3339 timestamp",
-                    file.taken_at
-                ),
-                file: path.to_path_buf(),
-                span: Some((at, at + file.taken_at.len())),
-                label: "not RFC 3339".into(),
-                secondary: vec![],
-                notes: vec![],
-                help: "write it like \"2026-11-30T01:00:00Z\"".into(),
-            }));
+            return Err(Box::new(
+                Diagnostic::new(
+                    Code::CatalogMalformed,
+                    path,
+                    format!(
+                        "the snapshot time {} is not an RFC 3339 timestamp",
+                        crate::parse::leaf::shown(&file.taken_at)
+                    ),
+                )
+                .at((at, at + file.taken_at.len().min(64)), "not RFC 3339")
+                .help("write it like \"2026-11-30T01:00:00Z\""),
+            ));
         };
         let mut rows = HashMap::with_capacity(file.skus.len());
         let mut dup = BTreeSet::new();
@@ -140,20 +149,28 @@ impl<'a> Snapshot<'a> {
             }
         }
         if !dup.is_empty() {
-            return Err(Box::new(Diagnostic {
-                code: codes::CATALOG_MALFORMED,
-                severity: Severity::Error,
-                message: format!(
-                    "the inventory snapshot lists {} SKU(s) more than once",
-                    dup.len()
-                ),
-                file: path.to_path_buf(),
-                span: None,
-                label: String::new(),
-                secondary: vec![],
-                notes: dup.iter().map(|s| format!("duplicated: {s}")).collect(),
-                help: "export one row per SKU".into(),
-            }));
+            let dup: Vec<String> = dup.iter().map(|s| format!("duplicated: {s}")).collect();
+            let listed: Vec<String> = dup
+                .iter()
+                .take(super::stubs::MAX_LISTED)
+                .cloned()
+                .chain(
+                    (dup.len() > super::stubs::MAX_LISTED)
+                        .then(|| format!("… and {} more", dup.len() - super::stubs::MAX_LISTED)),
+                )
+                .collect();
+            return Err(Box::new(
+                Diagnostic::new(
+                    Code::CatalogMalformed,
+                    path,
+                    format!(
+                        "the inventory snapshot lists {} SKU(s) more than once",
+                        dup.len()
+                    ),
+                )
+                .notes(listed)
+                .help("export one row per SKU"),
+            ));
         }
         Ok(Snapshot {
             taken_at: file.taken_at.into_owned(),

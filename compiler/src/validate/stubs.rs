@@ -17,16 +17,39 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use understudy_core::catalog::{Catalog, Item};
-use understudy_core::policy::{EmbeddedTier, Policy, TierKind};
+use understudy_core::policy::{CatalogRules, EmbeddedTier, Policy, TierKind};
 use understudy_core::Millis;
 
+use super::explicit::CatalogFiles;
 use super::inventory::{Snapshot, Stale};
-use crate::codes;
-use crate::diag::{Diagnostic, Severity};
-use crate::parse::node::Ctx;
+use super::Ctx;
+use crate::codes::Code;
+use crate::diag::{Diagnostic, Span};
+use crate::parse::disclose::RawCatalog;
 
-/// Catalog and inventory files larger than this are refused.
-pub const MAX_CATALOG_BYTES: u64 = 64 << 20;
+pub use crate::files::MAX_CATALOG_BYTES;
+
+/// Where the two files are.
+#[derive(Clone, Copy)]
+pub enum Files<'a> {
+    /// As the policy names them, relative to `base` (the policy's directory).
+    Declared { base: &'a Path, allow_outside: bool },
+    /// Named by the caller (`understudy bake --catalog … --inventory …`).
+    Given(CatalogFiles<'a>),
+}
+
+/// Most problems of one kind listed in a diagnostic's notes: a catalog with a thousand
+/// broken items gets a short report, not a thousand lines.
+pub const MAX_LISTED: usize = 20;
+
+/// The first [`MAX_LISTED`] of `items`, then how many more there are.
+fn listed(items: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = items.iter().take(MAX_LISTED).cloned().collect();
+    if items.len() > MAX_LISTED {
+        out.push(format!("… and {} more", items.len() - MAX_LISTED));
+    }
+    out
+}
 
 pub struct CatalogCheck {
     pub catalog: Option<Catalog>,
@@ -103,17 +126,9 @@ pub(crate) fn json_error(
     help: &str,
 ) -> Diagnostic {
     let offset = offset_of(text, line, column);
-    Diagnostic {
-        code: codes::CATALOG_MALFORMED,
-        severity: Severity::Error,
-        message,
-        file: path.to_path_buf(),
-        span: Some((offset, (offset + 1).min(text.len().max(offset)))),
-        label: "here".into(),
-        secondary: vec![],
-        notes: vec![],
-        help: help.into(),
-    }
+    Diagnostic::new(Code::CatalogMalformed, path, message)
+        .at((offset, (offset + 1).min(text.len().max(offset))), "here")
+        .help(help)
 }
 
 fn offset_of(text: &str, line: usize, column: usize) -> usize {
@@ -136,10 +151,50 @@ pub fn catalog_hash(stubs: &[u8], inventory: &[u8]) -> String {
     hex::encode(h.finalize())
 }
 
-pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Option<CatalogCheck> {
-    let rules = p.catalog.as_ref()?;
-    let stubs_path = base.join(&rules.stubs);
-    let inv_path = base.join(&rules.inventory);
+/// Checks the catalog against the inventory snapshot. `raw` gives the spans of the
+/// policy's `[catalog]` keys (absent for a baked policy); `keyword_index` says whether a
+/// tier searches the catalog (then the bake carries the index).
+pub fn check_catalog(
+    ctx: &mut Ctx,
+    rules: &CatalogRules,
+    raw: Option<&RawCatalog>,
+    files: Files<'_>,
+    keyword_index: bool,
+    now: Millis,
+) -> Option<CatalogCheck> {
+    let key_span = |key: &str| -> Span {
+        raw.map(|r| match key {
+            "stubs" => r.stubs.span,
+            "inventory" => r.inventory.span,
+            _ => r.span,
+        })
+        .unwrap_or((0, 0))
+    };
+    let (stubs_path, inv_path) = match files {
+        Files::Given(f) => (f.stubs.to_path_buf(), f.inventory.to_path_buf()),
+        Files::Declared {
+            base,
+            allow_outside,
+        } => {
+            let mut paths = Vec::new();
+            for (key, rel) in [("stubs", &rules.stubs), ("inventory", &rules.inventory)] {
+                match crate::files::confine(base, rel, allow_outside) {
+                    Ok(p) => paths.push(p),
+                    Err(msg) => ctx.push(
+                        ctx.diag(Code::PathOutsidePolicyDir, msg)
+                            .at(key_span(key), "outside the policy's directory")
+                            .help("move the file next to the policy (or below it), or pass `--allow-outside-paths` if this layout is intended"),
+                    ),
+                }
+            }
+            let [stubs, inv] = <[PathBuf; 2]>::try_from(paths).ok()?;
+            (stubs, inv)
+        }
+    };
+    let unreadable_help = match files {
+        Files::Declared { .. } => "check the path (relative to the policy file) and that the file is a UTF-8 JSON file under 64 MiB",
+        Files::Given(_) => "check the path given on the command line and that the file is a UTF-8 JSON file under 64 MiB",
+    };
     let mut sources: Vec<(PathBuf, String)> = Vec::new();
     // The text of `path`, or a diagnostic on `catalog.KEY` and `None`.
     let read = |ctx: &mut Ctx, key: &str, path: &Path| -> Option<String> {
@@ -148,11 +203,14 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
             ctx.diags.push(d);
             return None;
         }
-        match super::read_text(path, MAX_CATALOG_BYTES) {
+        match crate::files::read_text(path, MAX_CATALOG_BYTES) {
             Ok(t) => Some(t),
             Err(msg) => {
-                let sp = ctx.span_of(&format!("catalog.{key}")).unwrap_or((0, 0));
-                ctx.error(codes::CATALOG_UNREADABLE, sp, msg, "named here", "check the path (relative to the policy file) and that the file is UTF-8 JSON under 64 MiB");
+                ctx.push(
+                    ctx.diag(Code::CatalogUnreadable, msg)
+                        .at(key_span(key), "named here")
+                        .help(unreadable_help),
+                );
                 None
             }
         }
@@ -179,52 +237,36 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
         Ok(file) => {
             items.reserve(file.items.len());
             let mut seen: HashMap<Cow<str>, usize> = HashMap::with_capacity(file.items.len());
+            // Problems are grouped by kind: one diagnostic each, at most MAX_LISTED named.
+            let mut bad_items: Vec<(Span, String)> = Vec::new();
+            let mut duplicates: Vec<(Span, String)> = Vec::new();
             for (n, raw) in file.items.into_iter().enumerate() {
                 let offset = raw.get().as_ptr() as usize - stubs_text_ref.as_ptr() as usize;
-                let span = Some((offset, offset + raw.get().len().min(1)));
-                let mk = |message: String, help: &str| Diagnostic {
-                    code: codes::CATALOG_MALFORMED,
-                    severity: Severity::Error,
-                    message,
-                    file: stubs_path.clone(),
-                    span,
-                    label: "this item".into(),
-                    secondary: vec![],
-                    notes: vec![],
-                    help: help.into(),
-                };
+                let span = (offset, offset + raw.get().len().min(1));
                 let fields: ItemFields = match serde_json::from_str(raw.get()) {
                     Ok(f) => f,
                     Err(e) => {
-                        ctx.diags.push(mk(
-                            format!("catalog item {} is not valid: {e}", n + 1),
-                            "each item needs a string `sku` and `title`, and may have a `category`",
-                        ));
-                        ok = false;
+                        bad_items.push((span, format!("item {}: {e}", n + 1)));
                         continue;
                     }
                 };
                 if fields.sku.trim().is_empty() {
-                    ctx.diags.push(mk(
-                        "a catalog item has an empty `sku`".into(),
-                        "give every item its SKU",
-                    ));
-                    ok = false;
+                    bad_items.push((span, format!("item {}: empty `sku`", n + 1)));
                     continue;
                 }
-                if let Some(first) = seen.insert(fields.sku.clone(), n) {
-                    ctx.diags.push(mk(
+                if let Some(first) = seen.get(&fields.sku) {
+                    duplicates.push((
+                        span,
                         format!(
-                            "SKU `{}` appears twice in the catalog (items {} and {})",
+                            "SKU `{}` appears twice: items {} and {}",
                             fields.sku,
                             first + 1,
                             n + 1
                         ),
-                        "keep one entry per SKU",
                     ));
-                    ok = false;
                     continue;
                 }
+                seen.insert(fields.sku.clone(), n);
                 items.push(Item {
                     sku: fields.sku.into_owned(),
                     title: fields.title.into_owned(),
@@ -232,14 +274,30 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
                     json: minify(raw.get()),
                 });
             }
+            for (what, found, help) in [
+                ("malformed item(s)", bad_items, "each item needs a string `sku` (not empty) and `title`, and may have a `category`"),
+                ("duplicate SKU(s)", duplicates, "keep one entry per SKU"),
+            ] {
+                let Some((first, _)) = found.first() else {
+                    continue;
+                };
+                ok = false;
+                let notes: Vec<String> = found.iter().map(|(_, n)| n.clone()).collect();
+                ctx.push(
+                    Diagnostic::new(Code::CatalogMalformed, &stubs_path, format!("the catalog has {} {what}", found.len()))
+                        .at(*first, "the first one")
+                        .notes(listed(&notes))
+                        .help(help),
+                );
+            }
             if items.is_empty() && ok {
-                let sp = ctx.span_of("catalog.stubs").unwrap_or((0, 0));
-                ctx.error(
-                    codes::CATALOG_MALFORMED,
-                    sp,
-                    format!("the catalog `{}` has no items", stubs_path.display()),
-                    "empty catalog",
-                    "the final net must hold something: add validated items",
+                ctx.push(
+                    ctx.diag(
+                        Code::CatalogMalformed,
+                        format!("the catalog `{}` has no items", stubs_path.display()),
+                    )
+                    .at(key_span("stubs"), "empty catalog")
+                    .help("the final net must hold something: add validated items"),
                 );
                 ok = false;
             }
@@ -284,17 +342,17 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
     };
     crate::timing::mark("parse inventory");
     if let Some(stale) = snapshot.staleness(now, rules.max_age_ms) {
-        let sp = ctx.span_of("catalog.inventory").unwrap_or((0, 0));
         let (label, help) = match stale {
             Stale::InFuture { .. } => ("snapshot from the future", "check the exporter's clock, or pass `--now` to check as of another time"),
             Stale::TooOld { .. } => ("snapshot too old", "export a fresh inventory snapshot and re-bake (`understudy bake`), or pass `--now` to check as of the snapshot's day"),
         };
-        ctx.error(
-            codes::UNTESTED_COMPENSATION,
-            sp,
-            stale.message(&snapshot.taken_at),
-            label,
-            help,
+        ctx.push(
+            ctx.diag(
+                Code::UntestedCompensation,
+                stale.message(&snapshot.taken_at),
+            )
+            .at(key_span("inventory"), label)
+            .help(help),
         );
         ok = false;
     }
@@ -308,18 +366,12 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
         })
         .collect();
     if !offending.is_empty() {
-        let sp = ctx.span_of("catalog.stubs").unwrap_or((0, 0));
-        ctx.diags.push(Diagnostic {
-            code: codes::UNTESTED_COMPENSATION,
-            severity: Severity::Error,
-            message: format!("{} stub SKU(s) failed inventory validation", offending.len()),
-            file: ctx.file.clone(),
-            span: Some(sp),
-            label: "this catalog".into(),
-            secondary: vec![],
-            notes: offending,
-            help: format!("remove these SKUs from `{}` or restock them; stubs must be active with stock above {}", rules.stubs, rules.min_stock),
-        });
+        ctx.push(
+            ctx.diag(Code::UntestedCompensation, format!("{} stub SKU(s) failed inventory validation", offending.len()))
+                .at(key_span("stubs"), "this catalog")
+                .notes(offending)
+                .help(format!("remove these SKUs from `{}` or restock them; stubs must be active with stock above {}", rules.stubs, rules.min_stock)),
+        );
         ok = false;
     }
     crate::timing::mark("validate SKUs");
@@ -332,7 +384,7 @@ pub fn check_catalog(ctx: &mut Ctx, p: &Policy, base: &Path, now: Millis) -> Opt
         drop(inv_text);
     }
     let catalog = ok.then(|| {
-        if needs_keyword_index(p) {
+        if keyword_index {
             Catalog::new(items, now.0, taken_at)
         } else {
             Catalog::without_index(items, now.0, taken_at)

@@ -13,7 +13,11 @@ use crate::policy::Policy;
 /// Name of the `.wasm` custom section holding the bake.
 pub const SECTION_NAME: &str = "understudy.bake";
 /// First bytes of every bake payload.
-pub const MAGIC: &[u8; 8] = b"USTUDY\x00\x02";
+/// The last byte is the format version: bumped whenever the policy model's shape changes
+/// (2 named two different shapes on two branches — keyword tiers' `no_match` and hashed key
+/// templates on one, the `[events]` section on the other; 3: both together), so an older
+/// Worker refuses a newer bake by name instead of misreading it.
+pub const MAGIC: &[u8; 8] = b"USTUDY\x00\x03";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bake {

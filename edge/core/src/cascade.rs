@@ -12,7 +12,7 @@ use crate::catalog::Catalog;
 use crate::classify::{Failure, FailureReason, Items};
 use crate::deadline::Deadline;
 use crate::entry;
-use crate::policy::{EmbeddedTier, OnExpired, Policy, TierKind};
+use crate::policy::{EmbeddedTier, NoMatch, OnExpired, Policy, TierKind};
 use crate::request::Params;
 use crate::staleness;
 use crate::time::Millis;
@@ -331,16 +331,30 @@ fn embedded(
                 .map(|i| i.json.clone())
                 .collect()
         }
-        EmbeddedTier::Keyword { query, limit } => {
-            let q = ctx
+        EmbeddedTier::Keyword {
+            query,
+            limit,
+            no_match,
+        } => {
+            let hits = ctx
                 .params
                 .get(query)
-                .ok_or(("KEY_PARAM_MISSING", format!("no value for `{query}`")))?;
-            catalog
-                .search(q, *limit as usize)
-                .into_iter()
-                .map(|i| i.json.clone())
-                .collect()
+                .map(|q| catalog.search(q, *limit as usize))
+                .unwrap_or_default();
+            if hits.is_empty() {
+                match no_match {
+                    NoMatch::Curated => catalog.curated(None, *limit as usize),
+                    NoMatch::Empty => return Ok((Vec::new(), age_ms, expired)),
+                    NoMatch::NextTier => {
+                        return Err(("NO_MATCH", "no catalog title matches the query".into()))
+                    }
+                }
+            } else {
+                hits
+            }
+            .into_iter()
+            .map(|i| i.json.clone())
+            .collect()
         }
     };
     if items.is_empty() {
@@ -581,39 +595,71 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn keyword_tier_searches_by_the_query_parameter() {
-        let (mut p, c) = (seed_policy(), seed_catalog());
+    fn keyword_policy(no_match: NoMatch) -> Policy {
+        let mut p = seed_policy();
         p.cascade.tiers = vec![crate::policy::Tier {
             name: "shell".into(),
             kind: TierKind::Embedded(EmbeddedTier::Keyword {
                 query: "q".into(),
-                limit: 5,
+                limit: 3,
+                no_match,
             }),
             cache_control: None,
         }];
-        let q = Params {
+        p
+    }
+
+    fn query(q: &str) -> Params {
+        Params {
             values: vec![ParamValue {
                 name: "q".into(),
-                value: "headphones".into(),
+                value: q.into(),
                 identity: false,
             }],
-        };
+        }
+    }
+
+    #[test]
+    fn keyword_tier_searches_by_the_query_parameter() {
+        let (p, c) = (keyword_policy(NoMatch::NextTier), seed_catalog());
+        let q = query("headphones");
         let cx = ctx(&p, &c, &q, 45);
         let TierStep::Answer(f) = Walker::new(timeout()).next(&cx, Millis(NOW), 0) else {
             panic!()
         };
         assert_eq!(f.items.len(), 2);
-        let none = Params {
-            values: vec![ParamValue {
-                name: "q".into(),
-                value: "zebra".into(),
-                identity: false,
-            }],
-        };
-        let cx = ctx(&p, &c, &none, 45);
-        let mut w = Walker::new(timeout());
-        assert_eq!(w.next(&cx, Millis(NOW), 0), TierStep::Exhausted);
-        assert_eq!(w.notes[0].code, "EMBEDDED_EMPTY");
+    }
+
+    /// Issue 10: a final keyword tier that matched nothing answered 503 under a policy that
+    /// promised an answer. What it answers is now the policy's choice.
+    #[test]
+    fn a_query_matching_nothing_gets_the_policys_no_match_answer() {
+        let c = seed_catalog();
+        let (zebra, absent) = (query("zebra"), Params { values: vec![] });
+        for q in [&zebra, &absent] {
+            let p = keyword_policy(NoMatch::Curated);
+            let TierStep::Answer(f) =
+                Walker::new(timeout()).next(&ctx(&p, &c, q, 45), Millis(NOW), 0)
+            else {
+                panic!("curated answers")
+            };
+            assert_eq!(f.items.len(), 3, "the curated head, up to the limit");
+
+            let p = keyword_policy(NoMatch::Empty);
+            let TierStep::Answer(f) =
+                Walker::new(timeout()).next(&ctx(&p, &c, q, 45), Millis(NOW), 0)
+            else {
+                panic!("empty answers")
+            };
+            assert!(f.items.is_empty());
+
+            let p = keyword_policy(NoMatch::NextTier);
+            let mut w = Walker::new(timeout());
+            assert_eq!(
+                w.next(&ctx(&p, &c, q, 45), Millis(NOW), 0),
+                TierStep::Exhausted
+            );
+            assert_eq!(w.notes[0].code, "NO_MATCH");
+        }
     }
 }

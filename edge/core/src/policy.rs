@@ -350,7 +350,24 @@ pub enum EmbeddedTier {
     /// The curated list; per category when `by` names a parameter holding the category.
     Curated { by: Option<String>, limit: u32 },
     /// Keyword search over the catalog titles, with the query in parameter `query`.
-    Keyword { query: String, limit: u32 },
+    Keyword {
+        query: String,
+        limit: u32,
+        /// What it answers when nothing matches (or the request has no query).
+        no_match: NoMatch,
+    },
+}
+
+/// What a keyword tier answers when no catalog title shares a word with the query, or the
+/// request carries no query: the final net of an `always_answer` cascade must answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NoMatch {
+    /// The catalog's curated list (its first `limit` items).
+    Curated,
+    /// An empty, disclosed result.
+    Empty,
+    /// Nothing: the cascade goes on to the next tier (a 503 after the last one).
+    NextTier,
 }
 
 /// A secondary HTTP source (e.g. a smaller model) in its own failure domain.
@@ -437,27 +454,48 @@ impl Policy {
 
     /// Whether a template reads an identity parameter (a per-user tier).
     pub fn template_is_per_user(&self, t: &Template) -> bool {
-        t.params()
-            .any(|p| self.param(p).is_some_and(|p| p.identity))
+        template_is_per_user(&self.params, t)
     }
 
     /// Whether a tier's answers are per user.
     pub fn tier_is_per_user(&self, tier: &Tier) -> bool {
-        match &tier.kind {
-            TierKind::Kv(kv) => self.template_is_per_user(&kv.key),
-            _ => false,
-        }
+        tier.is_per_user(&self.params)
     }
 
     /// The `Cache-Control` a degraded answer from `tier` carries.
     pub fn tier_cache_control<'a>(&'a self, tier: &'a Tier) -> Option<&'a str> {
-        if let Some(cc) = &tier.cache_control {
+        tier.cache_control_with(&self.params, &self.disclosure)
+    }
+}
+
+/// Whether a template reads an identity parameter among `params`.
+pub fn template_is_per_user(params: &[Param], t: &Template) -> bool {
+    t.params()
+        .any(|n| params.iter().any(|p| p.name == n && p.identity))
+}
+
+impl Tier {
+    /// Whether the tier's answers are per user, given the policy's parameters.
+    pub fn is_per_user(&self, params: &[Param]) -> bool {
+        match &self.kind {
+            TierKind::Kv(kv) => template_is_per_user(params, &kv.key),
+            _ => false,
+        }
+    }
+
+    /// The `Cache-Control` a degraded answer from this tier carries.
+    pub fn cache_control_with<'a>(
+        &'a self,
+        params: &[Param],
+        disclosure: &'a Disclosure,
+    ) -> Option<&'a str> {
+        if let Some(cc) = &self.cache_control {
             return Some(cc);
         }
-        if self.tier_is_per_user(tier) {
-            Some(&self.disclosure.private_cache_control)
+        if self.is_per_user(params) {
+            Some(&disclosure.private_cache_control)
         } else {
-            self.disclosure.cache_control.as_deref()
+            disclosure.cache_control.as_deref()
         }
     }
 }

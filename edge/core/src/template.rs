@@ -17,6 +17,9 @@ pub enum Part {
 pub struct Template {
     pub source: String,
     pub parts: Vec<Part>,
+    /// The rendered key is stored as its literal prefix and a SHA-256 of the whole key, so
+    /// it fits Workers KV's 512-byte key limit whatever the parameters hold.
+    pub hashed: bool,
 }
 
 /// A template that does not parse, with the byte offset of the problem in the source.
@@ -79,7 +82,22 @@ impl Template {
         Ok(Template {
             source: source.to_string(),
             parts,
+            hashed: false,
         })
+    }
+
+    /// The same template, rendering hashed keys (see [`Template::hashed`]).
+    pub fn hashed(mut self) -> Template {
+        self.hashed = true;
+        self
+    }
+
+    /// The literal text before the first parameter (the key's namespace).
+    pub fn prefix(&self) -> &str {
+        match self.parts.first() {
+            Some(Part::Lit(l)) => l,
+            _ => "",
+        }
     }
 
     /// The parameter names the template reads, in order.
@@ -91,7 +109,9 @@ impl Template {
     }
 
     /// Renders the key. `value(name)` gives the parameter's value and whether it is an
-    /// identity (hashed). Returns `None` when a parameter has no value.
+    /// identity (hashed). Returns `None` when a parameter has no value. A hashed template
+    /// renders its prefix and the SHA-256 (hex) of the whole key: at most the prefix's
+    /// length plus 64 bytes.
     pub fn render<'a>(
         &self,
         mut value: impl FnMut(&str) -> Option<(&'a str, bool)>,
@@ -109,6 +129,13 @@ impl Template {
                     }
                 }
             }
+        }
+        if self.hashed {
+            return Some(format!(
+                "{}{}",
+                self.prefix(),
+                hex::encode(Sha256::digest(out.as_bytes()))
+            ));
         }
         Some(out)
     }
@@ -172,6 +199,17 @@ mod tests {
         let t = Template::parse("cat:{cat}").unwrap();
         let forged = t.render(|_| Some(("x:user_rec:bob", false))).unwrap();
         assert_eq!(forged, "cat:x%3Auser_rec%3Abob");
+    }
+
+    #[test]
+    fn hashed_templates_keep_their_prefix_and_bound_their_length() {
+        let t = Template::parse("search:{q}").unwrap().hashed();
+        let long = "x y".repeat(300);
+        let key = t.render(|_| Some((long.as_str(), false))).unwrap();
+        assert!(key.starts_with("search:"));
+        assert_eq!(key.len(), "search:".len() + 64);
+        let other = t.render(|_| Some(("x y", false))).unwrap();
+        assert_ne!(key, other, "different values, different keys");
     }
 
     #[test]
