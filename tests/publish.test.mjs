@@ -130,9 +130,9 @@ describe("the published file through wrangler kv bulk put --local, served by the
     assert.deepEqual(stored.metadata, pub.entries.find((e) => e.key === "category_top:kitchen").metadata);
 
     // One user per request: the retry-storm limit counts a user's repeats.
-    const get = (sub) => {
+    const get = (sub, category = "kitchen") => {
       const token = mintToken(devSecret("TOKEN_HMAC_KEY"), { sub, iss: ISS, aud: "recommendations" });
-      return timedFetch(`${edge.url}/v1/recommendations?category=kitchen`, { headers: { authorization: `Bearer ${token}` } });
+      return timedFetch(`${edge.url}/v1/recommendations?category=${category}`, { headers: { authorization: `Bearer ${token}` } });
     };
     // A cold isolate instantiates the module and decodes the bake once; warm it up.
     for (let i = 0; i < 3; i++) await get(`warm-up-${i}`);
@@ -143,5 +143,16 @@ describe("the published file through wrangler kv bulk put --local, served by the
     assert.equal(r.headers["x-fallback-tier"], "category", JSON.stringify(edge.logs(true).at(-1)));
     assert.deepEqual(r.json.items.map((i) => i.sku), ["SKU-2002", "SKU-1004", "SKU-2003"]);
     assert.equal(r.json.items[0].title, "cast iron skillet");
+
+    // An entry that did not come through `publish` — written by hand, another tool, an old
+    // write-through — is a miss on a published tier, disclosed in the log line, never served.
+    await kv.put("category_top:audio", JSON.stringify({ items: [{ sku: "SKU-1001" }] }), {
+      metadata: { written_at: Date.now() },
+    });
+    const u = await get("unvalidated", "audio");
+    assert.equal(u.status, 200, u.text);
+    assert.equal(u.headers["x-fallback-tier"], "curated");
+    const line = edge.logs(true).find((l) => l.correlation_id === u.headers["x-correlation-id"]);
+    assert.ok(line?.notes?.some((n) => n.tier === "category" && n.code === "KV_NOT_VALIDATED"), JSON.stringify(line));
   });
 });

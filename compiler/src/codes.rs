@@ -174,6 +174,14 @@ codes! {
          discontinued products (seed 000, ADV-UC-01). Every offending SKU is listed with its\n\
          reason; remove it from the catalog or refresh the snapshot. `--now` fixes the\n\
          clock for reproducible checks.";
+    PublishedWriteThrough = "ERR_PUBLISHED_WRITE_THROUGH", "C-STUBS",
+        "a published (curated) tier would be overwritten by the edge",
+        "A tier with `published = true` holds lists `understudy publish` validated against the\n\
+         inventory; the edge answers from it only with that validation in an entry's metadata.\n\
+         `write_through = true` makes the edge write every live answer to the tier's key, without\n\
+         a validation: each write would replace a curated list with one the tier then refuses\n\
+         (`KV_NOT_VALIDATED`), so the tier would empty itself as traffic flows. Remove\n\
+         `write_through` from the published tier, or write live answers to a tier of their own.";
     StubsExpire = "WARN_STUBS_EXPIRE", "C-EXPIRY",
         "warning: the baked stubs stop answering on a known date",
         "With `catalog.on_expired = \"refuse\"` the edge skips the embedded tier once the\n\

@@ -68,6 +68,7 @@ pub fn sample_policy() -> Policy {
                         read_timeout_ms: 5,
                         write_through: false,
                         refresh_ms: 300_000,
+                        published: false,
                     }),
                     cache_control: None,
                 },

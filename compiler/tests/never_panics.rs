@@ -63,6 +63,8 @@ const KEYS: &[&str] = &[
     "max_staleness",
     "read_timeout",
     "refresh",
+    "write_through",
+    "published",
     "query",
     "by",
     "limit",

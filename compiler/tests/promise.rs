@@ -159,6 +159,10 @@ credential_secret = "MODEL_KEY"
             t.push_str(&format!(
                 "\n[[cascade.tiers]]\nname = \"kv{i}\"\nkind = \"kv\"\nbinding = \"KV{i}\"\nkey = \"{key}\"\nmax_staleness = \"1h\"\nread_timeout = \"{timeout}ms\"\n"
             ));
+            // A shared tier is sometimes a published one: its seeds carry the validation.
+            if !*per_user && timeout % 2 == 0 {
+                t.push_str("published = true\n");
+            }
         }
         match self.embedded {
             Some(true) => t.push_str(&format!(
@@ -282,6 +286,7 @@ fn scenario(policy: &Policy, fault: Fault) -> Scenario {
                     key,
                     items: vec![format!("KV-{i}")],
                     age_ms: 60_000,
+                    published: t.published,
                 });
             }
         }

@@ -46,6 +46,7 @@ binding = "CACHE"
 key = "search:{{q}}"
 max_staleness = "1h"
 read_timeout = "50ms"
+published = true
 
 [[cascade.tiers]]
 name = "keyword"

@@ -191,6 +191,9 @@ pub struct RawKv {
     pub write_through: Option<Spanned<Flag>>,
     /// Rewrite a key only when its copy is older than this (default 1m, 1s..=1d).
     pub refresh: Option<Spanned<Dur<1_000, DAY>>>,
+    /// A curated tier filled by `understudy publish`: entries answer only with their
+    /// inventory validation in the key's metadata (default false).
+    pub published: Option<Spanned<Flag>>,
     /// Where `kind` is written.
     #[serde(skip)]
     pub kind_span: Span,
@@ -311,6 +314,7 @@ impl<'de> Deserialize<'de> for RawTier {
                 let read_timeout = t.req("read_timeout");
                 let write_through = t.opt("write_through");
                 let refresh = t.opt("refresh");
+                let published = t.opt("published");
                 let unknown = Unknown(t.finish()?);
                 RawTier::Kv(RawKv {
                     name: name.ok_or_else(bug)?,
@@ -322,6 +326,7 @@ impl<'de> Deserialize<'de> for RawTier {
                     read_timeout: read_timeout.ok_or_else(bug)?,
                     write_through,
                     refresh,
+                    published,
                     kind_span,
                     span,
                     unknown,
@@ -434,6 +439,7 @@ impl RawTier {
                     read_timeout_ms: kv.read_timeout.value.0,
                     write_through: kv.write_through.is_some_and(|w| w.value.0),
                     refresh_ms: kv.refresh.map_or(60_000, |r| r.value.0),
+                    published: kv.published.is_some_and(|p| p.value.0),
                 })
             }
             RawTier::Embedded(e) => {

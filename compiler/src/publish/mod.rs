@@ -152,6 +152,23 @@ pub fn publish(req: &Request<'_>) -> Result<Published, Vec<Diagnostic>> {
             )]);
         }
     };
+    if !kv.published {
+        return Err(vec![diag(
+            Code::InvalidValue,
+            policy_file,
+            format!(
+                "tier `{}` is not declared published: the edge would serve its entries without \
+                 checking their inventory validation",
+                req.tier
+            ),
+            vec![],
+            &format!(
+                "add `published = true` to tier `{}` in the policy (and re-deploy it) before \
+                 publishing to it",
+                req.tier
+            ),
+        )]);
+    }
     let params: Vec<&str> = kv.key.params().collect();
     let [param] = params.as_slice() else {
         return Err(vec![diag(
@@ -417,6 +434,11 @@ mod tests {
             min_stock: 50,
             on_expired: OnExpired::Refuse,
         });
+        for t in &mut p.cascade.tiers {
+            if let TierKind::Kv(kv) = &mut t.kind {
+                kv.published = t.name == "category";
+            }
+        }
         p
     }
 
@@ -590,6 +612,27 @@ mod tests {
             }
         });
         assert!(r.unwrap_err()[0].notes[0].contains("category"));
+    }
+
+    /// Publishing to a tier the policy does not declare published would put entries the edge
+    /// serves without checking their validation: refused, with the fix named.
+    #[test]
+    fn a_tier_not_declared_published_is_refused() {
+        let mut p = policy();
+        for t in &mut p.cascade.tiers {
+            if let TierKind::Kv(kv) = &mut t.kind {
+                kv.published = false;
+            }
+        }
+        let lists = r#"{"lists": {"audio": ["A-1"]}}"#;
+        let d = run(&p, lists, "json", false).unwrap_err();
+        assert!(
+            d[0].message.contains("not declared published"),
+            "{}",
+            d[0].message
+        );
+        assert!(d[0].help.contains("published = true"), "{}", d[0].help);
+        assert!(run(&policy(), lists, "json", false).is_ok());
     }
 
     /// A tier keyed by an identity parameter gets hashed keys, as the edge looks them up.

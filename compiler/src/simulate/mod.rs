@@ -371,7 +371,8 @@ fn result_of(w: &World<'_>, i: u64, rel_ms: u64, f: &InFlight<'_>, reply: &Reply
     }
 }
 
-/// The scenario's `[[kv]]` entries, written `age` before its start.
+/// The scenario's `[[kv]]` entries, written `age` before its start (a published tier's,
+/// validated then).
 fn seed_kv(sc: &Scenario) -> Kv {
     let mut kv = Kv::new();
     for seed in &sc.kv {
@@ -381,7 +382,10 @@ fn seed_kv(sc: &Scenario) -> Kv {
             .iter()
             .map(|sku| serde_json::json!({ "sku": sku }).to_string())
             .collect();
-        let (value, meta) = understudy_core::entry::render(&items, Millis(written));
+        let (value, mut meta) = understudy_core::entry::render(&items, Millis(written));
+        if seed.published {
+            meta = understudy_core::entry::published_metadata(Millis(written), Millis(written));
+        }
         kv.insert((seed.binding.clone(), seed.key.clone()), (value, meta));
     }
     kv

@@ -135,6 +135,9 @@ pub struct KvSeed {
     pub items: Vec<String>,
     /// Signed age at start, ms (negative: written in the future).
     pub age_ms: i64,
+    /// The tier is published (`published = true`): the entry is what `understudy publish`
+    /// wrote, validated against a snapshot taken `age` before the start.
+    pub published: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -369,6 +372,7 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
             key,
             items: k.items.clone(),
             age_ms,
+            published: kvt.published,
         });
     }
     let kv_latency_ms = match &raw.kv_latency {

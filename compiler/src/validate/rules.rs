@@ -16,6 +16,7 @@ pub fn check_all(ctx: &mut Ctx, m: &Model<'_>) {
     budget::check(ctx, m);
     local_last(ctx, m);
     failure_domain(ctx, m);
+    published_tiers(ctx, m);
     privacy::check(ctx, m);
     throttling(ctx, m);
     breaker_can_trigger(ctx, m);
@@ -136,6 +137,36 @@ fn failure_domain(ctx: &mut Ctx, m: &Model<'_>) {
                 .help("move the tier to its own host and credential, or replace it with a KV or embedded tier"),
             );
         }
+    }
+}
+
+/// [C-STUBS] A published tier is written by `understudy publish` alone: the edge's
+/// write-through would replace its validated lists with unvalidated ones.
+fn published_tiers(ctx: &mut Ctx, m: &Model<'_>) {
+    for (_, t) in m.tiers() {
+        let (TierKind::Kv(kv), RawTier::Kv(raw)) = (&t.model.kind, t.raw) else {
+            continue;
+        };
+        if !(kv.published && kv.write_through) {
+            continue;
+        }
+        let (Some(p), Some(w)) = (&raw.published, &raw.write_through) else {
+            continue;
+        };
+        ctx.push(
+            ctx.diag(
+                Code::PublishedWriteThrough,
+                format!(
+                    "tier `{}` is published and written through: the edge would overwrite its \
+                     validated lists",
+                    t.model.name
+                ),
+            )
+            .at(w.span, "the edge writes live answers here")
+            .also(p.span, "curated lists, validated by `understudy publish`")
+            .note("a written-through entry has no validation, so the tier would refuse it (KV_NOT_VALIDATED)")
+            .help("remove `write_through` from this tier, or write live answers to a KV tier of their own"),
+        );
     }
 }
 

@@ -257,7 +257,12 @@ impl Walker {
             }
             KvRead::Value { value, metadata } => (value, metadata),
         };
-        let e = match entry::parse(value.as_deref(), metadata.as_ref()) {
+        let parsed = if kv.published {
+            entry::parse_published(value.as_deref(), metadata.as_ref())
+        } else {
+            entry::parse(value.as_deref(), metadata.as_ref())
+        };
+        let e = match parsed {
             Ok(e) => e,
             Err(miss) => {
                 self.note(ctx, i, miss.code(), miss.detail());

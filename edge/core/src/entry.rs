@@ -138,6 +138,20 @@ pub fn render(items: &[String], now: Millis) -> (String, Value) {
     (value, Value::Object(meta))
 }
 
+/// The metadata `understudy publish` writes with an entry of a published tier: the
+/// inventory snapshot its SKUs were checked against, when, and (for an edge that does not
+/// know the tier is published) `written_at`, the earlier of the two.
+pub fn published_metadata(snapshot_at: Millis, validated_at: Millis) -> Value {
+    let mut meta = serde_json::Map::new();
+    meta.insert(SNAPSHOT_AT.into(), Value::from(snapshot_at.0));
+    meta.insert(VALIDATED_AT.into(), Value::from(validated_at.0));
+    meta.insert(
+        WRITTEN_AT.into(),
+        Value::from(snapshot_at.0.min(validated_at.0)),
+    );
+    Value::Object(meta)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +258,15 @@ mod tests {
             "the validation lives in the metadata only"
         );
         assert_eq!(parse_published(None, Some(&meta)), Err(EntryMiss::Absent));
+        let made = published_metadata(Millis(1_000), Millis(5_000));
+        assert_eq!(
+            made,
+            json!({"snapshot_at": 1_000, "validated_at": 5_000, "written_at": 1_000})
+        );
+        assert_eq!(
+            parse_published(value, Some(&made)).unwrap().written_at,
+            Millis(1_000)
+        );
         assert_eq!(
             parse_published(Some(r#"{"items":[]}"#), Some(&meta))
                 .unwrap_err()

@@ -342,6 +342,10 @@ pub struct KvTier {
     pub write_through: bool,
     /// A key is rewritten only when its stored copy is older than this.
     pub refresh_ms: u64,
+    /// [B-PUBLISH] A curated tier filled by `understudy publish`: an entry answers only with
+    /// its inventory validation in the key's metadata (`snapshot_at`, `validated_at`), its
+    /// age counted from the earlier of the two; an entry without one is a miss.
+    pub published: bool,
 }
 
 /// The baked catalog, answered from memory.

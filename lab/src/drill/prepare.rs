@@ -86,9 +86,12 @@ pub fn kv_seed(sc: &Scenario, now: Millis) -> Value {
     for k in &sc.kv {
         let items: Vec<Value> = k.items.iter().map(|s| json!({ "sku": s })).collect();
         let written = (now.0 as i64 - k.age_ms).max(0);
-        by.entry(k.binding.clone())
-            .or_default()
-            .push(json!({ "key": k.key, "value": { "items": items }, "written_at": written }));
+        let mut entry = json!({ "key": k.key, "value": { "items": items }, "written_at": written });
+        if k.published {
+            let at = Millis(written as u64);
+            entry["metadata"] = understudy_core::entry::published_metadata(at, at);
+        }
+        by.entry(k.binding.clone()).or_default().push(entry);
     }
     json!(by)
 }
