@@ -143,10 +143,12 @@ fn wait_for(o: &OriginHandle, done: impl Fn(&Stats) -> bool) -> Stats {
     }
 }
 
-fn temp_file(name: &str, text: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("understudy-origin-{}-{name}", std::process::id()));
+/// A file named `name` holding `text`, in a directory removed with the returned guard.
+fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(name);
     std::fs::write(&p, text).unwrap();
-    p
+    (dir, p)
 }
 
 // ---- Healthy answers ----
@@ -434,9 +436,8 @@ fn bad_scripts_are_rejected_with_their_file_and_message() {
         ),
     ];
     for (name, text, want) in cases {
-        let path = temp_file(name, text);
+        let (_dir, path) = temp_file(name, text);
         let e = Script::from_file(&path).unwrap_err().to_string();
-        let _ = std::fs::remove_file(&path);
         assert!(e.contains(name), "names the file: {e}");
         assert!(e.contains(want), "{name}: got {e}, want {want}");
     }
@@ -592,7 +593,7 @@ fn binary_prints_its_url_first_and_serves_until_killed() {
 
 #[test]
 fn binary_rejects_a_bad_script_and_a_public_address() {
-    let bad = temp_file(
+    let (_dir, bad) = temp_file(
         "bin-bad.json",
         r#"{"rules":[{"requests":{"from":3,"to":1},"fault":{"kind":"hang"}}]}"#,
     );
@@ -601,7 +602,6 @@ fn binary_rejects_a_bad_script_and_a_public_address() {
         .arg(&bad)
         .output()
         .unwrap();
-    let _ = std::fs::remove_file(&bad);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -116,9 +116,8 @@ fn every_degraded_answer_in_a_simulation_is_a_fallback_tier_and_within_budget() 
 }
 
 fn scenario_error(body: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("understudy-sim-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("s{}.toml", body.len()));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scenario.toml");
     std::fs::write(&path, body).unwrap();
     let out = bin()
         .args(["simulate", "../policies/semantic-search.toml", "--scenario"])

@@ -6,6 +6,7 @@
 //! Exit codes: 0 baked, 1 the catalog (or the policy with it) is invalid or the module is
 //! over the size limit — nothing written, 2 usage or I/O.
 
+use crate::args::BakeArgs;
 use crate::exit::Exit;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,53 +22,8 @@ use understudy_compiler::release::registry::{LockOptions, Registry};
 use understudy_compiler::release::size;
 use understudy_compiler::validate::explicit::CatalogFiles;
 
-#[derive(Debug, clap::Args)]
-pub struct BakeArgs {
-    /// The build to re-bake: a directory written by `understudy build` (or a release
-    /// directory), or with --registry a release ID (default: the active release).
-    #[arg(long, value_name = "DIR|ID")]
-    pub from: Option<String>,
-    /// The new stub catalog (JSON, see docs/policy.md "Catalog files").
-    #[arg(long)]
-    pub catalog: PathBuf,
-    /// The inventory snapshot to validate it against (JSON).
-    #[arg(long)]
-    pub inventory: PathBuf,
-    /// Validate as of this instant (RFC 3339) instead of now; also the recorded validation time.
-    #[arg(long)]
-    pub now: Option<String>,
-    /// Write the re-baked directory here (default, without --registry: the --from directory).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Publish the re-bake as a release of this registry (see docs/releases.md).
-    #[arg(long, value_name = "DIR")]
-    pub registry: Option<PathBuf>,
-    /// Make the new release the active one.
-    #[arg(long, requires = "registry")]
-    pub promote: bool,
-    /// Wait this long (e.g. 30s) for another understudy holding the registry's lock.
-    #[arg(long, value_name = "DURATION", requires = "registry", value_parser = super::releases::parse_wait)]
-    pub wait: Option<std::time::Duration>,
-    #[command(flatten)]
-    pub size: crate::args::SizeArgs,
-    /// Publish a KV tier with the release: its per-key lists, validated against the same
-    /// inventory (docs/publish.md); the release's deploy.sh loads them. Repeatable.
-    #[arg(long = "publish", value_name = "TIER=LISTS", value_parser = parse_publish)]
-    pub publish: Vec<(String, PathBuf)>,
-}
-
-/// `--publish TIER=LISTS`.
-pub fn parse_publish(s: &str) -> Result<(String, PathBuf), String> {
-    match s.split_once('=') {
-        Some((t, f)) if !t.is_empty() && !f.is_empty() => Ok((t.to_string(), PathBuf::from(f))),
-        _ => Err(format!(
-            "`{s}`: write TIER=LISTS, e.g. category=top-sellers.csv"
-        )),
-    }
-}
-
 pub fn run(args: BakeArgs) -> Result<ExitCode> {
-    super::releases::exit_code(bake(&args))
+    bake(&args)
 }
 
 fn bake(args: &BakeArgs) -> Result<ExitCode> {

@@ -94,15 +94,8 @@ pub fn build(args: &BuildArgs) -> Result<Result<Output, ExitCode>> {
     };
 
     let edge = edge::locate(args.edge.as_deref())?;
-    let policy_file = file_name(&args.policy);
-    let inputs = Inputs {
-        policy,
-        catalog: loaded.catalog.as_ref(),
-        policy_hash: &loaded.policy_hash,
-        catalog_hash: &loaded.catalog_hash,
-        policy_file: &policy_file,
-        validated_at_ms: now.0,
-    };
+    let policy_file = dist::file_name(&args.policy);
+    let inputs = Inputs::new(&loaded, policy, &policy_file, now);
     let built = dist::assemble(&inputs, &edge)?;
     // Refuse, before writing anything, a module Workers would refuse to deploy.
     let budget = args.size.budget();
@@ -145,12 +138,6 @@ fn source_date_epoch() -> Result<Option<u64>> {
         },
         _ => Ok(None),
     }
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string())
 }
 
 /// `dist/<worker name>` in the current directory.

@@ -233,7 +233,7 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
 fn events_help(
     edge: &str,
     origin: &str,
-    ev: &understudy_core::events::policy::Events,
+    ev: &understudy_core::policy::events::Events,
     policy: &understudy_core::policy::Policy,
 ) -> String {
     let admin = policy

@@ -64,9 +64,9 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
             )?;
         }
         return Ok(if found.sustained_rps.is_some() {
-            ExitCode::SUCCESS
+            Exit::Ok.into()
         } else {
-            ExitCode::from(1)
+            Exit::Invalid.into()
         });
     }
     let outcome = match drill::run(&opts)? {
@@ -149,11 +149,11 @@ fn events(args: DrillArgs) -> anyhow::Result<ExitCode> {
     }
     let broken = outcome.broken();
     if broken.is_empty() {
-        Ok(ExitCode::SUCCESS)
+        Ok(Exit::Ok.into())
     } else {
         for v in &broken {
             eprintln!("error: invariant {} broken: {}", v.name, v.detail);
         }
-        Ok(ExitCode::from(1))
+        Ok(Exit::Invalid.into())
     }
 }

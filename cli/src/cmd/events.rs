@@ -12,51 +12,8 @@ use std::time::Duration;
 use serde_json::Value;
 use understudy_lab::events::client::{self, Answer, Edge};
 
-use crate::args::Format;
-
-#[derive(Debug, clap::Args)]
-pub struct EventsArgs {
-    #[command(subcommand)]
-    pub command: EventsCommand,
-    /// The edge, `http://HOST:PORT` (`understudy dev` prints it).
-    #[arg(long, global = true, default_value = "http://127.0.0.1:8787")]
-    pub edge: String,
-    /// The admin bearer token (the `[admin].secret` binding's value); default
-    /// `$UNDERSTUDY_ADMIN_TOKEN`.
-    #[arg(long, global = true)]
-    pub token: Option<String>,
-    #[arg(long, global = true, value_enum, default_value = "human")]
-    pub format: Format,
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum EventsCommand {
-    /// List events, oldest first, across every shard.
-    List {
-        /// Only events in this state: PENDING, DELIVERED or DEAD_LETTER.
-        #[arg(long)]
-        state: Option<String>,
-        #[arg(long)]
-        tenant: Option<String>,
-        #[arg(long)]
-        aggregate: Option<String>,
-        /// At most this many per shard.
-        #[arg(long, default_value_t = 100)]
-        limit: u32,
-    },
-    /// One event with its state, attempts, last error and payload (redacted fields masked).
-    Inspect { event_id: String },
-    /// Replay a dead letter with its original event ID (refused while the policy's replay
-    /// switch is off).
-    Replay { event_id: String },
-    /// Move a held aggregate past its dead letter or its missing sequence.
-    Skip {
-        #[arg(long)]
-        tenant: String,
-        #[arg(long)]
-        aggregate: String,
-    },
-}
+use crate::args::{EventsArgs, EventsCommand, Format};
+use crate::exit::Exit;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -68,7 +25,7 @@ pub fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
         .filter(|t| !t.is_empty());
     if token.is_none() {
         eprintln!("error: no admin token: pass --token or set UNDERSTUDY_ADMIN_TOKEN (the [admin].secret binding's value; `understudy dev` uses dev-admin-token for ADMIN_TOKEN)");
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::UsageOrIo.into());
     }
     let edge = Edge::parse(&args.edge, token)?;
     let answer = client::block_on(async {
@@ -104,16 +61,21 @@ pub fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
         print_human(&args.command, &answer);
     }
     match answer.status {
-        200..=299 => Ok(ExitCode::SUCCESS),
+        200..=299 => Ok(Exit::Ok.into()),
         401 => {
             eprintln!("error: the edge refused the admin token (401)");
-            Ok(ExitCode::from(2))
+            Ok(Exit::UsageOrIo.into())
         }
         s => {
             let code = answer.body["code"].as_str().unwrap_or("");
             let message = answer.body["message"].as_str().unwrap_or(&answer.text);
             eprintln!("error: the edge answered {s} {code}: {message}");
-            Ok(ExitCode::from(if s >= 500 { 2 } else { 1 }))
+            Ok(if s >= 500 {
+                Exit::UsageOrIo
+            } else {
+                Exit::Invalid
+            }
+            .into())
         }
     }
 }

@@ -6,44 +6,18 @@
 //! Exit codes: 0 written, 1 refused (an invalid policy, a malformed list, a SKU that fails
 //! validation without --drop-invalid, a stale snapshot) — nothing written, 2 usage or I/O.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use crate::args::Format;
+use crate::args::{Format, PublishArgs};
+use crate::exit::Exit;
 use understudy_compiler::publish::{self, Request};
 use understudy_compiler::release::record::rfc3339;
 use understudy_compiler::release::registry::write_atomic;
 use understudy_compiler::render::{self, Sources};
 use understudy_compiler::validate;
-
-#[derive(Debug, clap::Args)]
-pub struct PublishArgs {
-    /// The policy whose KV tier is published.
-    pub policy: PathBuf,
-    /// The KV tier to publish (its name in the cascade, e.g. `category`).
-    #[arg(long)]
-    pub tier: String,
-    /// The per-key lists: JSON, or CSV when the name ends in .csv (docs/publish.md).
-    #[arg(long)]
-    pub lists: PathBuf,
-    /// The inventory snapshot to validate against (default: the one the policy names).
-    #[arg(long)]
-    pub inventory: Option<PathBuf>,
-    /// Where to write the `wrangler kv bulk put` file.
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Validate as of this instant (RFC 3339) instead of now; also the recorded validation.
-    #[arg(long)]
-    pub now: Option<String>,
-    /// Leave out (and name) the SKUs that fail validation instead of refusing the run.
-    #[arg(long)]
-    pub drop_invalid: bool,
-    #[arg(long, value_enum, default_value = "human")]
-    pub format: Format,
-}
 
 fn read(path: &std::path::Path, what: &str) -> Result<String> {
     validate::read_text(path, validate::stubs::MAX_CATALOG_BYTES)
@@ -70,7 +44,7 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
             "error: {} is invalid; nothing was published",
             args.policy.display()
         );
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::Invalid.into());
     };
     let inventory = match (&args.inventory, &policy.catalog) {
         (Some(p), _) => p.clone(),
@@ -114,7 +88,7 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
                 args.policy.display(),
                 diags.len()
             );
-            return Ok(ExitCode::from(1));
+            return Ok(Exit::Invalid.into());
         }
     };
     let elapsed_ms = started.elapsed().as_millis();
@@ -163,5 +137,5 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }

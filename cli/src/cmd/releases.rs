@@ -5,15 +5,16 @@
 //! size limit, a catalog past its ceiling without --force), 2 usage or I/O (an unknown
 //! release, a tampered registry, a lock held). Every refusal leaves `ACTIVE` as it was.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Result};
-use clap::Subcommand;
 use serde_json::json;
 
-use crate::args::Format;
+use crate::args::{
+    AddArgs, DiffArgs, Format, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
+    RollbackArgs,
+};
+use crate::exit::Exit;
 use understudy_compiler::dist::edge;
 use understudy_compiler::release::freshness::Freshness;
 use understudy_compiler::release::ops::{self, RollbackArgs as OpsRollback};
@@ -21,49 +22,7 @@ use understudy_compiler::release::pipeline::{self, PolicySource, Request};
 use understudy_compiler::release::record::{rfc3339, Kind};
 use understudy_compiler::release::registry::{self, LockOptions, Registry};
 use understudy_compiler::release::size;
-use understudy_compiler::release::{diff, Invalid, DEPLOY_SCRIPT};
-
-#[derive(Debug, clap::Args)]
-pub struct ReleasesArgs {
-    #[command(subcommand)]
-    pub command: ReleasesCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ReleasesCommand {
-    /// Validate and build a policy with its catalog, and publish it as a release.
-    Add(AddArgs),
-    /// Every release: what, when, validated when, catalog age, which is active.
-    List(ListArgs),
-    /// What changes if B replaces A: the policy, setting by setting, and the catalog delta.
-    Diff(DiffArgs),
-    /// Make a release the active one.
-    Promote(PromoteArgs),
-    /// Roll the policy back, keeping the current validated catalog.
-    Rollback(RollbackArgs),
-    /// Check the registry: every release's files and ID, the history, ACTIVE, leftovers of
-    /// killed writers; exit 2 if anything is wrong (saying what `repair` would do).
-    Verify(RegistryArg),
-    /// Fix what the content-addressed store allows (see `verify`) and report what it did and
-    /// what it could not; exit 2 if anything is left.
-    Repair(RegistryArg),
-}
-
-#[derive(Debug, clap::Args)]
-pub struct RegistryArg {
-    /// The registry directory.
-    #[arg(long, value_name = "DIR")]
-    pub registry: PathBuf,
-    /// Wait this long (e.g. 30s, 2m) for another understudy holding the registry's lock,
-    /// instead of failing at once.
-    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
-    pub wait: Option<Duration>,
-}
-
-/// `--wait DURATION`.
-pub fn parse_wait(s: &str) -> Result<Duration, String> {
-    understudy_core::time::parse_duration(s).map(Duration::from_millis)
-}
+use understudy_compiler::release::{diff, DEPLOY_SCRIPT};
 
 impl RegistryArg {
     /// The registry, opened for `command` with the lock options of the flags.
@@ -79,95 +38,8 @@ impl RegistryArg {
     }
 }
 
-#[derive(Debug, clap::Args)]
-pub struct AddArgs {
-    pub policy: PathBuf,
-    #[command(flatten)]
-    pub registry: RegistryArg,
-    /// Prebuilt edge module directory (worker-build output); built when absent.
-    #[arg(long)]
-    pub edge: Option<PathBuf>,
-    /// Validate as of this instant (RFC 3339) instead of now.
-    #[arg(long)]
-    pub now: Option<String>,
-    /// Make the new release the active one.
-    #[arg(long)]
-    pub promote: bool,
-    /// Publish a KV tier with the release (TIER=LISTS, repeatable; docs/publish.md).
-    #[arg(long = "publish", value_name = "TIER=LISTS", value_parser = super::bake::parse_publish)]
-    pub publish: Vec<(String, PathBuf)>,
-    #[command(flatten)]
-    pub size: crate::args::SizeArgs,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct ListArgs {
-    #[command(flatten)]
-    pub registry: RegistryArg,
-    /// Judge catalog ages as of this instant (RFC 3339) instead of now.
-    #[arg(long)]
-    pub now: Option<String>,
-    #[arg(long, value_enum, default_value = "human")]
-    pub format: Format,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct DiffArgs {
-    pub a: String,
-    pub b: String,
-    #[command(flatten)]
-    pub registry: RegistryArg,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct PromoteArgs {
-    pub id: String,
-    #[command(flatten)]
-    pub registry: RegistryArg,
-    /// Activate it even if its catalog is past its ceiling.
-    #[arg(long)]
-    pub force: bool,
-    #[arg(long)]
-    pub now: Option<String>,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct RollbackArgs {
-    #[command(flatten)]
-    pub registry: RegistryArg,
-    /// The release whose policy to roll back to (default: the last active one with another policy).
-    #[arg(long, value_name = "ID")]
-    pub to: Option<String>,
-    /// Roll back to the target as it was, with its own (older) catalog.
-    #[arg(long)]
-    pub with_its_catalog: bool,
-    /// Roll back even if the catalog would be past the policy's ceiling.
-    #[arg(long)]
-    pub force: bool,
-    #[arg(long)]
-    pub now: Option<String>,
-    #[command(flatten)]
-    pub size: crate::args::SizeArgs,
-}
-
-/// Turns a refusal ([`Invalid`]) into exit 1 with its diagnostics; other errors go on to
-/// `main` (exit 2).
-pub fn exit_code(result: Result<ExitCode>) -> Result<ExitCode> {
-    match result {
-        Ok(code) => Ok(code),
-        Err(e) => match e.downcast::<Invalid>() {
-            Ok(inv) => {
-                eprint!("{}", inv.rendered);
-                eprintln!("error: {}", inv.message);
-                Ok(ExitCode::from(1))
-            }
-            Err(e) => Err(e),
-        },
-    }
-}
-
 pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
-    exit_code(match args.command {
+    match args.command {
         ReleasesCommand::Add(a) => add(&a),
         ReleasesCommand::List(a) => list(&a),
         ReleasesCommand::Diff(a) => diff_cmd(&a),
@@ -175,7 +47,7 @@ pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
         ReleasesCommand::Rollback(a) => rollback(&a),
         ReleasesCommand::Verify(a) => verify(&a),
         ReleasesCommand::Repair(a) => repair(&a),
-    })
+    }
 }
 
 fn add(args: &AddArgs) -> Result<ExitCode> {
@@ -232,7 +104,7 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
         "deploy it with: {}",
         p.release.dir.join(DEPLOY_SCRIPT).display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 fn list(args: &ListArgs) -> Result<ExitCode> {
@@ -348,7 +220,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 fn diff_cmd(args: &DiffArgs) -> Result<ExitCode> {
@@ -357,7 +229,7 @@ fn diff_cmd(args: &DiffArgs) -> Result<ExitCode> {
     let b = reg.load(&reg.resolve(&args.b)?)?;
     let (ba, bb) = (a.bake()?, b.bake()?);
     print!("{}", diff::report(&a.record, &ba, &b.record, &bb));
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 fn promote(args: &PromoteArgs) -> Result<ExitCode> {
@@ -372,7 +244,7 @@ fn promote(args: &PromoteArgs) -> Result<ExitCode> {
         r.record.policy.version,
         before.as_deref().unwrap_or("none")
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
@@ -406,7 +278,7 @@ fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
         "deploy it with: {}",
         r.release.dir.join(DEPLOY_SCRIPT).display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 fn now_ms() -> u64 {
@@ -446,7 +318,7 @@ fn verify(args: &RegistryArg) -> Result<ExitCode> {
     );
     if report.is_clean() {
         println!("registry {}: ok", reg.root.display());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Ok.into());
     }
     println!(
         "registry {}: {} problem(s)",
@@ -460,7 +332,7 @@ fn verify(args: &RegistryArg) -> Result<ExitCode> {
             reg.root.display()
         );
     }
-    Ok(ExitCode::from(2))
+    Ok(Exit::UsageOrIo.into())
 }
 
 fn repair(args: &RegistryArg) -> Result<ExitCode> {
@@ -469,7 +341,7 @@ fn repair(args: &RegistryArg) -> Result<ExitCode> {
     let r = registry::repair::repair(&reg, now_ms())?;
     if r.before.is_clean() {
         println!("registry {}: ok, nothing to repair", reg.root.display());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Ok.into());
     }
     println!(
         "registry {}: {} problem(s) found",
@@ -484,9 +356,9 @@ fn repair(args: &RegistryArg) -> Result<ExitCode> {
             "repaired; active: {}",
             r.after.active.as_deref().unwrap_or("none")
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Ok.into());
     }
     println!("could not fix {} problem(s):", r.after.findings.len());
     print_findings(&r.after);
-    Ok(ExitCode::from(2))
+    Ok(Exit::UsageOrIo.into())
 }

@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use understudy_compiler::dist::edge::MODULE;
 use understudy_compiler::release::registry::decode_module_bake;
@@ -90,12 +89,8 @@ pub fn inventory(taken_at: &str, skus: &[&str]) -> String {
 
 pub struct Env {
     pub dir: PathBuf,
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    /// Removed when the test ends, whatever happens.
+    _tmp: tempfile::TempDir,
 }
 
 pub struct Run {
@@ -106,20 +101,18 @@ pub struct Run {
 
 impl Env {
     pub fn new(name: &str) -> Env {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "understudy-releases-{name}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("understudy-releases-{name}-"))
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         std::fs::create_dir_all(dir.join("edge")).unwrap();
         // A stand-in edge: a valid module (one type section) and a glue file.
         let mut module = b"\0asm\x01\0\0\0".to_vec();
         module.extend_from_slice(&[1, 4, 1, 0x60, 0, 0]);
         std::fs::write(dir.join("edge").join(MODULE), module).unwrap();
         std::fs::write(dir.join("edge/index.js"), "export default {};\n").unwrap();
-        Env { dir }
+        Env { dir, _tmp: tmp }
     }
 
     pub fn p(&self, rel: &str) -> PathBuf {

@@ -31,6 +31,9 @@ use understudy_core::policy::Policy;
 use self::bindings::Bindings;
 use self::edge::Edge;
 
+use crate::load::Loaded;
+use understudy_core::Millis;
+
 pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const MANIFEST: &str = "manifest.json";
 pub const WRANGLER_TOML: &str = "wrangler.toml";
@@ -46,6 +49,35 @@ pub struct Inputs<'a> {
     /// The policy file's name, recorded in the manifest and `wrangler.toml`.
     pub policy_file: &'a str,
     pub validated_at_ms: u64,
+}
+
+impl<'a> Inputs<'a> {
+    /// The bake input, assembled the one way `build`, `bake`, `releases`, the drills and the
+    /// bench all use: the catalog and hashes of a policy `loaded` (validated) as of
+    /// `validated_at`, and the policy to bake — the loaded one, or a drill's or the bench's
+    /// time-scaled copy of it. `policy_file` is the name [`file_name`] gives.
+    pub fn new(
+        loaded: &'a Loaded,
+        policy: &'a Policy,
+        policy_file: &'a str,
+        validated_at: Millis,
+    ) -> Self {
+        Inputs {
+            policy,
+            catalog: loaded.catalog.as_ref(),
+            policy_hash: &loaded.policy_hash,
+            catalog_hash: &loaded.catalog_hash,
+            policy_file,
+            validated_at_ms: validated_at.0,
+        }
+    }
+}
+
+/// The policy file's name as the manifest and `wrangler.toml` record it.
+pub fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
 }
 
 /// A built directory, in memory.

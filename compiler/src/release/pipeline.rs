@@ -78,12 +78,6 @@ pub struct Baked {
     pub published: Vec<PublishedTier>,
 }
 
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string())
-}
-
 fn render_all(loaded: &Loaded) -> String {
     let sources = Sources::for_diagnostics(&loaded.sources, &loaded.diagnostics);
     loaded
@@ -115,14 +109,14 @@ pub fn bake(req: &Request<'_>) -> Result<Baked> {
                     explicit::load_text_with_catalog(path, text, req.now, files)
                 }
             };
-            (loaded, file_name(path), path.clone())
+            (loaded, dist::file_name(path), path.clone())
         }
         PolicySource::Text { path, text } => {
             let loaded = match req.catalog {
                 None => crate::validate::load_text(path, text.clone(), req.now),
                 Some(files) => explicit::load_text_with_catalog(path, text.clone(), req.now, files),
             };
-            (loaded, file_name(path), path.clone())
+            (loaded, dist::file_name(path), path.clone())
         }
         PolicySource::Baked {
             policy,
@@ -226,14 +220,7 @@ pub fn bake(req: &Request<'_>) -> Result<Baked> {
         _ => take_source(&mut sources, &display_path),
     };
 
-    let inputs = dist::Inputs {
-        policy: &policy,
-        catalog: loaded.catalog.as_ref(),
-        policy_hash: &loaded.policy_hash,
-        catalog_hash: &loaded.catalog_hash,
-        policy_file: &policy_file,
-        validated_at_ms: req.now.0,
-    };
+    let inputs = dist::Inputs::new(&loaded, &policy, &policy_file, req.now);
     let built = dist::assemble(&inputs, req.edge)?;
     let items = loaded.catalog.as_ref().map_or(0, |c| c.items.len());
     let about = catalog_path.clone().unwrap_or_else(|| display_path.clone());

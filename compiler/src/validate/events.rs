@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use understudy_core::events::flow::OPS_PATH;
-use understudy_core::events::policy::{DeadLetter, Events};
+use understudy_core::policy::events::{DeadLetter, Events};
 use understudy_core::time::format_duration as fmt;
 
 use super::model::{Model, Opt};

@@ -13,7 +13,7 @@ use crate::parse::leaf::{Part, Span};
 use crate::parse::origin::{RawBudget, RawOrigin};
 use crate::parse::route::{RawParam, RawService};
 use crate::parse::RawPolicy;
-use understudy_core::events::policy::Events;
+use understudy_core::policy::events::Events;
 
 /// An optional section: absent (the default applies), read, or failed.
 #[derive(Debug, Clone, Copy)]

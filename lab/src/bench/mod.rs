@@ -171,10 +171,16 @@ async fn openings(addr: std::net::SocketAddr, path: &str, token: &str) -> Option
 
 pub fn run(opts: &Options) -> Result<Value> {
     let root = workspace_root().context("`understudy bench` runs inside an Understudy checkout")?;
-    let work = root
-        .join(".understudy/bench")
-        .join(format!("run-{}", std::process::id()));
-    std::fs::create_dir_all(&work)?;
+    // The scratch directory (bakes, the runtime's files) is removed when dropped, whatever
+    // happens.
+    let parent = root.join(".understudy/bench");
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    let scratch = tempfile::Builder::new()
+        .prefix("run-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("cannot create a directory in {}", parent.display()))?;
+    let work = scratch.path().to_path_buf();
     let now = Millis(crate::drill::epoch_ms());
     let stamped = crate::drill::stamp_policy(&opts.policy, &work, now)?;
     let loaded = load_policy(&stamped, now);
@@ -185,11 +191,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             opts.policy.display()
         );
     };
-    let file = opts
-        .policy
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let file = dist::file_name(&opts.policy);
     let edge_src = dist::edge::locate(opts.edge.as_deref())?;
     let shipped = sides::variant(base, Variant::AsShipped)?;
     let (edge_dir, module_bytes, module_gzip) = sides::edge_dist(
@@ -414,7 +416,7 @@ pub fn run(opts: &Options) -> Result<Value> {
     });
     drop(server);
     origin.shutdown();
-    let _ = std::fs::remove_dir_all(&work);
+    drop(scratch);
     let m = m?;
     let doc = report::document(
         &report::Setup {

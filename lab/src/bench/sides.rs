@@ -18,6 +18,7 @@ use understudy_compiler::dist::{self, edge::Edge};
 use understudy_compiler::load::Loaded;
 use understudy_core::catalog::Catalog;
 use understudy_core::policy::{Admin, Breaker, EmbeddedTier, ParamSource, Policy, TierKind};
+use understudy_core::Millis;
 
 /// The admin endpoint added to a policy without one.
 pub const STATUS_PATH: &str = "/__understudy/status";
@@ -76,14 +77,7 @@ pub fn edge_dist(
     dir: &Path,
 ) -> Result<(PathBuf, u64, u64)> {
     let built = dist::assemble(
-        &dist::Inputs {
-            policy,
-            catalog: loaded.catalog.as_ref(),
-            policy_hash: &loaded.policy_hash,
-            catalog_hash: &loaded.catalog_hash,
-            policy_file: file,
-            validated_at_ms,
-        },
+        &dist::Inputs::new(loaded, policy, file, Millis(validated_at_ms)),
         edge,
     )?;
     dist::write_dir(dir, &built)?;

@@ -104,11 +104,11 @@ mod tests {
 
     #[test]
     fn the_policy_copy_has_a_fresh_inventory_stamp_and_kv_seeds_are_aged() {
-        let dir = std::env::temp_dir().join(format!("understudy-stamp-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path();
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/recommendations.toml");
         let now = Millis(1_800_000_000_000);
-        let copy = stamp_policy(&root, &dir, now).expect("stamped");
+        let copy = stamp_policy(&root, dir, now).expect("stamped");
         let loaded = load_policy(&copy, now);
         assert!(!loaded.has_errors(), "{:?}", loaded.diagnostics);
         let inv: Value = serde_json::from_str(
@@ -138,6 +138,5 @@ mod tests {
                 .is_some_and(|k| k.starts_with("user_rec:") && !k.contains("u-1")),
             "identity hashed: {entry}"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

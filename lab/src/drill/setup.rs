@@ -113,19 +113,8 @@ pub fn prepare(opts: &Options) -> Result<Option<Prepared>> {
 
     // Bake.
     let edge_dir = dist::edge::locate(opts.edge.as_deref())?;
-    let policy_file = opts
-        .policy
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let inputs = dist::Inputs {
-        policy: &policy,
-        catalog: loaded.catalog.as_ref(),
-        policy_hash: &loaded.policy_hash,
-        catalog_hash: &loaded.catalog_hash,
-        policy_file: &policy_file,
-        validated_at_ms: now.0,
-    };
+    let policy_file = dist::file_name(&opts.policy);
+    let inputs = dist::Inputs::new(&loaded, &policy, &policy_file, now);
     let built = dist::assemble(&inputs, &edge_dir)?;
     let dist_dir = work_dir.join("dist");
     dist::write_dir(&dist_dir, &built)?;

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use toml_span::value::{Value, ValueInner};
 use toml_span::{DeserError, Deserialize};
-use understudy_core::events::policy::{Alerts, DeadLetter, Delivery, EventType, Events};
+use understudy_core::policy::events::{Alerts, DeadLetter, Delivery, EventType, Events};
 
 use super::duration::LONGEST_MS;
 use super::leaf::*;

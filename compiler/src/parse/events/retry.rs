@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use toml_span::value::Value;
 use toml_span::{DeserError, Deserialize};
-use understudy_core::events::policy::RetrySchedule;
+use understudy_core::policy::events::RetrySchedule;
 
 use super::Wait;
 use crate::codes::Code;

@@ -4,7 +4,7 @@
 
 use crate::disclosure::Rendered;
 use crate::events::flow::{self, Answered, Ctx, Flow, Heard, Request, Secrets, Step};
-use crate::events::policy::Events;
+use crate::policy::events::Events;
 use crate::time::Millis;
 
 use super::action::{Action, Event, Reply};

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::policy::Events;
+use crate::policy::events::Events;
 
 /// Longest event ID, aggregate ID, type and correlation ID.
 pub const MAX_ID: usize = 128;

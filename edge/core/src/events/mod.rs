@@ -17,7 +17,6 @@ pub mod delivery;
 pub mod envelope;
 pub mod flow;
 pub mod outbox;
-pub mod policy;
 pub mod protocol;
 pub mod redact;
 pub mod schedule;

@@ -9,7 +9,7 @@
 //! dead-lettered as exhausted instead. A consumer's `Retry-After` is honoured (the wait is
 //! the longer of the two) and may use up the window sooner.
 
-use super::policy::RetrySchedule;
+use crate::policy::events::RetrySchedule;
 use crate::time::format_duration as fmt;
 
 /// The next attempt's delay after `attempts_made` attempts, or `None` when none is left.

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::outbox::Held;
-use super::policy::Alerts;
+use crate::policy::events::Alerts;
 use crate::time::Millis;
 
 /// Upper bounds (ms) of the delivery-latency histogram's buckets; one more bucket counts

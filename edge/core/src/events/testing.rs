@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::envelope::Envelope;
 use super::outbox::{self, Arrival, Head, Plan, Record, Settled, State};
-use super::policy::*;
 use crate::classify::Observed;
+use crate::policy::events::*;
 use crate::policy::RetryOn;
 use crate::time::Millis;
 

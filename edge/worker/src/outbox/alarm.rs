@@ -9,10 +9,10 @@ use futures_util::future::join_all;
 use understudy_core::events::delivery;
 use understudy_core::events::flow::aad_of;
 use understudy_core::events::outbox::{self, Record};
-use understudy_core::events::policy::Events;
 use understudy_core::events::seal::{self, SealKey};
 use understudy_core::events::stats::{self, ShardStats, MAX_HELD};
 use understudy_core::http::Credential;
+use understudy_core::policy::events::Events;
 use understudy_core::Millis;
 use worker::{console_log, SqlStorage};
 

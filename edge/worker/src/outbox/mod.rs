@@ -13,8 +13,8 @@ mod rows;
 use std::cell::Cell;
 
 use understudy_core::events::outbox::{self, Arrival};
-use understudy_core::events::policy::Events;
 use understudy_core::events::protocol::{self, ShardReply, ShardRequest, Verdict};
+use understudy_core::policy::events::Events;
 use understudy_core::Millis;
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, SqlStorage, State};
 

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::RetryOn;
+use super::RetryOn;
 
 /// Durable events: ingest, outbox, delivery (seed 004 SRS-RES-002/003).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,19 @@
 //! Command-line arguments, one struct per subcommand.
 
+mod bake;
+mod events;
+mod publish;
+mod releases;
+
 use std::path::PathBuf;
+
+pub use bake::BakeArgs;
+pub use events::{EventsArgs, EventsCommand};
+pub use publish::PublishArgs;
+pub use releases::{
+    AddArgs, DiffArgs, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
+    RollbackArgs,
+};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -36,11 +49,11 @@ pub enum Command {
     /// Validate a policy and bake it with its catalog into a deployable Worker directory.
     Build(BuildArgs),
     /// Re-bake a new catalog and inventory snapshot into a built Worker, without compiling Rust.
-    Bake(crate::cmd::bake::BakeArgs),
+    Bake(BakeArgs),
     /// Validate per-key lists (top sellers per category) and write them for `wrangler kv bulk put`.
-    Publish(crate::cmd::publish::PublishArgs),
+    Publish(PublishArgs),
     /// The release registry: add, list, diff, promote, roll back, verify, repair.
-    Releases(crate::cmd::releases::ReleasesArgs),
+    Releases(ReleasesArgs),
     /// Replay the edge's decision core over a scenario in virtual time.
     Simulate(SimulateArgs),
     /// Run the simulated model origin on loopback.
@@ -55,7 +68,7 @@ pub enum Command {
     /// Worker (the peer) in one workerd: cold start, healthy and hung, CPU per request.
     Bench(BenchArgs),
     /// Operate a running edge's events outbox: list, inspect, replay, skip.
-    Events(crate::cmd::events::EventsArgs),
+    Events(EventsArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

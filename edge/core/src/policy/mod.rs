@@ -7,6 +7,8 @@
 //! These types are serialised with `postcard` into the baked module, so they use only
 //! plain serde shapes (no untagged or internally tagged enums, no `skip_serializing_if`).
 
+pub mod events;
+
 use serde::{Deserialize, Serialize};
 
 use crate::template::Template;
@@ -28,7 +30,7 @@ pub struct Policy {
     pub identity: Option<IdentityRules>,
     pub admin: Option<Admin>,
     /// [V-*] Durable events: ingest, outbox, delivery.
-    pub events: Option<crate::events::policy::Events>,
+    pub events: Option<events::Events>,
 }
 
 /// [P-ROUTE] What the endpoint is.
