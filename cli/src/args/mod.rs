@@ -263,7 +263,9 @@ pub struct DrillArgs {
     /// Most requests in flight at once (connections).
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
-    /// Arrivals per second instead of the scenario's (the run keeps its duration).
+    /// Arrivals per second instead of the scenario's (the run keeps its duration). Above the
+    /// scenario's rate, identity parameters get proportionally more values (more users, not
+    /// the same users retrying: docs/scenarios.md).
     #[arg(long)]
     pub rate: Option<f64>,
     /// Per-request timeout in milliseconds.

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 use understudy_core::policy::{Admin, Breaker, Policy};
+use understudy_core::request::Validator;
 use understudy_core::Millis;
 
 use understudy_compiler::dist::{self, edge::workspace_root};
@@ -30,6 +31,38 @@ pub struct Prepared {
     pub limits: Limits,
     pub dist_dir: PathBuf,
     pub release_id: String,
+}
+
+/// `--rate` above the scenario's own keeps each identity's request rate: the lists of the
+/// policy's identity parameters (`identity = true`, e.g. `user_id`) grow by the same factor
+/// (`u-007` → `u-007`, `u-007-1`, `u-007-2`, …). A busier edge is more users, not the same
+/// users retrying harder — the retry-storm limit is meant for the latter, and would answer
+/// 429 to a drill that only sped up. Added values must pass the parameter's own rules.
+pub fn widen_identities(raw: &mut RawScenario, policy: &Policy, busier: f64) -> Result<()> {
+    let copies = busier.ceil() as usize;
+    if copies <= 1 {
+        return Ok(());
+    }
+    let validator = Validator::new(policy).map_err(anyhow::Error::msg)?;
+    for p in policy.params.iter().filter(|p| p.identity) {
+        let Some(values) = raw.params.get_mut(&p.name) else {
+            continue;
+        };
+        let base = values.clone();
+        for k in 1..copies {
+            for v in &base {
+                let w = format!("{v}-{k}");
+                if let Err(why) = validator.check(&p.name, &w) {
+                    bail!(
+                        "--rate is {busier:.1}× the scenario's: its `{}` values are widened with suffixes, and `{w}` is refused ({why}); give the scenario more values instead",
+                        p.name
+                    );
+                }
+                values.push(w);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The drills' scratch directories live in the checkout (`.understudy/drill`), removed when
@@ -59,6 +92,8 @@ pub fn prepare(opts: &Options) -> Result<Option<Prepared>> {
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", opts.scenario.display()))?;
     let limits = Limits::parse(raw.drill.as_ref())
         .map_err(|e| anyhow::anyhow!("{}: {e}", opts.scenario.display()))?;
+    // How many times busier than the scenario `--rate` makes it (1 when it does not).
+    let mut busier = 1.0;
     if let Some(rate) = opts.rate {
         let secs = match (&raw.interval, raw.rate) {
             (Some(i), _) => {
@@ -70,6 +105,9 @@ pub fn prepare(opts: &Options) -> Result<Option<Prepared>> {
             (None, Some(r)) => raw.requests as f64 / r,
             _ => 0.0,
         };
+        if secs > 0.0 && raw.requests > 0 {
+            busier = rate / (raw.requests as f64 / secs);
+        }
         raw.interval = None;
         raw.rate = Some(rate);
         raw.requests = ((secs * rate).round() as u64).max(1);
@@ -98,6 +136,7 @@ pub fn prepare(opts: &Options) -> Result<Option<Prepared>> {
     let Some(base_policy) = loaded.policy.as_ref() else {
         return Ok(None);
     };
+    widen_identities(&mut raw, base_policy, busier)?;
     let full = scenario::build(raw, base_policy)
         .map_err(|e| anyhow::anyhow!("{}: {e}", opts.scenario.display()))?;
     let sc = script::stretch(&script::scale_scenario(&full, opts.time_scale), TIE_STRETCH);
@@ -129,4 +168,58 @@ pub fn prepare(opts: &Options) -> Result<Option<Prepared>> {
         dist_dir,
         release_id: built.release_id,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn recommendations() -> Policy {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/recommendations.toml");
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let now = Millis(1_800_000_000_000);
+        let copy = stamp_policy(&path, tmp.path(), now).expect("stamped");
+        let loaded = load_policy(&copy, now);
+        assert!(!loaded.has_errors(), "{:?}", loaded.diagnostics);
+        loaded.policy.expect("the shipped policy reads")
+    }
+
+    fn raw(users: &[&str]) -> RawScenario {
+        let text = format!(
+            "name = \"x\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 10\nrate = 10\n[params]\nuser_id = {users:?}\ncategory_id = [\"audio\"]\n[model]\nlatency = \"5ms\"\n"
+        );
+        toml::from_str(&text).expect("scenario")
+    }
+
+    #[test]
+    fn a_busier_drill_has_more_users_not_the_same_users_retrying() {
+        let policy = recommendations();
+        let mut r = raw(&["u-000", "u-001"]);
+        widen_identities(&mut r, &policy, 2.5).expect("widened");
+        assert_eq!(
+            r.params["user_id"],
+            ["u-000", "u-001", "u-000-1", "u-001-1", "u-000-2", "u-001-2"]
+        );
+        // Not an identity: left alone.
+        assert_eq!(r.params["category_id"], ["audio"]);
+        // Not busier: nothing changes.
+        let mut same = raw(&["u-000"]);
+        widen_identities(&mut same, &policy, 1.0).expect("unchanged");
+        assert_eq!(same.params["user_id"], ["u-000"]);
+    }
+
+    #[test]
+    fn a_widened_value_the_policy_refuses_is_an_error_naming_it() {
+        let policy = recommendations();
+        let long = "u".repeat(63);
+        let mut r = raw(&[long.as_str()]);
+        let e = widen_identities(&mut r, &policy, 2.0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("user_id") && e.contains(&format!("{long}-1")),
+            "{e}"
+        );
+    }
 }
