@@ -82,7 +82,7 @@ const deltas = profile.timeDeltas;
 profile.samples.forEach((nodeId, i) => {
   const n = byId.get(nodeId);
   const f = n.callFrame;
-  const name = `${f.functionName || "(anonymous)"}  ${f.url ? f.url.split("/").pop() + ":" + f.lineNumber : ""}`;
+  const name = `${f.functionName || "(anonymous)"}  ${f.url ? f.url.split("/").pop() + ":" + f.lineNumber + ":" + f.columnNumber : ""}`;
   self.set(name, (self.get(name) ?? 0) + (deltas[i] ?? 0));
 });
 const total = [...self.values()].reduce((a, b) => a + b, 0);
