@@ -195,6 +195,40 @@ describe("origin 4xx are the caller's, 401/403 the edge's (issue 9)", () => {
   });
 });
 
+describe("the bulkhead: most origin calls in flight per isolate (issue 13)", () => {
+  test("against a hung model, 12 concurrent callers make at most 3 origin calls; the rest are served BULKHEAD_FULL at once", async () => {
+    const s = await stack("semantic-search", {
+      edit: (t) =>
+        `${t.replace(/^\[origin\]\n/m, "[origin]\nmax_in_flight = 3\n")}\n[admin]\npath = "/__status"\nsecret = "ADMIN_TOKEN"\n`,
+    });
+    try {
+      await s.get("/v1/search?q=headphones"); // the isolate is no longer cold
+      await s.origin.reset();
+      await s.origin.setFault({ kind: "hang" });
+      const words = ["headphones", "keyboard", "backpack", "coffee"];
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => s.get(`/v1/search?q=${words[i % 4]}+${i}`)),
+      );
+      const reasons = answers.map((r) => r.headers["x-degraded-reason"]);
+      for (const r of answers) {
+        assert.equal(r.status, 200, r.text);
+        assert.equal(r.headers["x-degraded"], "true", "every answer is a disclosed fallback");
+      }
+      const shed = answers.filter((r) => r.headers["x-degraded-reason"] === "BULKHEAD_FULL");
+      assert.equal(shed.length, 9, `reasons: ${reasons.join(", ")}`);
+      assert.equal(reasons.filter((x) => x === "ML_TIMEOUT").length, 3, `reasons: ${reasons.join(", ")}`);
+      // Shed callers do not wait for the deadline (800 ms): the cascade answers at once.
+      for (const r of shed) assert.ok(r.elapsedMs < 400, `a shed caller waited ${r.elapsedMs} ms`);
+      const calls = (await s.origin.stats()).requests;
+      assert.ok(calls <= 3, `${calls} origin calls with max_in_flight = 3`);
+      const st = (await s.get("/__status", { authorization: `Bearer ${devSecret("ADMIN_TOKEN")}` })).json;
+      assert.equal(st.counters.by_reason.BULKHEAD_FULL, 9, JSON.stringify(st.counters));
+    } finally {
+      await s.dispose();
+    }
+  });
+});
+
 describe("rate breaker (seed 000's machine) in the Worker", () => {
   let s;
   // Seed 000's shape with short windows so the test runs in seconds: trip at ≥ 15%
