@@ -81,6 +81,20 @@ pub const HIGH_CONCURRENCY: usize = 64;
 /// Requests of the cold first wave.
 pub const COLD_WAVE: usize = 10;
 
+/// `req` with a method the policy's route does not take: the edge answers 405 from the
+/// engine's first step, before any I/O.
+fn refused_before_io(policy: &understudy_core::policy::Policy, req: &Planned) -> Planned {
+    use understudy_core::policy::Method;
+    let method = Method::ALL
+        .iter()
+        .find(|(_, m)| !policy.service.methods.contains(m))
+        .map_or("TRACE", |(name, _)| name);
+    Planned {
+        method: method.to_string(),
+        ..req.clone()
+    }
+}
+
 /// One request of the policy, signed when it carries a token; `subject` replaces the
 /// identity claim (a user with nothing cached).
 fn request(
@@ -256,6 +270,7 @@ pub fn run(opts: &Options) -> Result<Value> {
 
     let catalog = loaded.catalog.as_ref();
     let req = request(&shipped, catalog, None);
+    let refused = refused_before_io(&shipped, &req);
     let fresh = |prefix: &str, n: usize| -> Vec<Planned> {
         (0..n)
             .map(|i| request(&shipped, catalog, Some(&format!("{prefix}-{i}"))))
@@ -338,14 +353,16 @@ pub fn run(opts: &Options) -> Result<Value> {
 
         // The model hangs.
         origin.set_fault(Fault::Hang)?;
-        let emb_hung = load::sequential(
-            addr,
-            EDGE_EMB,
-            std::slice::from_ref(&req),
-            opts.hung_rounds,
-            timeout,
-        )
-        .await;
+        // Each hung request is followed, on the same connection, by one the edge refuses
+        // before any I/O (a method the route does not take): what the loopback, the runtime
+        // and the engine's start cost without the deadline — the floor under the figure.
+        let mut emb_hung = Vec::with_capacity(opts.hung_rounds);
+        let mut refused_hung = Vec::with_capacity(opts.hung_rounds);
+        let mut c = None;
+        for _ in 0..opts.hung_rounds {
+            emb_hung.push(server::once(&mut c, addr, EDGE_EMB, &req, timeout).await);
+            refused_hung.push(server::once(&mut c, addr, EDGE_EMB, &refused, timeout).await);
+        }
         let mut off_hung = Vec::new();
         let mut c = None;
         for i in 0..opts.hung_rounds {
@@ -399,6 +416,7 @@ pub fn run(opts: &Options) -> Result<Value> {
                 .zip(open_after)
                 .map(|(b, a)| a.saturating_sub(b)),
             emb_hung,
+            refused_hung,
             off_hung,
             hung_hi,
             bare_hung,

@@ -25,6 +25,9 @@ pub struct Measured {
     pub breaker_openings: Option<usize>,
     /// Model hung, sequential, embedded tiers only (breaker off).
     pub emb_hung: Vec<Observed>,
+    /// Interleaved with `emb_hung` on the same connection: requests the edge refuses before
+    /// any I/O (the transport's and the runtime's own latency).
+    pub refused_hung: Vec<Observed>,
     /// Model hung, sequential, every tier (breaker off).
     pub off_hung: Vec<Observed>,
     /// Model hung, closed loop at 64: edge (breaker as shipped), peer.
@@ -107,6 +110,12 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
             .filter(|o| o.status == 200)
             .map(|o| o.latency_ms - s.deadline_ms),
     );
+    let refused = Latency::of(
+        m.refused_hung
+            .iter()
+            .filter(|o| o.status != 0)
+            .map(|o| o.latency_ms),
+    );
     let tiers = after_deadline(&m.off_hung, s.deadline_ms);
     let (hc_edge, hc_peer, hc_bare) = (&m.healthy_c[0], &m.healthy_c[1], &m.healthy_c[2]);
     let (hh_edge, hh_peer) = (&m.healthy_hi[0], &m.healthy_hi[1]);
@@ -134,6 +143,7 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         "startup_ms": round(s.startup_ms),
 
         "degraded_p99_over_deadline_ms": round(emb_over.p99_ms),
+        "refused_before_io_p99_ms": round(refused.p99_ms),
         "deadline_to_answer_p99_ms": tier_p99,
         "hung_c64_rps_vs_js": hung_c64_rps_vs_js,
         "hung_c64_p99_ms": round(hung_edge.latency.p99_ms),
@@ -162,7 +172,8 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
                                     "edge_b": m.healthy_c.get(4).map(slice_json)},
             "healthy_closed_loop_64": {"edge": slice_json(hh_edge), "peer": slice_json(hh_peer)},
             "hung_embedded_only": {"answers": m.emb_hung.iter().filter(|o| o.status == 200).count(),
-                                   "latency": lat(&m.emb_hung), "ms_after_deadline": emb_over},
+                                   "latency": lat(&m.emb_hung), "ms_after_deadline": emb_over,
+                                   "refused_before_io": refused},
             "hung_every_tier_breaker_off": {"answers": m.off_hung.iter().filter(|o| o.status == 200).count(),
                                             "latency": lat(&m.off_hung), "ms_after_deadline_by_tier": tiers},
             "hung_closed_loop_64": {"edge": slice_json(hung_edge), "peer": slice_json(hung_peer)},
@@ -274,8 +285,9 @@ pub fn human(d: &Value) -> String {
         d["breaker_openings_healthy"]
     ));
     s.push_str(&format!(
-        "Model hung, embedded tier only: answer {} ms after the deadline at p99\n",
-        f(&d["degraded_p99_over_deadline_ms"])
+        "Model hung, embedded tier only: answer {} ms after the deadline at p99 (a request refused before any I/O, interleaved: p99 {} ms)\n",
+        f(&d["degraded_p99_over_deadline_ms"]),
+        f(&d["refused_before_io_p99_ms"])
     ));
     if let Some(t) = det["hung_every_tier_breaker_off"]["ms_after_deadline_by_tier"].as_object() {
         for (tier, l) in t {
@@ -326,6 +338,14 @@ mod tests {
         }
     }
 
+    fn refused_405(ms: f64) -> Observed {
+        Observed {
+            status: 405,
+            latency_ms: ms,
+            ..Observed::default()
+        }
+    }
+
     fn slice(rps: f64, live: bool) -> Slice {
         let answers = (rps * 2.0) as u64;
         Slice {
@@ -355,6 +375,7 @@ mod tests {
             healthy_hi: vec![slice(600.0, true), slice(400.0, true)],
             breaker_openings: Some(0),
             emb_hung: vec![ok(46.0, Some("curated")); 10],
+            refused_hung: vec![refused_405(0.8); 10],
             off_hung: vec![ok(53.0, Some("user")), ok(56.0, Some("curated"))],
             hung_hi: vec![slice(1500.0, false), slice(500.0, false)],
             bare_hung: Observed::default(),
@@ -388,6 +409,7 @@ mod tests {
         };
         let d = document(&s, &m);
         assert_eq!(d["degraded_p99_over_deadline_ms"], 1.0);
+        assert_eq!(d["refused_before_io_p99_ms"], 0.8);
         assert_eq!(d["deadline_to_answer_p99_ms"]["user"], 8.0);
         assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
         assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
