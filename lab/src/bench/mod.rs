@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
-use understudy_core::policy::{Breaker, ParamSource};
+use understudy_core::policy::{Breaker, ParamSource, Policy};
 use understudy_core::Millis;
 
 use crate::drill::driver::Planned;
@@ -83,7 +83,7 @@ pub const COLD_WAVE: usize = 10;
 
 /// `req` with a method the policy's route does not take: the edge answers 405 from the
 /// engine's first step, before any I/O.
-fn refused_before_io(policy: &understudy_core::policy::Policy, req: &Planned) -> Planned {
+fn refused_before_io(policy: &Policy, req: &Planned) -> Planned {
     use understudy_core::policy::Method;
     let method = Method::ALL
         .iter()
@@ -98,7 +98,7 @@ fn refused_before_io(policy: &understudy_core::policy::Policy, req: &Planned) ->
 /// One request of the policy, signed when it carries a token; `subject` replaces the
 /// identity claim (a user with nothing cached).
 fn request(
-    policy: &understudy_core::policy::Policy,
+    policy: &Policy,
     catalog: Option<&understudy_core::catalog::Catalog>,
     subject: Option<&str>,
 ) -> Planned {
@@ -208,40 +208,22 @@ pub fn run(opts: &Options) -> Result<Value> {
     let file = dist::file_name(&opts.policy);
     let edge_src = dist::edge::locate(opts.edge.as_deref())?;
     let shipped = sides::variant(base, Variant::AsShipped)?;
-    let (edge_dir, module_bytes, module_gzip) = sides::edge_dist(
-        &loaded,
-        &shipped,
-        &edge_src,
-        &file,
-        now.0,
-        &work.join("edge"),
-    )?;
+    // One bake per variant of the policy, each into its own directory.
+    let bake = |policy: &Policy, src: &dist::edge::Edge, name: &str| {
+        sides::edge_dist(&loaded, policy, src, &file, now, &work.join(name))
+    };
+    let (edge_dir, module_bytes, module_gzip) = bake(&shipped, &edge_src, "edge")?;
     let off = sides::variant(base, Variant::BreakerOff)?;
-    let (off_dir, _, _) = sides::edge_dist(
-        &loaded,
-        &off,
+    let (off_dir, _, _) = bake(&off, &edge_src, "edge-off")?;
+    let (emb_dir, _, _) = bake(
+        &sides::variant(base, Variant::EmbeddedOnly)?,
         &edge_src,
-        &file,
-        now.0,
-        &work.join("edge-off"),
+        "edge-emb",
     )?;
-    let emb = sides::variant(base, Variant::EmbeddedOnly)?;
-    let (emb_dir, _, _) = sides::edge_dist(
-        &loaded,
-        &emb,
+    let (hedge_dir, _, _) = bake(
+        &sides::variant(base, Variant::Hedged)?,
         &edge_src,
-        &file,
-        now.0,
-        &work.join("edge-emb"),
-    )?;
-    let hedged = sides::variant(base, Variant::Hedged)?;
-    let (hedge_dir, _, _) = sides::edge_dist(
-        &loaded,
-        &hedged,
-        &edge_src,
-        &file,
-        now.0,
-        &work.join("edge-hedge"),
+        "edge-hedge",
     )?;
     let bare_dir = work.join("bare");
     let bare_wasm = sides::bare_dist(&root, opts.bare.as_deref(), &bare_dir, &edge_dir)?;
@@ -261,8 +243,7 @@ pub fn run(opts: &Options) -> Result<Value> {
     ];
     if let Some(b) = &opts.compare_edge {
         let src = dist::edge::locate(Some(b))?;
-        let (dir, _, _) =
-            sides::edge_dist(&loaded, &off, &src, &file, now.0, &work.join("edge-b"))?;
+        let (dir, _, _) = bake(&off, &src, "edge-b")?;
         workers.push((EDGE_B.0, dir));
     }
     let server = BenchServer::start(&root, &workers, &[], &origin.url())?;

@@ -73,13 +73,10 @@ pub fn edge_dist(
     policy: &Policy,
     edge: &Edge,
     file: &str,
-    validated_at_ms: u64,
+    validated_at: Millis,
     dir: &Path,
 ) -> Result<(PathBuf, u64, u64)> {
-    let built = dist::assemble(
-        &dist::Inputs::new(loaded, policy, file, Millis(validated_at_ms)),
-        edge,
-    )?;
+    let built = dist::assemble(&dist::Inputs::new(loaded, policy, file, validated_at), edge)?;
     dist::write_dir(dir, &built)?;
     Ok((
         dir.to_path_buf(),
