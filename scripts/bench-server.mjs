@@ -7,8 +7,11 @@
 //   node scripts/bench-server.mjs --origin URL --worker NAME=DIR [--worker NAME=DIR …]
 //        [--seed NAME=FILE …] [--port N] [--verbose]
 //
-// Prints "bench listening on URL pid=WORKERD_PID…" when all are up (the pids of the
-// workerd processes, so the bench can read their CPU time); exits when stdin closes.
+// Prints "bench listening on URL pid=WORKERD_PID… NAME=URL…" when all are up: the routed
+// URL, the pids of the workerd processes (so the bench can read their CPU time) and each
+// worker's direct URL (its own loopback port, without Miniflare's routing entry worker,
+// which no deployed Worker pays for; the bench measures through these). Exits when stdin
+// closes.
 
 import { parseArgs } from "node:util";
 import { readFile, readdir } from "node:fs/promises";
@@ -75,13 +78,14 @@ try {
     const seed = seeds[name] ? JSON.parse(await readFile(seeds[name], "utf8")) : undefined;
     list.push({ name, dist, routes: [`${name}.bench/*`], originUrl: values.origin, seed });
   }
-  edges = await startEdges(list, { port, verbose: values.verbose });
+  edges = await startEdges(list, { port, verbose: values.verbose, direct: true });
 } catch (e) {
   console.error(`bench-server: ${e.stack ?? e}`);
   process.exit(1);
 }
 const pids = await workerdPids();
-console.log(`bench listening on ${edges.url} ${pids.map((p) => `pid=${p}`).join(" ")}`.trim());
+const direct = Object.entries(edges.direct).map(([name, url]) => `${name}=${url}`);
+console.log(`bench listening on ${edges.url} ${pids.map((p) => `pid=${p}`).join(" ")} ${direct.join(" ")}`.trim());
 const stop = async () => {
   await edges.dispose().catch(() => {});
   process.exit(0);

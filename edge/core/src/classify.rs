@@ -107,6 +107,20 @@ impl FailureReason {
         }
     }
 
+    /// Whether the model (or its server) answered the call — with a status or a body — rather
+    /// than staying silent, refusing the connection or never being asked.
+    pub fn model_answered(self) -> bool {
+        matches!(
+            self,
+            FailureReason::Ml5xx
+                | FailureReason::Ml429
+                | FailureReason::Ml408
+                | FailureReason::MlAuth
+                | FailureReason::Ml4xx
+                | FailureReason::MlBadResponse
+        )
+    }
+
     /// What produces this reason, as docs/outcomes.md words it.
     pub fn source(self) -> &'static str {
         match self {
@@ -120,7 +134,7 @@ impl FailureReason {
             FailureReason::MlBadResponse => "a 2xx/other status whose body is not the declared shape (not JSON, no list at `result_path`, an empty list, too large)",
             FailureReason::BreakerOpen => "the breaker kept the request from the origin",
             FailureReason::BulkheadFull => "the isolate's origin calls in flight were at `origin.max_in_flight`",
-            FailureReason::EdgeOverloaded => "the attempt's timer fired later than its timeout plus the tolerance: the isolate, not the model, was slow",
+            FailureReason::EdgeOverloaded => "the attempt's timer fired later than its timeout plus the tolerance while the model answered other calls: the isolate, not the model, was slow",
         }
     }
 
@@ -208,12 +222,22 @@ pub fn late_tolerance_ms(timeout_ms: u64) -> u64 {
 }
 
 /// Classifies a timed-out attempt by when the driver noticed: `waited_ms` after it started,
-/// for a timer of `timeout_ms`. A timer that fired on time is the model's timeout; one that
-/// fired much later means the isolate was busy (or still starting) and could not have taken
-/// an answer in time — [`FailureReason::EdgeOverloaded`], which never blames the model.
-pub fn timeout_failure(waited_ms: u64, timeout_ms: u64) -> Failure {
+/// for a timer of `timeout_ms`, and whether the model answered any other call of this isolate
+/// while the attempt waited (`model_answered_meanwhile`). A timer that fired on time is the
+/// model's timeout. One that fired much later is ambiguous: the isolate was busy, and the
+/// model's answer may have been sitting in its queue. The model's other calls decide:
+/// - it answered some of them meanwhile — it was alive, and this answer was most likely
+///   held up by the isolate: [`FailureReason::EdgeOverloaded`], which never blames the model;
+/// - it answered none — it had more than its timeout and said nothing to anyone: the
+///   model's timeout (a busy isolate must not hide a hung model from its breaker).
+pub fn timeout_failure(waited_ms: u64, timeout_ms: u64, model_answered_meanwhile: bool) -> Failure {
     let late = waited_ms.saturating_sub(timeout_ms);
-    if late > late_tolerance_ms(timeout_ms) {
+    if late <= late_tolerance_ms(timeout_ms) {
+        Failure::new(
+            FailureReason::MlTimeout,
+            "no complete answer before the attempt's timeout",
+        )
+    } else if model_answered_meanwhile {
         Failure::new(
             FailureReason::EdgeOverloaded,
             format!("the {timeout_ms} ms timer fired {late} ms late: the isolate was busy"),
@@ -221,7 +245,9 @@ pub fn timeout_failure(waited_ms: u64, timeout_ms: u64) -> Failure {
     } else {
         Failure::new(
             FailureReason::MlTimeout,
-            "no complete answer before the attempt's timeout",
+            format!(
+                "no answer in {waited_ms} ms (the {timeout_ms} ms timer fired late), and none to any other call meanwhile"
+            ),
         )
     }
 }
@@ -512,17 +538,36 @@ mod tests {
     }
 
     #[test]
-    fn a_timer_that_fires_late_is_the_edges_timeout() {
-        assert_eq!(timeout_failure(45, 45).reason, FailureReason::MlTimeout);
-        assert_eq!(timeout_failure(56, 45).reason, FailureReason::MlTimeout);
+    fn a_timer_that_fires_late_is_the_edges_timeout_while_the_model_answers_others() {
+        for meanwhile in [false, true] {
+            assert_eq!(
+                timeout_failure(45, 45, meanwhile).reason,
+                FailureReason::MlTimeout
+            );
+            assert_eq!(
+                timeout_failure(56, 45, meanwhile).reason,
+                FailureReason::MlTimeout
+            );
+            assert_eq!(
+                timeout_failure(805, 800, meanwhile).reason,
+                FailureReason::MlTimeout
+            );
+        }
         assert_eq!(
-            timeout_failure(57, 45).reason,
+            timeout_failure(57, 45, true).reason,
             FailureReason::EdgeOverloaded
         );
-        assert_eq!(timeout_failure(805, 800).reason, FailureReason::MlTimeout);
         assert_eq!(
-            timeout_failure(1001, 800).reason,
+            timeout_failure(1001, 800, true).reason,
             FailureReason::EdgeOverloaded
+        );
+        // A late timer on a model that answered nobody: the model's, whatever the queue.
+        let silent = timeout_failure(57, 45, false);
+        assert_eq!(silent.reason, FailureReason::MlTimeout);
+        assert!(
+            silent.detail.contains("none to any other call"),
+            "{}",
+            silent.detail
         );
         assert!(!FailureReason::EdgeOverloaded.class().blames_origin());
     }

@@ -145,6 +145,8 @@ pub struct Exchange<'p, R: RetryPolicy = NoRetry> {
     /// Whether the isolate's bulkhead lets another origin attempt start (set by the engine
     /// before each step).
     origin_open: bool,
+    /// When the model last answered any call of this isolate (see [`Self::set_model_heard`]).
+    model_heard: Option<Millis>,
 }
 
 impl<'p> Exchange<'p, NoRetry> {
@@ -163,6 +165,7 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
             open: 0,
             notes: Vec::new(),
             origin_open: true,
+            model_heard: None,
         }
     }
 
@@ -170,6 +173,13 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
     /// cascade with `BULKHEAD_FULL` instead of calling the origin.
     pub fn set_origin_open(&mut self, open: bool) {
         self.origin_open = open;
+    }
+
+    /// When the model last answered (with any status) any call of this isolate: a timer that
+    /// fires late is the edge's overload only if the model answered someone meanwhile
+    /// ([`timeout_failure`]).
+    pub fn set_model_heard(&mut self, at: Option<Millis>) {
+        self.model_heard = at;
     }
 
     pub fn attempts(&self) -> &[Attempt] {
@@ -222,7 +232,11 @@ impl<'p, R: RetryPolicy> Exchange<'p, R> {
                 self.open = self.open.saturating_sub(1);
                 let o = &self.ctx.policy.origin;
                 let result = match observed {
-                    Observed::TimedOut => Err(timeout_failure(now.since(started), timeout_ms)),
+                    Observed::TimedOut => Err(timeout_failure(
+                        now.since(started),
+                        timeout_ms,
+                        self.model_heard.is_some_and(|h| h > started),
+                    )),
                     other => classify(&other, &o.result_path, o.max_body_bytes),
                 };
                 self.attempts.push(Attempt {

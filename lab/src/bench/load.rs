@@ -2,7 +2,6 @@
 //! sequential rounds, a wave of concurrent requests, and a closed loop of `c` connections for
 //! a fixed time whose workerd CPU is sampled before and after (see [`super::cpu`]).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,7 +72,7 @@ impl Slice {
 
 /// `n` requests sent one after another on one connection.
 pub async fn sequential(
-    addr: SocketAddr,
+    addr: server::Addr,
     target: Target,
     plans: &[Planned],
     n: usize,
@@ -90,7 +89,7 @@ pub async fn sequential(
 
 /// One request per plan, all at once, each on its own connection.
 pub async fn wave(
-    addr: SocketAddr,
+    addr: server::Addr,
     target: Target,
     plans: &[Planned],
     timeout: Duration,
@@ -115,7 +114,7 @@ pub async fn wave(
 /// Closed loop: `c` connections sending the plans (in turn) to `target` back to back for
 /// `dur`; the workerd processes `pids` are sampled for CPU before and after.
 pub async fn closed_loop(
-    addr: SocketAddr,
+    addr: server::Addr,
     target: Target,
     plans: &[Planned],
     c: usize,

@@ -7,7 +7,8 @@
 //!   and each tier's time after the deadline shows;
 //! - `edge-emb` — embedded tiers only, breaker off: the baked tier's own cost;
 //! - `bare` — the pass-through floor (edge/bare);
-//! - `peer` — the JS Worker a frontend team would write by hand (lab/peer/worker.mjs).
+//! - `peer` — the JS Worker a frontend team would write by hand (lab/peer/worker.mjs);
+//! - `noop` — a JS Worker that answers `ok` with no I/O: the runtime's own floor under load.
 //!
 //! Phases, interleaved so machine noise hits every side alike: a cold first wave on fresh
 //! isolates; sequential healthy rounds (edge vs bare); closed loops at 16 and 64 connections
@@ -47,6 +48,8 @@ const EDGE_OFF: Target = Target("edge-off");
 const EDGE_EMB: Target = Target("edge-emb");
 const BARE: Target = Target("bare");
 const PEER: Target = Target("peer");
+/// The runtime's floor: a no-op JS Worker.
+const NOOP: Target = Target("noop");
 const EDGE_HEDGE: Target = Target("edge-hedge");
 /// `--compare-edge`: another prebuilt edge, baked like `edge-off`, for A/B measurements.
 const EDGE_B: Target = Target("edge-b");
@@ -152,7 +155,7 @@ pub(crate) fn ratio(a: f64, b: f64) -> f64 {
 
 /// Alternating closed-loop slices of each side, three rounds; one merged slice per side.
 async fn interleaved(
-    addr: std::net::SocketAddr,
+    addr: server::Addr,
     sides: &[Target],
     plans: &[Planned],
     c: usize,
@@ -173,8 +176,8 @@ async fn interleaved(
 }
 
 /// Breaker transitions into the open mode that the edge's status endpoint lists.
-async fn openings(addr: std::net::SocketAddr, path: &str, token: &str) -> Option<usize> {
-    let doc = status_once(addr, path, token).await?;
+async fn openings(addr: server::Addr, path: &str, token: &str) -> Option<usize> {
+    let doc = status_once(addr.of(EDGE), path, token).await?;
     let t = doc["breaker"]["transitions"].as_array()?;
     Some(
         t.iter()
@@ -229,6 +232,8 @@ pub fn run(opts: &Options) -> Result<Value> {
     let bare_wasm = sides::bare_dist(&root, opts.bare.as_deref(), &bare_dir, &edge_dir)?;
     let peer_dir = work.join("peer");
     let peer_bytes = sides::peer_dist(&root, &off, loaded.catalog.as_ref(), &peer_dir, &edge_dir)?;
+    let noop_dir = work.join("noop");
+    sides::noop_dist(&noop_dir, &edge_dir)?;
 
     let mut cfg = OriginConfig::new(([127, 0, 0, 1], 0).into());
     cfg.base_latency = Duration::from_millis(opts.origin_latency_ms);
@@ -240,6 +245,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         (BARE.0, bare_dir),
         (PEER.0, peer_dir),
         (EDGE_HEDGE.0, hedge_dir),
+        (NOOP.0, noop_dir),
     ];
     if let Some(b) = &opts.compare_edge {
         let src = dist::edge::locate(Some(b))?;
@@ -279,7 +285,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         // Fresh isolates: the first requests each Worker ever sees.
         let cold_edge = load::wave(addr, EDGE, &cold_plans, timeout).await;
         let cold_peer = load::wave(addr, PEER, &cold_plans, timeout).await;
-        for t in [EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER, EDGE_HEDGE]
+        for t in [EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER, EDGE_HEDGE, NOOP]
             .into_iter()
             .chain(opts.compare_edge.as_ref().map(|_| EDGE_B))
         {
@@ -323,7 +329,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         .await;
         let healthy_hi = interleaved(
             addr,
-            &[EDGE, PEER],
+            &[EDGE, PEER, NOOP],
             &plans,
             HIGH_CONCURRENCY,
             opts.throughput_secs,
@@ -356,7 +362,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         }
         let hung_hi = interleaved(
             addr,
-            &[EDGE, PEER],
+            &[EDGE, PEER, NOOP],
             &plans,
             HIGH_CONCURRENCY,
             opts.throughput_secs,

@@ -120,6 +120,7 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
     let (hc_edge, hc_peer, hc_bare) = (&m.healthy_c[0], &m.healthy_c[1], &m.healthy_c[2]);
     let (hh_edge, hh_peer) = (&m.healthy_hi[0], &m.healthy_hi[1]);
     let (hung_edge, hung_peer) = (&m.hung_hi[0], &m.hung_hi[1]);
+    let noop_p99 = |v: &[Slice]| v.get(2).map(|n| round(n.latency.p99_ms));
     let cold_within = m.cold_edge.len() == m.cold_edge.iter().filter(|o| o.status == 200).count()
         && m.cold_edge.iter().all(|o| o.latency_ms <= s.budget_ms);
     let cpu = |x: &Slice| x.cpu_us_per_request.map(round);
@@ -147,6 +148,9 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         "deadline_to_answer_p99_ms": tier_p99,
         "hung_c64_rps_vs_js": hung_c64_rps_vs_js,
         "hung_c64_p99_ms": round(hung_edge.latency.p99_ms),
+        // The same 64-connection closed loop on a Worker that answers `ok` with no I/O: the
+        // runtime's own p99 under that load, the floor under hung_c64_p99_ms.
+        "noop_c64_p99_ms": noop_p99(&m.hung_hi),
         "cold_first_wave_p99_ms": round(cold.p99_ms),
         "cpu_us_per_request": {
             "healthy": {"edge": cpu(hc_edge), "bare": cpu(hc_bare), "js": cpu(hc_peer)},
@@ -170,13 +174,15 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
             "healthy_closed_loop": {"connections": s.concurrency, "edge": slice_json(hc_edge), "peer": slice_json(hc_peer),
                                     "bare": bare_json, "edge_breaker_off": slice_json(&m.healthy_c[3]),
                                     "edge_b": m.healthy_c.get(4).map(slice_json)},
-            "healthy_closed_loop_64": {"edge": slice_json(hh_edge), "peer": slice_json(hh_peer)},
+            "healthy_closed_loop_64": {"edge": slice_json(hh_edge), "peer": slice_json(hh_peer),
+                                       "noop": m.healthy_hi.get(2).map(slice_json)},
             "hung_embedded_only": {"answers": m.emb_hung.iter().filter(|o| o.status == 200).count(),
                                    "latency": lat(&m.emb_hung), "ms_after_deadline": emb_over,
                                    "refused_before_io": refused},
             "hung_every_tier_breaker_off": {"answers": m.off_hung.iter().filter(|o| o.status == 200).count(),
                                             "latency": lat(&m.off_hung), "ms_after_deadline_by_tier": tiers},
-            "hung_closed_loop_64": {"edge": slice_json(hung_edge), "peer": slice_json(hung_peer)},
+            "hung_closed_loop_64": {"edge": slice_json(hung_edge), "peer": slice_json(hung_peer),
+                                    "noop": m.hung_hi.get(2).map(slice_json)},
             "bare_with_the_model_hung": if m.bare_hung.status == 0 { json!(format!("no answer within 1000 ms ({})", m.bare_hung.error.clone().unwrap_or_default())) } else { json!(m.bare_hung.status) },
             "origin_calls": m.origin_calls,
         },
@@ -279,6 +285,13 @@ pub fn human(d: &Value) -> String {
         &json!({"edge": c["edge"]["latency"], "peer": c["peer"]["latency"]}),
         "p99_ms",
     ));
+    s.push_str(&format!(
+        "{:<38} {:>10} req/s, p50 {} ms, p99 {} ms\n",
+        "  no-op Worker (the runtime's floor)",
+        f(&c["noop"]["rps"]),
+        f(&c["noop"]["latency"]["p50_ms"]),
+        f(&c["noop"]["latency"]["p99_ms"])
+    ));
     s.push_str(&row("  CPU µs / request", c, "cpu_us_per_request"));
     s.push_str(&format!(
         "\nBreaker openings with a healthy origin: {}\n",
@@ -372,12 +385,16 @@ mod tests {
                 slice(700.0, true),
                 slice(600.0, true),
             ],
-            healthy_hi: vec![slice(600.0, true), slice(400.0, true)],
+            healthy_hi: vec![slice(600.0, true), slice(400.0, true), slice(3000.0, true)],
             breaker_openings: Some(0),
             emb_hung: vec![ok(46.0, Some("curated")); 10],
             refused_hung: vec![refused_405(0.8); 10],
             off_hung: vec![ok(53.0, Some("user")), ok(56.0, Some("curated"))],
-            hung_hi: vec![slice(1500.0, false), slice(500.0, false)],
+            hung_hi: vec![
+                slice(1500.0, false),
+                slice(500.0, false),
+                slice(3000.0, true),
+            ],
             bare_hung: Observed::default(),
             origin_calls: 100,
             tail: Tail {
@@ -412,6 +429,8 @@ mod tests {
         assert_eq!(d["refused_before_io_p99_ms"], 0.8);
         assert_eq!(d["deadline_to_answer_p99_ms"]["user"], 8.0);
         assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
+        assert_eq!(d["noop_c64_p99_ms"], 20.0);
+        assert_eq!(d["detail"]["hung_closed_loop_64"]["noop"]["rps"], 3000.0);
         assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
         assert_eq!(d["breaker_openings_healthy"], 0);
         assert_eq!(d["targets"]["degraded_p99_within_deadline_plus_2ms"], true);

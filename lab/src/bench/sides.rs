@@ -4,7 +4,9 @@
 //!   deadline shows), and embedded tiers only (the baked tier's cost alone);
 //! - the bare pass-through Worker (edge/bare: the floor);
 //! - the JS peer (lab/peer/worker.mjs: what a frontend team would write by hand), with a
-//!   configuration generated from the same policy and catalog.
+//!   configuration generated from the same policy and catalog;
+//! - a no-op JS Worker (answers `ok`, no I/O): what the runtime alone costs under the same
+//!   load — the floor under every latency the 64-connection phases print.
 //!
 //! Every variant drops the retry-storm limit (the bench repeats requests on purpose) and
 //! gets an admin status endpoint if the policy has none (to read breaker transitions).
@@ -124,7 +126,11 @@ pub fn bare_dist(
     }
     std::fs::write(
         dir.join("entry.mjs"),
-        "export * from \"./index.js\";\nexport { default } from \"./index.js\";\n",
+        // The same entry as the edge's, so the floor pays what the edge pays.
+        format!(
+            "export * from \"./index.js\";\n{}",
+            understudy_compiler::dist::entry::direct_fetch_js()
+        ),
     )?;
     std::fs::write(
         dir.join("wrangler.toml"),
@@ -221,6 +227,27 @@ pub fn peer_config(policy: &Policy, catalog: Option<&Catalog>) -> Value {
             "retryAfterS": d.retry_after_s.unwrap_or(1),
         },
     })
+}
+
+/// The no-op Worker: one line of JS that answers `200 ok` without any I/O.
+pub fn noop_dist(dir: &Path, edge_dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(
+        dir.join("entry.mjs"),
+        "export default { fetch() { return new Response(\"ok\"); } };\n",
+    )?;
+    std::fs::write(
+        dir.join("wrangler.toml"),
+        format!(
+            "name = \"understudy-noop\"\nmain = \"entry.mjs\"\n{}\n",
+            compat_line(edge_dir)?
+        ),
+    )?;
+    std::fs::write(
+        dir.join("manifest.json"),
+        json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}).to_string(),
+    )?;
+    Ok(())
 }
 
 /// The JS peer as a directory: lab/peer/worker.mjs, its generated config.mjs, an entry, a

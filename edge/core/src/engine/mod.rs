@@ -24,6 +24,7 @@ pub mod report;
 pub mod rng;
 mod steps;
 pub mod trace;
+mod verdict;
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -114,6 +115,8 @@ pub struct Engine<'p> {
     /// zero-delay timer fires. Subtracted from origin latencies before the breaker judges
     /// them slow.
     queue_delay_ms: u64,
+    /// When the model was last heard from, and the timeouts waiting for it ([`verdict`]).
+    verdicts: verdict::Verdicts,
 }
 
 /// One origin call's slot in the bulkhead, given back when the call ends — or when the
@@ -151,6 +154,7 @@ impl<'p> Engine<'p> {
             warm_since: None,
             tokens: crate::token::Verified::default(),
             queue_delay_ms: 0,
+            verdicts: verdict::Verdicts::default(),
             kv_cache: kvcache::KvCache::default(),
             freshness: freshness::Freshness::default(),
             origin_latency: crate::breaker::window::Window::new(HEDGE_WINDOW_MS),

@@ -73,6 +73,7 @@ pub(super) fn step<'p>(
                 engine.kv_cache.put(binding, &key, now, read);
             }
             race.set_origin_open(engine.origin_open());
+            race.set_model_heard(engine.verdicts.heard());
             let next = race.step(now, ev);
             if is_origin {
                 record(engine, f, &race);
@@ -101,6 +102,8 @@ pub(super) fn admit<'p>(
     now: Millis,
     mut race: Box<Race<'p>>,
 ) -> Action<'p> {
+    let swept = engine.verdicts.sweep(now, &mut engine.breaker);
+    debug_assert_eq!(swept.acquitted, 0);
     f.admission = engine.breaker.admit(now);
     let gate = if f.admission.calls_origin() {
         Gate::Allow
@@ -114,10 +117,19 @@ pub(super) fn admit<'p>(
 
 /// [E-CLASSIFY] The last origin attempt, as the breaker and the counters see it: dependency
 /// and credential failures count against the origin; a caller's 4xx is no news about it;
-/// and neither is an attempt the edge itself could not serve in time — a late timer
-/// (`EDGE_OVERLOADED`), or an attempt started while the isolate was still cold (before its
-/// first origin attempt had ended: the first wave of a fresh isolate pays for instantiation
-/// and connection set-up, and must not open the breaker on a healthy model).
+/// and neither is an attempt the edge itself could not serve in time:
+/// - an attempt started while the isolate was still cold (before its first origin attempt
+///   had ended: the first wave of a fresh isolate pays for instantiation and connection
+///   set-up, and must not open the breaker on a healthy model);
+/// - a late timer while the model answered other calls (`EDGE_OVERLOADED`);
+/// - while the isolate knows it is saturated, a success (its latency is the queue's as much
+///   as the model's);
+/// - a timeout on a busy isolate (late timer, or saturated) unless the model stays silent
+///   for one more timeout-length ([`super::verdict`]).
+///
+/// What the model said is always its own: a status, a malformed body or a refused
+/// connection counts however busy the isolate, and so does a timeout after which it
+/// answered nobody — a saturated isolate must not hide a hung model from its breaker.
 fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
     let Some(a) = race.attempts().last() else {
         return;
@@ -127,6 +139,14 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
     if class == Some(Class::Credential) {
         engine.counters.credential_refused += 1;
     }
+    let heard_meanwhile = engine.verdicts.heard_since(a.started);
+    if a.result
+        .map_or_else(FailureReason::model_answered, |()| true)
+    {
+        let acquitted = engine.verdicts.model_answered(a.ended, &mut engine.breaker);
+        engine.counters.unrecorded += u64::from(acquitted.acquitted);
+    }
+    engine.verdicts.sweep(a.ended, &mut engine.breaker);
     let cold = match engine.warm_since {
         None => {
             engine.warm_since = Some(a.ended);
@@ -138,11 +158,29 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
         return;
     }
     // An isolate that knows it is busy — its timers fire later than an attempt's timeout
-    // tolerates — cannot tell the model's latency from its own queue: no verdict.
-    let saturated = engine.queue_delay_ms > crate::classify::late_tolerance_ms(a.timeout_ms);
-    if cold || saturated || class == Some(Class::Edge) {
+    // tolerates — cannot tell the model's latency from its own queue.
+    let tolerance = crate::classify::late_tolerance_ms(a.timeout_ms);
+    let saturated = engine.queue_delay_ms > tolerance;
+    if cold || class == Some(Class::Edge) || (saturated && a.result.is_ok()) {
         engine.counters.unrecorded += 1;
         engine.breaker.release(f.admission);
+        return;
+    }
+    // A timeout on a busy isolate: the model's only if it stays silent ([`super::verdict`]).
+    let late = latency > a.timeout_ms.saturating_add(tolerance);
+    if a.result == Err(FailureReason::MlTimeout) && (saturated || late) {
+        let waiting = !heard_meanwhile
+            && engine.verdicts.timeout_in_silence(
+                a.started,
+                a.ended,
+                a.timeout_ms,
+                f.admission,
+                latency,
+            );
+        if !waiting {
+            engine.counters.unrecorded += 1;
+            engine.breaker.release(f.admission);
+        }
         return;
     }
     // What the answer spent waiting in the isolate's own queue is the edge's, not the

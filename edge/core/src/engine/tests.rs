@@ -467,7 +467,7 @@ fn the_first_wave_of_a_cold_isolate_does_not_open_the_breaker() {
 }
 
 #[test]
-fn a_late_timer_is_the_edges_overload_not_the_models_timeout() {
+fn a_late_timer_is_the_edges_overload_while_the_model_answers_other_calls() {
     let mut p = seed_policy();
     p.breaker = BreakerCfg::Consecutive {
         failures: 1,
@@ -477,19 +477,121 @@ fn a_late_timer_is_the_edges_overload_not_the_models_timeout() {
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
     let (mut f, _) = begin(&mut e, 100, 9);
-    // The 45 ms timer ran 30 ms late: the isolate was busy.
+    // Meanwhile the model answers another call…
+    assert_eq!(run(&mut e, 110, "/recommendations/bob", ok()).status, 200);
+    // …and this one's 45 ms timer runs 30 ms late: the isolate was busy.
     let a = e.step(&mut f, at(175), Event::Origin(Observed::TimedOut));
     let r = match a {
         Action::Respond(r) => r,
-        Action::ReadKv { .. } => {
-            // The budget is gone: the cascade answers from the stubs at once.
-            panic!("no time was left for a KV read")
-        }
-        other => panic!("{other:?}"),
+        other => panic!("no time was left for a KV read: {other:?}"),
     };
     assert_eq!(r.header("X-Degraded-Reason"), Some("EDGE_OVERLOADED"));
     assert_eq!(log(&r)["class"], "edge");
     assert_eq!(e.breaker_mode(at(180)), "CLOSED", "the model is not blamed");
+}
+
+#[test]
+fn a_late_timer_on_a_model_that_answered_nobody_is_the_models_timeout() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 1,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    let (mut f, _) = begin(&mut e, 100, 9);
+    // The timer runs 30 ms late, and the model answered no call since this one began.
+    let r = match e.step(&mut f, at(175), Event::Origin(Observed::TimedOut)) {
+        Action::Respond(r) => r,
+        other => panic!("no time was left for a KV read: {other:?}"),
+    };
+    assert_eq!(r.header("X-Degraded-Reason"), Some("ML_TIMEOUT"));
+    assert_eq!(log(&r)["class"], "dependency");
+    // The verdict waits one more timeout-length for the model to answer anyone.
+    assert_eq!(e.breaker_mode(at(180)), "CLOSED");
+    let r = run(&mut e, 300, "/recommendations/bob", ok());
+    assert_eq!(
+        r.header("X-Degraded-Reason"),
+        Some("BREAKER_OPEN"),
+        "a hung model is shed"
+    );
+    assert_eq!(e.counters().unrecorded, 1, "only the cold warm-up");
+}
+
+#[test]
+fn a_stalled_isolate_whose_queued_answers_come_after_its_timers_blames_nobody() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 1,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    // Two calls start; the isolate stalls 60 ms; when it runs again, the first call's timer
+    // is taken before the answer that arrived for the second during the stall.
+    let (mut f1, _) = begin(&mut e, 100, 9);
+    let (mut f2, _) = begin(&mut e, 102, 10);
+    let r = match e.step(&mut f1, at(205), Event::Origin(Observed::TimedOut)) {
+        Action::Respond(r) => r,
+        other => panic!("no time was left for a KV read: {other:?}"),
+    };
+    assert_eq!(r.header("X-Degraded-Reason"), Some("ML_TIMEOUT"));
+    let _ = e.step(&mut f2, at(206), Event::Origin(ok()));
+    // The model was alive: no verdict, and a later request calls it.
+    let r = run(&mut e, 400, "/recommendations/bob", ok());
+    assert_eq!(r.status, 200);
+    assert_eq!(e.breaker_mode(at(500)), "CLOSED");
+    assert_eq!(
+        e.counters().unrecorded,
+        2,
+        "the warm-up and the acquitted timeout"
+    );
+}
+
+#[test]
+fn a_saturated_isolate_does_not_hide_a_hung_model_from_its_breaker() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 3,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    // The isolate's timers run 40 ms late (64 hung requests end in bursts).
+    e.set_queue_delay(40);
+    // On-time and late timeouts alike, the model answering no one: each is the model's.
+    for t in [100, 200, 300] {
+        run(&mut e, t, "/recommendations/alice", Observed::TimedOut);
+    }
+    // Convicted one timeout-length later, when the model has still answered no one.
+    let r = run(&mut e, 400, "/recommendations/alice", ok());
+    assert_eq!(r.header("X-Degraded-Reason"), Some("BREAKER_OPEN"));
+    assert_eq!(e.counters().unrecorded, 1, "only the cold warm-up");
+
+    // The same isolate and a healthy model that answers other calls meanwhile: its
+    // timeouts there are the queue's, and no verdict.
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    e.set_queue_delay(40);
+    for t in [100, 200, 300] {
+        let (mut f, _) = begin(&mut e, t, t + 1);
+        assert_eq!(
+            run(&mut e, t + 10, "/recommendations/bob", ok()).status,
+            200
+        );
+        let _ = e.step(&mut f, at(t + 45), Event::Origin(Observed::TimedOut));
+    }
+    assert_eq!(e.breaker_mode(at(400)), "CLOSED");
+    // The warm-up, three successes (saturated: no verdict on speed) and three timeouts.
+    assert_eq!(e.counters().unrecorded, 7);
+    // What the model says is its own however busy the isolate: three 503s open it.
+    for t in [500, 600, 700] {
+        run(&mut e, t, "/recommendations/alice", status(503));
+    }
+    assert_eq!(e.breaker_mode(at(800)), "OPEN");
 }
 
 #[test]

@@ -1,0 +1,175 @@
+//! [E-CLASSIFY] What the breaker learns from each origin attempt: the model's outcomes, not
+//! the edge's (docs/outcomes.md, "What the breaker learns from").
+//!
+//! Most attempts are judged when they end. One kind cannot be: a timeout on a busy isolate
+//! (its timer fired late, or it knows it is saturated) while the model answered no other
+//! call. A hung model looks like that — and so does a healthy one whose answers sat in the
+//! isolate's queue behind a stall (a cold isolate compiling, a burst of 64 timers): the
+//! timers of a stall fire before the answers queued under it are taken. Such a timeout
+//! waits one more timeout-length for the model to be heard from. An answer to any call in
+//! that time acquits it (no verdict); silence convicts it (a timeout against the model). A
+//! hung model is shed one timeout later than otherwise, and a stalled isolate never blames a
+//! healthy one.
+
+use crate::breaker::{Admission, Breaker, Outcome as BreakerOutcome};
+use crate::time::Millis;
+
+/// Timeouts awaiting the model's word; more than this at once are left without a verdict
+/// (the breaker has had plenty of evidence by then).
+const MAX_PENDING: usize = 256;
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    started: Millis,
+    judge_at: Millis,
+    admission: Admission,
+    latency_ms: u64,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Verdicts {
+    /// When the model last answered (any status) one of this isolate's calls.
+    heard: Option<Millis>,
+    pending: Vec<Pending>,
+}
+
+/// What became of an attempt handed to [`Verdicts::timeout_in_silence`] or of those swept.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Swept {
+    pub convicted: u32,
+    pub acquitted: u32,
+}
+
+impl Verdicts {
+    pub fn heard(&self) -> Option<Millis> {
+        self.heard
+    }
+
+    /// Whether the model answered any call after `at`.
+    pub fn heard_since(&self, at: Millis) -> bool {
+        self.heard.is_some_and(|h| h > at)
+    }
+
+    /// The model answered a call at `at`: every waiting timeout that started before it is
+    /// acquitted (the breaker's admission given back).
+    pub fn model_answered(&mut self, at: Millis, breaker: &mut Breaker) -> Swept {
+        self.heard = Some(self.heard.map_or(at, |h| h.max(at)));
+        let mut swept = Swept::default();
+        self.pending.retain(|p| {
+            let acquit = p.started < at;
+            if acquit {
+                breaker.release(p.admission);
+                swept.acquitted += 1;
+            }
+            !acquit
+        });
+        swept
+    }
+
+    /// A timeout on a busy isolate, the model silent so far: judged at `now + timeout_ms`
+    /// unless the model is heard from first. Returns false (no verdict: the caller gives the
+    /// admission back) when too many wait already.
+    pub fn timeout_in_silence(
+        &mut self,
+        started: Millis,
+        now: Millis,
+        timeout_ms: u64,
+        admission: Admission,
+        latency_ms: u64,
+    ) -> bool {
+        if self.pending.len() >= MAX_PENDING {
+            return false;
+        }
+        self.pending.push(Pending {
+            started,
+            judge_at: now.plus(timeout_ms),
+            admission,
+            latency_ms,
+        });
+        true
+    }
+
+    /// Convicts the waiting timeouts whose time is up at `now`: the model said nothing to
+    /// anyone for a whole timeout more.
+    pub fn sweep(&mut self, now: Millis, breaker: &mut Breaker) -> Swept {
+        let mut swept = Swept::default();
+        if self.pending.is_empty() {
+            return swept;
+        }
+        self.pending.retain(|p| {
+            let due = p.judge_at <= now;
+            if due {
+                breaker.record(now, p.admission, BreakerOutcome::timeout(p.latency_ms));
+                swept.convicted += 1;
+            }
+            !due
+        });
+        swept
+    }
+
+    /// Timeouts still waiting for the model's word.
+    #[cfg(test)]
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::breaker::Mode;
+    use crate::policy::Breaker as Cfg;
+
+    fn breaker() -> Breaker {
+        Breaker::new(&Cfg::Consecutive {
+            failures: 1,
+            cooldown_ms: 10_000,
+        })
+    }
+
+    #[test]
+    fn a_silent_timeout_is_convicted_one_timeout_later_and_not_before() {
+        let (mut v, mut b) = (Verdicts::default(), breaker());
+        let adm = b.admit(Millis(0));
+        assert!(v.timeout_in_silence(Millis(0), Millis(60), 45, adm, 60));
+        assert_eq!(v.sweep(Millis(104), &mut b), Swept::default());
+        assert_eq!(b.mode(Millis(104)), Mode::Healthy);
+        assert_eq!(
+            v.sweep(Millis(105), &mut b),
+            Swept {
+                convicted: 1,
+                acquitted: 0
+            }
+        );
+        assert_eq!(b.mode(Millis(105)), Mode::Open);
+        assert_eq!(v.pending(), 0);
+    }
+
+    #[test]
+    fn an_answer_acquits_the_timeouts_that_started_before_it_only() {
+        let (mut v, mut b) = (Verdicts::default(), breaker());
+        for started in [0, 50] {
+            let adm = b.admit(Millis(started));
+            assert!(v.timeout_in_silence(Millis(started), Millis(started + 60), 45, adm, 60));
+        }
+        let s = v.model_answered(Millis(40), &mut b);
+        assert_eq!(s.acquitted, 1);
+        assert!(v.heard_since(Millis(39)) && !v.heard_since(Millis(40)));
+        assert_eq!(
+            v.pending(),
+            1,
+            "the call that started after the answer still waits"
+        );
+        assert_eq!(v.sweep(Millis(155), &mut b).convicted, 1);
+    }
+
+    #[test]
+    fn past_the_cap_a_timeout_gets_no_verdict() {
+        let (mut v, mut b) = (Verdicts::default(), breaker());
+        for i in 0..MAX_PENDING as u64 {
+            assert!(v.timeout_in_silence(Millis(i), Millis(i + 60), 45, Admission::Call, 60));
+        }
+        let adm = b.admit(Millis(0));
+        assert!(!v.timeout_in_silence(Millis(0), Millis(60), 45, adm, 60));
+    }
+}
