@@ -113,22 +113,30 @@ const good = (r) => r[0] === 1 && r[1] >= 200 && r[1] <= 299;
 
 // The race: [kind, status, retryAfter, body, hedgeSent, hedgeWon]. With hedgeAfterMs >= 0,
 // the same request goes out once more if no answer came within it; the first good answer
-// wins and the other is aborted; a failure before the hedge is due is the answer.
-export async function us_race(url, method, head, body, timeoutMs, maxBody, hedgeAfterMs) {
+// wins and the other is aborted; a failure before the hedge is due is the answer. When the
+// timer fires, the race is answered at once (the fallback starts now, not when the aborted
+// fetch gets round to rejecting), then the requests are aborted.
+export function us_race(url, method, head, body, timeoutMs, maxBody, hedgeAfterMs) {
   probe();
   const ctls = [new AbortController(), new AbortController()];
-  let timedOut = false;
+  let timedOut = false, sent = false, timer;
   const due = Date.now() + timeoutMs;
-  const timer = setTimeout(() => { timedOut = true; sample(Date.now() - due); ctls[0].abort(); ctls[1].abort(); }, timeoutMs);
+  const late = new Promise((resolve) => {
+    timer = setTimeout(() => {
+      timedOut = true;
+      sample(Date.now() - due);
+      resolve([0, 0, "", null, sent ? 1 : 0, 0]);
+      ctls[0].abort();
+      ctls[1].abort();
+    }, timeoutMs);
+  });
   const isTimedOut = () => timedOut;
-  try {
-    if (!(hedgeAfterMs >= 0)) {
-      const r = await attempt(url, method, head, body, maxBody, ctls[0], isTimedOut);
-      r.push(0, 0);
-      return r;
-    }
-    return await new Promise((resolve) => {
-      let sent = false, done = false, pending = 1, last = null, hedgeTimer;
+  let run;
+  if (!(hedgeAfterMs >= 0)) {
+    run = attempt(url, method, head, body, maxBody, ctls[0], isTimedOut).then((r) => { r.push(0, 0); return r; });
+  } else {
+    run = new Promise((resolve) => {
+      let done = false, pending = 1, hedgeTimer;
       const finish = (i, r) => {
         done = true;
         clearTimeout(hedgeTimer);
@@ -139,20 +147,18 @@ export async function us_race(url, method, head, body, timeoutMs, maxBody, hedge
       const settle = (i, r) => {
         if (done) return;
         pending--;
-        last = [i, r];
         if (good(r) || !sent || pending === 0) finish(i, r);
       };
       attempt(url, method, head, body, maxBody, ctls[0], isTimedOut).then((r) => settle(0, r));
       hedgeTimer = setTimeout(() => {
-        if (done) return;
+        if (done || timedOut) return;
         sent = true;
         pending++;
         attempt(url, method, head, body, maxBody, ctls[1], isTimedOut).then((r) => settle(1, r));
       }, hedgeAfterMs);
     });
-  } finally {
-    clearTimeout(timer);
   }
+  return Promise.race([run, late]).finally(() => clearTimeout(timer));
 }
 
 // [kind, value, metadata JSON]: kind 0 timed out, 1 absent, 2 present, 3 failed.
