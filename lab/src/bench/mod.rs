@@ -343,12 +343,23 @@ pub fn run(opts: &Options) -> Result<Value> {
         // Each hung request is followed, on the same connection, by one the edge refuses
         // before any I/O (a method the route does not take): what the loopback, the runtime
         // and the engine's start cost without the deadline — the floor under the figure.
+        // And, on a connection of its own, the runtime's timer alone: the no-op Worker
+        // answering after a `setTimeout` of the deadline.
+        let timer_req = Planned {
+            method: "GET".into(),
+            target: format!("/?wait={}", shipped.budget.deadline_ms),
+            headers: Vec::new(),
+            user: None,
+            ..req.clone()
+        };
         let mut emb_hung = Vec::with_capacity(opts.hung_rounds);
         let mut refused_hung = Vec::with_capacity(opts.hung_rounds);
-        let mut c = None;
+        let mut timer_floor = Vec::with_capacity(opts.hung_rounds);
+        let (mut c, mut ct) = (None, None);
         for _ in 0..opts.hung_rounds {
             emb_hung.push(server::once(&mut c, addr, EDGE_EMB, &req, timeout).await);
             refused_hung.push(server::once(&mut c, addr, EDGE_EMB, &refused, timeout).await);
+            timer_floor.push(server::once(&mut ct, addr, NOOP, &timer_req, timeout).await);
         }
         let mut off_hung = Vec::new();
         let mut c = None;
@@ -404,6 +415,7 @@ pub fn run(opts: &Options) -> Result<Value> {
                 .map(|(b, a)| a.saturating_sub(b)),
             emb_hung,
             refused_hung,
+            timer_floor,
             off_hung,
             hung_hi,
             bare_hung,

@@ -28,6 +28,9 @@ pub struct Measured {
     /// Interleaved with `emb_hung` on the same connection: requests the edge refuses before
     /// any I/O (the transport's and the runtime's own latency).
     pub refused_hung: Vec<Observed>,
+    /// Interleaved with `emb_hung`: the no-op Worker answering after a `setTimeout` of the
+    /// deadline (the runtime's timer alone).
+    pub timer_floor: Vec<Observed>,
     /// Model hung, sequential, every tier (breaker off).
     pub off_hung: Vec<Observed>,
     /// Model hung, closed loop at 64: edge (breaker as shipped), peer.
@@ -116,6 +119,12 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
             .filter(|o| o.status != 0)
             .map(|o| o.latency_ms),
     );
+    let timer_floor = Latency::of(
+        m.timer_floor
+            .iter()
+            .filter(|o| o.status == 200)
+            .map(|o| o.latency_ms - s.deadline_ms),
+    );
     let tiers = after_deadline(&m.off_hung, s.deadline_ms);
     let (hc_edge, hc_peer, hc_bare) = (&m.healthy_c[0], &m.healthy_c[1], &m.healthy_c[2]);
     let (hh_edge, hh_peer) = (&m.healthy_hi[0], &m.healthy_hi[1]);
@@ -145,6 +154,9 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
 
         "degraded_p99_over_deadline_ms": round(emb_over.p99_ms),
         "refused_before_io_p99_ms": round(refused.p99_ms),
+        // A Worker that only waits a `setTimeout` of the deadline: how late the runtime's own
+        // timer answers, the floor under degraded_p99_over_deadline_ms.
+        "timer_floor_p99_over_deadline_ms": round(timer_floor.p99_ms),
         "deadline_to_answer_p99_ms": tier_p99,
         "hung_c64_rps_vs_js": hung_c64_rps_vs_js,
         "hung_c64_p99_ms": round(hung_edge.latency.p99_ms),
@@ -178,7 +190,7 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
                                        "noop": m.healthy_hi.get(2).map(slice_json)},
             "hung_embedded_only": {"answers": m.emb_hung.iter().filter(|o| o.status == 200).count(),
                                    "latency": lat(&m.emb_hung), "ms_after_deadline": emb_over,
-                                   "refused_before_io": refused},
+                                   "refused_before_io": refused, "timer_floor_after_deadline": timer_floor},
             "hung_every_tier_breaker_off": {"answers": m.off_hung.iter().filter(|o| o.status == 200).count(),
                                             "latency": lat(&m.off_hung), "ms_after_deadline_by_tier": tiers},
             "hung_closed_loop_64": {"edge": slice_json(hung_edge), "peer": slice_json(hung_peer),
@@ -298,9 +310,11 @@ pub fn human(d: &Value) -> String {
         d["breaker_openings_healthy"]
     ));
     s.push_str(&format!(
-        "Model hung, embedded tier only: answer {} ms after the deadline at p99 (a request refused before any I/O, interleaved: p99 {} ms)\n",
+        "Model hung, embedded tier only: answer {} ms after the deadline at p99 (interleaved: a request refused before any I/O, p99 {} ms; a no-op Worker's {} ms setTimeout, p99 {} ms late)\n",
         f(&d["degraded_p99_over_deadline_ms"]),
-        f(&d["refused_before_io_p99_ms"])
+        f(&d["refused_before_io_p99_ms"]),
+        d["deadline_ms"],
+        f(&d["timer_floor_p99_over_deadline_ms"])
     ));
     if let Some(t) = det["hung_every_tier_breaker_off"]["ms_after_deadline_by_tier"].as_object() {
         for (tier, l) in t {
@@ -389,6 +403,7 @@ mod tests {
             breaker_openings: Some(0),
             emb_hung: vec![ok(46.0, Some("curated")); 10],
             refused_hung: vec![refused_405(0.8); 10],
+            timer_floor: vec![ok(46.5, None); 10],
             off_hung: vec![ok(53.0, Some("user")), ok(56.0, Some("curated"))],
             hung_hi: vec![
                 slice(1500.0, false),
@@ -430,6 +445,7 @@ mod tests {
         assert_eq!(d["deadline_to_answer_p99_ms"]["user"], 8.0);
         assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
         assert_eq!(d["noop_c64_p99_ms"], 20.0);
+        assert_eq!(d["timer_floor_p99_over_deadline_ms"], 1.5);
         assert_eq!(d["detail"]["hung_closed_loop_64"]["noop"]["rps"], 3000.0);
         assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
         assert_eq!(d["breaker_openings_healthy"], 0);

@@ -229,13 +229,14 @@ pub fn peer_config(policy: &Policy, catalog: Option<&Catalog>) -> Value {
     })
 }
 
-/// The no-op Worker: one line of JS that answers `200 ok` without any I/O.
+/// The no-op Worker: answers `200 ok` without any I/O — after `?wait=MS` milliseconds of
+/// `setTimeout` when asked (the runtime's own timer, the floor under any answer at a
+/// deadline).
+pub const NOOP_JS: &str = "export default {\n  async fetch(request) {\n    const wait = Number(new URL(request.url).searchParams.get(\"wait\") ?? 0);\n    if (wait > 0) await new Promise((r) => setTimeout(r, wait));\n    return new Response(\"ok\");\n  },\n};\n";
+
 pub fn noop_dist(dir: &Path, edge_dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    std::fs::write(
-        dir.join("entry.mjs"),
-        "export default { fetch() { return new Response(\"ok\"); } };\n",
-    )?;
+    std::fs::write(dir.join("entry.mjs"), NOOP_JS)?;
     std::fs::write(
         dir.join("wrangler.toml"),
         format!(

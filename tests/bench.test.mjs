@@ -1,0 +1,58 @@
+// `understudy bench` in its short form: every side (the edge in its variants, the bare
+// Worker, the JS peer, the no-op floor) starts in one workerd on its own loopback port, every
+// phase runs, and the JSON holds every figure issue 13 names. The figures' values are the
+// bench's to report, not a test's to assert (a timing goal flakes on a busy machine): this
+// checks that each is measured — a number, from answers that came.
+//
+// Cost: ~20 s (the bare Worker is built once first if edge/bare/build is missing).
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+
+import { requireEdge, understudy, tempDir } from "./harness.mjs";
+
+requireEdge();
+
+test("bench: the short form measures every named figure against its floors", async () => {
+  const { dir, cleanup } = await tempDir("understudy-bench-");
+  try {
+    const out = join(dir, "bench.json");
+    const args = ["bench", "--rounds", "6", "--hung-rounds", "6", "--tail-rounds", "8", "--throughput-secs", "1", "--format", "json", "--out", out];
+    const r = understudy(args, { timeoutMs: 600_000 });
+    assert.equal(r.status, 0, r.stderr);
+    const d = JSON.parse(await readFile(out, "utf8"));
+    const num = (v, name) => assert.ok(typeof v === "number" && Number.isFinite(v), `${name} = ${JSON.stringify(v)}`);
+    for (const k of [
+      "degraded_p99_over_deadline_ms",
+      "refused_before_io_p99_ms",
+      "timer_floor_p99_over_deadline_ms",
+      "hung_c64_rps_vs_js",
+      "hung_c64_p99_ms",
+      "noop_c64_p99_ms",
+      "cold_first_wave_p99_ms",
+      "healthy_c16_rps_vs_js",
+      "healthy_p50_vs_bare",
+      "healthy_p99_vs_bare",
+      "breaker_openings_healthy",
+    ]) {
+      num(d[k], k);
+    }
+    for (const tier of ["user", "curated"]) num(d.deadline_to_answer_p99_ms[tier], `deadline_to_answer_p99_ms.${tier}`);
+    for (const side of ["edge", "bare", "js"]) num(d.cpu_us_per_request.healthy[side], `cpu healthy ${side}`);
+    for (const side of ["edge", "js"]) num(d.cpu_us_per_request.degraded[side], `cpu degraded ${side}`);
+    assert.ok(d.module.edge_gzip_bytes > 0 && d.module.edge_bytes > d.module.edge_gzip_bytes);
+    const hung = d.detail.hung_closed_loop_64;
+    for (const side of ["edge", "peer", "noop"]) {
+      assert.ok(hung[side].answers > 0, `${side} answered nothing with the model hung: ${JSON.stringify(hung[side])}`);
+      assert.equal(hung[side].live, 0, `${side}: no live answer while the model hangs`);
+    }
+    assert.equal(d.detail.hung_embedded_only.timer_floor_after_deadline.n, 6);
+    assert.equal(d.detail.hung_embedded_only.answers, 6);
+    assert.equal(Object.keys(d.targets).length, 7);
+    for (const [k, v] of Object.entries(d.targets)) assert.equal(typeof v, "boolean", k);
+  } finally {
+    await cleanup();
+  }
+});
