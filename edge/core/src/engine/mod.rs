@@ -175,6 +175,14 @@ impl<'p> Engine<'p> {
         self.queue_delay_ms = ms;
     }
 
+    /// The latency above which the breaker judges a success slow (`u64::MAX`: never).
+    fn slow_call_ms(&self) -> u64 {
+        match &self.bake.policy.breaker {
+            crate::policy::Breaker::Rate(r) => r.slow_call_p95_ms,
+            _ => u64::MAX,
+        }
+    }
+
     /// Origin calls in flight in this isolate.
     pub fn origin_in_flight(&self) -> u32 {
         self.origin_in_flight.get()

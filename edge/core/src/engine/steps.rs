@@ -122,8 +122,8 @@ pub(super) fn admit<'p>(
 ///   had ended: the first wave of a fresh isolate pays for instantiation and connection
 ///   set-up, and must not open the breaker on a healthy model);
 /// - a late timer while the model answered other calls (`EDGE_OVERLOADED`);
-/// - while the isolate knows it is saturated, a success (its latency is the queue's as much
-///   as the model's);
+/// - while the isolate is busy, a success's latency (it counts as a success, never as a slow
+///   call: its latency is the queue's as much as the model's);
 /// - a timeout on a busy isolate (late timer, or saturated) unless the model stays silent
 ///   for one more timeout-length ([`super::verdict`]).
 ///
@@ -161,7 +161,7 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
     // tolerates — cannot tell the model's latency from its own queue.
     let tolerance = crate::classify::late_tolerance_ms(a.timeout_ms);
     let saturated = engine.queue_delay_ms > tolerance;
-    if cold || class == Some(Class::Edge) || (saturated && a.result.is_ok()) {
+    if cold || class == Some(Class::Edge) {
         engine.counters.unrecorded += 1;
         engine.breaker.release(f.admission);
         return;
@@ -184,8 +184,14 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
         return;
     }
     // What the answer spent waiting in the isolate's own queue is the edge's, not the
-    // model's: the slow-call judgement sees the latency without it.
-    let model_latency = latency.saturating_sub(engine.queue_delay_ms);
+    // model's: the slow-call judgement sees the latency without it. A busy isolate (its
+    // timers run late at all) cannot see how long answers waited for it, so its successes
+    // count as successes — the failure ratio must not lean towards failures — but are never
+    // judged slow.
+    let mut model_latency = latency.saturating_sub(engine.queue_delay_ms);
+    if engine.queue_delay_ms > CALM_MS {
+        model_latency = model_latency.min(engine.slow_call_ms());
+    }
     if a.result.is_ok() {
         engine
             .origin_latency
@@ -202,6 +208,10 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
     };
     engine.breaker.record(a.ended, f.admission, outcome);
 }
+
+/// The largest scheduling delay (ms) at which the isolate still measures the model's latency:
+/// above it, successes are never judged slow.
+const CALM_MS: u64 = 2;
 
 /// Turns the exchange's next step into the driver's action.
 fn drive<'p>(

@@ -585,8 +585,8 @@ fn a_saturated_isolate_does_not_hide_a_hung_model_from_its_breaker() {
         let _ = e.step(&mut f, at(t + 45), Event::Origin(Observed::TimedOut));
     }
     assert_eq!(e.breaker_mode(at(400)), "CLOSED");
-    // The warm-up, three successes (saturated: no verdict on speed) and three timeouts.
-    assert_eq!(e.counters().unrecorded, 7);
+    // The warm-up and the three timeouts (the successes count, never as slow calls).
+    assert_eq!(e.counters().unrecorded, 4);
     // What the model says is its own however busy the isolate: three 503s open it.
     for t in [500, 600, 700] {
         run(&mut e, t, "/recommendations/alice", status(503));
@@ -673,8 +673,8 @@ fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
         let _ = e.step(&mut f, at(i * 100 + 60), Event::Origin(ok()));
     }
     assert_eq!(e.breaker_mode(at(1_100)), "DEGRADED_FALLBACK");
-    // An isolate that knows it is saturated (its timers late beyond the tolerance) gives no
-    // verdict at all, slow or not.
+    // An isolate that knows it is saturated (its timers late beyond the tolerance) counts
+    // its successes as successes, and never as slow calls.
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
     e.set_queue_delay(40);
@@ -683,7 +683,46 @@ fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
         let _ = e.step(&mut f, at(i * 100 + 95), Event::Origin(ok()));
     }
     assert_eq!(e.breaker_mode(at(1_100)), "PRIMARY_HEALTHY");
-    assert_eq!(e.counters().unrecorded, 11);
+    assert_eq!(e.counters().unrecorded, 1, "only the cold warm-up");
+}
+
+#[test]
+fn a_busy_isolate_counts_its_successes_so_the_failure_ratio_does_not_lean_to_failures() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Rate(crate::policy::RateBreaker {
+        window_ms: 10_000,
+        failure_ratio: 0.5,
+        min_calls: 5,
+        slow_call_p95_ms: 45,
+        hold_down_ms: 1_000,
+        probe_fraction: 0.5,
+        probe_min_calls: 2,
+        probe_success_ratio: 0.99,
+        probe_p95_ms: 40,
+        failed_probe_hold_ms: 1_000,
+    });
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    // Saturated: ten slow-looking successes and three 503s. Were the successes left out, the
+    // three 503s would be 3 of 3 and open the breaker on a model answering 10 of 13.
+    e.set_queue_delay(40);
+    for i in 1..=10 {
+        let (mut f, _) = begin(&mut e, i * 100, i);
+        let _ = e.step(&mut f, at(i * 100 + 70), Event::Origin(ok()));
+    }
+    for t in [1_100, 1_200, 1_300] {
+        run(&mut e, t, "/recommendations/alice", status(503));
+    }
+    assert_eq!(e.breaker_mode(at(1_400)), "PRIMARY_HEALTHY");
+    // The same on a calm isolate: 70 ms answers are slow calls, and trip it.
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    for i in 1..=10 {
+        let (mut f, _) = begin(&mut e, i * 100, i);
+        let _ = e.step(&mut f, at(i * 100 + 70), Event::Origin(ok()));
+    }
+    assert_eq!(e.breaker_mode(at(1_100)), "DEGRADED_FALLBACK");
 }
 
 #[test]
