@@ -115,7 +115,7 @@ const good = (r) => r[0] === 1 && r[1] >= 200 && r[1] <= 299;
 // the same request goes out once more if no answer came within it; the first good answer
 // wins and the other is aborted; a failure before the hedge is due is the answer. When the
 // timer fires, the race is answered at once (the fallback starts now, not when the aborted
-// fetch gets round to rejecting), then the requests are aborted.
+// fetch gets round to rejecting), and the requests are aborted once that answer is out.
 export function us_race(url, method, head, body, timeoutMs, maxBody, hedgeAfterMs) {
   probe();
   const ctls = [new AbortController(), new AbortController()];
@@ -126,8 +126,9 @@ export function us_race(url, method, head, body, timeoutMs, maxBody, hedgeAfterM
       timedOut = true;
       sample(Date.now() - due);
       resolve([0, 0, "", null, sent ? 1 : 0, 0]);
-      ctls[0].abort();
-      ctls[1].abort();
+      // Cancelling a subrequest is work for the runtime: it waits until the fallback answer
+      // has been handed over.
+      setTimeout(() => { ctls[0].abort(); ctls[1].abort(); }, 0);
     }, timeoutMs);
   });
   const isTimedOut = () => timedOut;
@@ -158,7 +159,8 @@ export function us_race(url, method, head, body, timeoutMs, maxBody, hedgeAfterM
       }, hedgeAfterMs);
     });
   }
-  return Promise.race([run, late]).finally(() => clearTimeout(timer));
+  run.then(() => clearTimeout(timer));
+  return Promise.race([run, late]);
 }
 
 // [kind, value, metadata JSON]: kind 0 timed out, 1 absent, 2 present, 3 failed.
