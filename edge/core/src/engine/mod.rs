@@ -175,10 +175,11 @@ impl<'p> Engine<'p> {
         self.queue_delay_ms = ms;
     }
 
-    /// The latency above which the breaker judges a success slow (`u64::MAX`: never).
+    /// The latency at or under which the breaker judges no success slow — neither a call
+    /// (the slow-call bar) nor a probe (the probe bar) — `u64::MAX` when it judges none.
     fn slow_call_ms(&self) -> u64 {
         match &self.bake.policy.breaker {
-            crate::policy::Breaker::Rate(r) => r.slow_call_p95_ms,
+            crate::policy::Breaker::Rate(r) => r.slow_call_p95_ms.min(r.probe_p95_ms),
             _ => u64::MAX,
         }
     }

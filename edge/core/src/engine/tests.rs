@@ -726,6 +726,38 @@ fn a_busy_isolate_counts_its_successes_so_the_failure_ratio_does_not_lean_to_fai
 }
 
 #[test]
+fn a_busy_isolates_probes_are_not_failed_for_its_own_queue() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Rate(crate::policy::RateBreaker {
+        window_ms: 10_000,
+        failure_ratio: 0.5,
+        min_calls: 3,
+        slow_call_p95_ms: 45,
+        hold_down_ms: 1_000,
+        probe_fraction: 1.0,
+        probe_min_calls: 3,
+        probe_success_ratio: 0.99,
+        probe_p95_ms: 40,
+        failed_probe_hold_ms: 60_000,
+    });
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    for t in [100, 200, 300] {
+        run(&mut e, t, "/recommendations/alice", status(503));
+    }
+    assert_eq!(e.breaker_mode(at(400)), "DEGRADED_FALLBACK");
+    // After the hold-down the model is back, but the isolate is busy: its probes' answers
+    // take 44 ms by its clock (over the 40 ms probe bar, under the 45 ms slow-call bar).
+    e.set_queue_delay(3);
+    for i in 0..3u64 {
+        let t = 1_500 + i * 100;
+        let (mut f, _) = begin(&mut e, t, 50 + i);
+        let _ = e.step(&mut f, at(t + 47), Event::Origin(ok()));
+    }
+    assert_eq!(e.breaker_mode(at(2_000)), "PRIMARY_HEALTHY");
+}
+#[test]
 fn a_second_degraded_request_within_a_second_reads_no_kv() {
     let b = bake(seed_policy());
     let mut e = Engine::new(&b).unwrap();
