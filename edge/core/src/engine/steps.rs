@@ -1,7 +1,7 @@
 //! A request after its start: the storm limiter's verdict, breaker admission, the race and
 //! the cascade, and what each origin attempt tells the breaker.
 
-use crate::breaker::{Admission, Outcome as BreakerOutcome};
+use crate::breaker::{Admission, Mode, Outcome as BreakerOutcome};
 use crate::classify::{Class, FailureReason};
 use crate::disclosure;
 use crate::exchange::{self, Gate};
@@ -206,7 +206,13 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
         Err(FailureReason::MlTimeout) => BreakerOutcome::timeout(latency),
         Err(_) => BreakerOutcome::failure(latency),
     };
+    let shunned = engine.breaker.mode(a.ended) != Mode::Healthy;
     engine.breaker.record(a.ended, f.admission, outcome);
+    if shunned && engine.breaker.mode(a.ended) == Mode::Healthy {
+        // The breaker closed: the whole load turns to the model at once, on connections
+        // the open breaker let go cold. That wave is judged as a fresh isolate's first is.
+        engine.warm_since = None;
+    }
 }
 
 /// The largest scheduling delay (ms) at which the isolate still measures the model's latency:

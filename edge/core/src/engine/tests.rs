@@ -871,3 +871,39 @@ fn hedges_follow_the_p95_within_a_token_bucket_and_only_for_repeatable_requests(
     let (_, h) = fetch(&mut e, 0, 1);
     assert_eq!(h, None);
 }
+
+#[test]
+fn the_wave_after_the_breaker_closes_is_judged_like_a_fresh_isolates_first() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 3,
+        cooldown_ms: 1_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    for t in [100, 200, 300] {
+        run(&mut e, t, "/recommendations/alice", status(503));
+    }
+    assert_eq!(e.breaker_mode(at(400)), "OPEN");
+    // The half-open trial succeeds: the breaker closes, and the whole load turns back to the
+    // model at once. Three calls start before the first of them ends; all three time out.
+    assert_eq!(run(&mut e, 1_500, "/recommendations/bob", ok()).status, 200);
+    assert_eq!(e.breaker_mode(at(1_510)), "CLOSED");
+    let before = e.counters().unrecorded;
+    let mut wave: Vec<_> = (0..3).map(|i| begin(&mut e, 1_600, 70 + i).0).collect();
+    for f in &mut wave {
+        let _ = e.step(f, at(1_645), Event::Origin(Observed::TimedOut));
+    }
+    assert_eq!(
+        e.breaker_mode(at(1_650)),
+        "CLOSED",
+        "the cold wave is not the model's"
+    );
+    assert_eq!(e.counters().unrecorded, before + 3);
+    // Calls started after the wave's first ended are judged as usual.
+    for t in [1_700, 1_800, 1_900] {
+        run(&mut e, t, "/recommendations/alice", status(503));
+    }
+    assert_eq!(e.breaker_mode(at(2_000)), "OPEN");
+}
