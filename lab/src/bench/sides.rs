@@ -132,16 +132,11 @@ pub fn bare_dist(
             understudy_compiler::dist::entry::direct_fetch_js()
         ),
     )?;
-    std::fs::write(
-        dir.join("wrangler.toml"),
-        format!(
-            "name = \"understudy-bare\"\nmain = \"entry.mjs\"\n{}\n",
-            compat_line(edge_dir)?
-        ),
-    )?;
-    std::fs::write(
-        dir.join("manifest.json"),
-        json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}).to_string(),
+    side_files(
+        dir,
+        "bare",
+        edge_dir,
+        &json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}),
     )?;
     Ok(std::fs::read(dir.join("index_bg.wasm"))?)
 }
@@ -229,6 +224,20 @@ pub fn peer_config(policy: &Policy, catalog: Option<&Catalog>) -> Value {
     })
 }
 
+/// A side's `wrangler.toml` (Worker `understudy-NAME`, the edge's compatibility date) and
+/// `manifest.json` (the bindings `scripts/edge-server.mjs` gives it).
+fn side_files(dir: &Path, name: &str, edge_dir: &Path, manifest: &Value) -> Result<()> {
+    std::fs::write(
+        dir.join("wrangler.toml"),
+        format!(
+            "name = \"understudy-{name}\"\nmain = \"entry.mjs\"\n{}\n",
+            compat_line(edge_dir)?
+        ),
+    )?;
+    std::fs::write(dir.join("manifest.json"), manifest.to_string())?;
+    Ok(())
+}
+
 /// The no-op Worker: answers `200 ok` without any I/O — after `?wait=MS` milliseconds of
 /// `setTimeout` when asked (the runtime's own timer, the floor under any answer at a
 /// deadline).
@@ -237,16 +246,11 @@ pub const NOOP_JS: &str = "export default {\n  async fetch(request) {\n    const
 pub fn noop_dist(dir: &Path, edge_dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("entry.mjs"), NOOP_JS)?;
-    std::fs::write(
-        dir.join("wrangler.toml"),
-        format!(
-            "name = \"understudy-noop\"\nmain = \"entry.mjs\"\n{}\n",
-            compat_line(edge_dir)?
-        ),
-    )?;
-    std::fs::write(
-        dir.join("manifest.json"),
-        json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}).to_string(),
+    side_files(
+        dir,
+        "noop",
+        edge_dir,
+        &json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}),
     )?;
     Ok(())
 }
@@ -273,13 +277,6 @@ pub fn peer_dist(
         dir.join("entry.mjs"),
         "export { default } from \"./worker.mjs\";\n",
     )?;
-    std::fs::write(
-        dir.join("wrangler.toml"),
-        format!(
-            "name = \"understudy-peer\"\nmain = \"entry.mjs\"\n{}\n",
-            compat_line(edge_dir)?
-        ),
-    )?;
     let kv: Vec<&str> = policy
         .cascade
         .tiers
@@ -296,10 +293,11 @@ pub fn peer_dist(
     .into_iter()
     .flatten()
     .collect();
-    std::fs::write(
-        dir.join("manifest.json"),
-        json!({"bindings": {"vars": {}, "secrets": secrets, "kv": kv, "rate_limits": []}})
-            .to_string(),
+    side_files(
+        dir,
+        "peer",
+        edge_dir,
+        &json!({"bindings": {"vars": {}, "secrets": secrets, "kv": kv, "rate_limits": []}}),
     )?;
     let bytes = std::fs::metadata(dir.join("worker.mjs"))?.len()
         + std::fs::metadata(dir.join("config.mjs"))?.len();

@@ -635,10 +635,9 @@ fn the_bulkhead_caps_origin_calls_in_flight_and_frees_slots_of_dropped_flights()
     let _ = e.step(&mut g1, at(120), Event::Origin(ok()));
 }
 
-#[test]
-fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
-    let mut p = seed_policy();
-    p.breaker = BreakerCfg::Rate(crate::policy::RateBreaker {
+/// A rate breaker on a short window: 45 ms slow-call bar, 40 ms probe bar.
+fn quick_rate() -> crate::policy::RateBreaker {
+    crate::policy::RateBreaker {
         window_ms: 10_000,
         failure_ratio: 0.5,
         min_calls: 5,
@@ -649,7 +648,13 @@ fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
         probe_success_ratio: 0.99,
         probe_p95_ms: 40,
         failed_probe_hold_ms: 1_000,
-    });
+    }
+}
+
+#[test]
+fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Rate(quick_rate());
     p.budget.deadline_ms = 100;
     p.budget.total_ms = 150;
     p.origin.attempt_timeout_ms = 100;
@@ -689,18 +694,7 @@ fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
 #[test]
 fn a_busy_isolate_counts_its_successes_so_the_failure_ratio_does_not_lean_to_failures() {
     let mut p = seed_policy();
-    p.breaker = BreakerCfg::Rate(crate::policy::RateBreaker {
-        window_ms: 10_000,
-        failure_ratio: 0.5,
-        min_calls: 5,
-        slow_call_p95_ms: 45,
-        hold_down_ms: 1_000,
-        probe_fraction: 0.5,
-        probe_min_calls: 2,
-        probe_success_ratio: 0.99,
-        probe_p95_ms: 40,
-        failed_probe_hold_ms: 1_000,
-    });
+    p.breaker = BreakerCfg::Rate(quick_rate());
     let b = bake(p);
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
@@ -729,16 +723,11 @@ fn a_busy_isolate_counts_its_successes_so_the_failure_ratio_does_not_lean_to_fai
 fn a_busy_isolates_probes_are_not_failed_for_its_own_queue() {
     let mut p = seed_policy();
     p.breaker = BreakerCfg::Rate(crate::policy::RateBreaker {
-        window_ms: 10_000,
-        failure_ratio: 0.5,
         min_calls: 3,
-        slow_call_p95_ms: 45,
-        hold_down_ms: 1_000,
         probe_fraction: 1.0,
         probe_min_calls: 3,
-        probe_success_ratio: 0.99,
-        probe_p95_ms: 40,
         failed_probe_hold_ms: 60_000,
+        ..quick_rate()
     });
     let b = bake(p);
     let mut e = Engine::new(&b).unwrap();
