@@ -26,11 +26,78 @@
 // (`understudy dev --kv`), and the tests seed published tiers the same way.
 
 import { readFile } from "node:fs/promises";
+import { accessSync, constants, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createHmac } from "node:crypto";
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
 import { Miniflare, Log, LogLevel } from "miniflare";
+
+/**
+ * Where the local runtime keeps the storage it calls "in memory": Miniflare puts local KV,
+ * the Cache API and unpersisted Durable Objects in SQLite files under a fresh directory of
+ * `os.tmpdir()`, and workerd runs their writes on the Worker's own thread. On a disk-backed
+ * /tmp those writes (write-through, the KV cache) stalled the whole isolate for 200–320 ms
+ * at a time — seed 000's time-scaled drill broke LATENCY_BUDGET and RECOVER_WITHIN in 3 of 9
+ * runs, 0 of 6 with the storage in RAM (docs/observability.md, "The local runtime's
+ * storage"). Production KV is a remote service behind its read timeout and never blocks the
+ * isolate, so the stall is the simulator's, not the edge's: the storage goes to tmpfs
+ * (`/dev/shm`) where there is one, or where UNDERSTUDY_RUNTIME_TMP says. Explicit
+ * persistence (`persist`, `kvPersist`) is untouched.
+ */
+export function runtimeTmp() {
+  const explicit = process.env.UNDERSTUDY_RUNTIME_TMP;
+  if (explicit) return explicit;
+  try {
+    if (statSync("/dev/shm").isDirectory()) {
+      accessSync("/dev/shm", constants.W_OK);
+      return "/dev/shm";
+    }
+  } catch {
+    // no tmpfs here: the system's temporary directory
+  }
+  return tmpdir();
+}
+
+/** The storage directories of this process's runtimes, removed when they stop or it exits. */
+const scratch = new Set();
+const removeScratch = (dir) => {
+  rmSync(dir, { recursive: true, force: true });
+  scratch.delete(dir);
+};
+process.on("exit", () => [...scratch].forEach(removeScratch));
+
+/**
+ * `new Miniflare(options)` with its temporary storage in a directory of its own under
+ * {@link runtimeTmp}, removed once it is disposed (Miniflare's own removal is
+ * fire-and-forget and does not outlive `process.exit`, which left 2.8 MB per run behind).
+ */
+function miniflare(options) {
+  const dir = mkdtempSync(join(runtimeTmp(), "understudy-runtime-"));
+  scratch.add(dir);
+  const before = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  let mf;
+  try {
+    mf = new Miniflare(options);
+  } catch (e) {
+    removeScratch(dir);
+    throw e;
+  } finally {
+    if (before === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = before;
+  }
+  const dispose = mf.dispose.bind(mf);
+  mf.dispose = async () => {
+    try {
+      await dispose();
+    } finally {
+      removeScratch(dir);
+    }
+  };
+  return mf;
+}
 
 /** The development value of secret binding `name` (never a real credential). */
 export function devSecret(name) {
@@ -159,7 +226,7 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
     wrappedBindings[name] = { scriptName, bindings: { delayMs } };
     wrappers.push({ name: scriptName, modules: true, script: SLOW_KV_WORKER, kvNamespaces: { INNER: name } });
   }
-  const mf = new Miniflare({
+  const mf = miniflare({
     host: "127.0.0.1",
     port,
     log: new Log(verbose ? LogLevel.INFO : LogLevel.WARN),
@@ -296,7 +363,7 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     });
     loaded[w.name] = { manifest, seed: w.seed };
   }
-  const mf = new Miniflare({
+  const mf = miniflare({
     host: "127.0.0.1",
     port,
     log: new Log(verbose ? LogLevel.INFO : LogLevel.WARN),
