@@ -46,7 +46,7 @@ import { Miniflare, Log, LogLevel } from "miniflare";
  * (`/dev/shm`) where there is one, or where UNDERSTUDY_RUNTIME_TMP says. Explicit
  * persistence (`persist`, `kvPersist`) is untouched.
  */
-export function runtimeTmp() {
+function runtimeTmp() {
   const explicit = process.env.UNDERSTUDY_RUNTIME_TMP;
   if (explicit) return explicit;
   try {
