@@ -111,23 +111,6 @@ async function attempt(url, method, head, body, maxBody, ctl, isTimedOut) {
 
 const good = (r) => r[0] === 1 && r[1] >= 200 && r[1] <= 299;
 
-// [E-RACE] The deadline counts from the request's arrival, as the engine's clock does. workerd
-// counts a timer from about the end of the turn that armed it, so the CPU of the request's
-// start (token, parameters, the origin request: ~0.5–1 ms) used to be added to every
-// deadline (docs/observability.md, "The degraded answer, step by step"). The race arms its
-// timer that much earlier: by the smallest overrun of the last 16 race timers, at most 2 ms.
-// It never ends the race before its due time by the platform's clock, the one the engine
-// and `simulate` count in (`Date.now()`, whole milliseconds, advancing with each event): a
-// timer that fires before it waits out the rest. (Demanding one more millisecond, against
-// the clock's rounding of the arrival, gave the whole gain back: docs/observability.md.)
-const overruns = new Array(16).fill(0);
-let overrunAt = 0;
-function lead() {
-  let m = Infinity;
-  for (const o of overruns) if (o < m) m = o;
-  return Math.min(Math.max(m, 0), 2);
-}
-
 // The race: [kind, status, retryAfter, body, hedgeSent, hedgeWon]. With hedgeAfterMs >= 0,
 // the same request goes out once more if no answer came within it; the first good answer
 // wins and the other is aborted; a failure before the hedge is due is the answer. When the
@@ -138,22 +121,15 @@ export function us_race(url, method, head, body, timeoutMs, maxBody, hedgeAfterM
   const ctls = [new AbortController(), new AbortController()];
   let timedOut = false, sent = false, timer;
   const due = Date.now() + timeoutMs;
-  const early = timeoutMs > 2 ? lead() : 0;
   const late = new Promise((resolve) => {
-    const fire = () => {
-      const now = Date.now();
-      if (now < due) { timer = setTimeout(fire, due - now); return; }
+    timer = setTimeout(() => {
       timedOut = true;
-      // How late the armed timer fired (its lead added back): the isolate's scheduling delay.
-      sample(now - due + early);
-      overruns[overrunAt] = now - due + early;
-      overrunAt = (overrunAt + 1) % overruns.length;
+      sample(Date.now() - due);
       resolve([0, 0, "", null, sent ? 1 : 0, 0]);
       // Cancelling a subrequest is work for the runtime: it waits until the fallback answer
       // has been handed over.
       setTimeout(() => { ctls[0].abort(); ctls[1].abort(); }, 0);
-    };
-    timer = setTimeout(fire, timeoutMs - early);
+    }, timeoutMs);
   });
   const isTimedOut = () => timedOut;
   let run;
