@@ -93,11 +93,12 @@ describe("understudy drill [B-DRILL]", () => {
     // showed a max of 54–62 ms) breaks a latency invariant whatever the edge does. So a
     // broken first run is played once more, its verdicts printed; the second must hold
     // every invariant. Two broken runs in a row fail the test.
-    let d = await drill("recommendations.toml", join(SCENARIOS, "seed-000-recovery.toml"), ["--time-scale", "0.1"]);
+    const play = () => drill("recommendations.toml", join(SCENARIOS, "seed-000-recovery.toml"), ["--time-scale", "0.1"]);
+    let d = await play();
     if (d.status !== 0) {
       const broken = (d.json?.verdicts ?? []).filter((v) => v.ok === false).map((v) => `${v.name}: ${v.detail}`);
       t.diagnostic(`first run broke (exit ${d.status}), played once more: ${broken.join("; ") || d.stderr.slice(-500)}`);
-      d = await drill("recommendations.toml", join(SCENARIOS, "seed-000-recovery.toml"), ["--time-scale", "0.1"]);
+      d = await play();
     }
     const verdicts = d.json?.verdicts ?? [];
     assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
