@@ -48,6 +48,14 @@ test("bench: the short form measures every named figure against its floors", asy
       assert.ok(hung[side].answers > 0, `${side} answered nothing with the model hung: ${JSON.stringify(hung[side])}`);
       assert.equal(hung[side].live, 0, `${side}: no live answer while the model hangs`);
     }
+    // The origin's own answer times during the healthy 64-connection loop, and every opening
+    // counted there with the evidence it opened on.
+    const served = d.detail.healthy_closed_loop_64.origin_served;
+    assert.ok(served.answers > 0, JSON.stringify(served));
+    num(served.p95_ms, "origin_served.p95_ms");
+    assert.ok(served.p50_ms >= d.origin_latency_ms, `the origin answers after its ${d.origin_latency_ms} ms: ${JSON.stringify(served)}`);
+    assert.equal(d.breaker_openings_healthy_evidence.length, d.breaker_openings_healthy);
+    for (const o of d.breaker_openings_healthy_evidence) num(o.evidence.calls, "opening evidence calls");
     assert.equal(d.detail.hung_embedded_only.timer_floor_after_deadline.n, 6);
     assert.equal(d.detail.hung_embedded_only.answers, 6);
     assert.equal(Object.keys(d.targets).length, 7);

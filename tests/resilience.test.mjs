@@ -193,6 +193,11 @@ describe("origin 4xx are the caller's, 401/403 the edge's (issue 9)", () => {
       assert.equal(r.headers["x-degraded-reason"], "BREAKER_OPEN");
       const st = await status(s);
       assert.equal(st.counters.credential_refused, 3);
+      assert.deepEqual(
+        st.breaker.transitions.map((t) => [t.from, t.to, t.evidence]),
+        [["CLOSED", "OPEN", { calls: 3, failures: 3, timeouts: 0, p95_ms: null }]],
+        "the opening names its evidence: three failures, none of them timeouts",
+      );
       assert.equal((await s.origin.stats()).requests, 3, "401 is not retried");
     } finally {
       await s.dispose();

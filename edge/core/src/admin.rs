@@ -49,7 +49,14 @@ pub fn status(
     let transitions: Vec<_> = breaker
         .transitions()
         .iter()
-        .map(|t| json!({"at_ms": t.at.0, "from": breaker.name(t.from), "to": breaker.name(t.to)}))
+        .map(|t| {
+            let mut j =
+                json!({"at_ms": t.at.0, "from": breaker.name(t.from), "to": breaker.name(t.to)});
+            if let Some(e) = &t.evidence {
+                j["evidence"] = e.json();
+            }
+            j
+        })
         .collect();
     let body = json!({
         "release_id": meta.policy_version,

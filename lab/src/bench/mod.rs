@@ -176,13 +176,28 @@ async fn interleaved(
 }
 
 /// Breaker transitions into the open mode that the edge's status endpoint lists.
-async fn openings(addr: server::Addr, path: &str, token: &str) -> Option<usize> {
+/// The breaker's openings on the edge (transitions to OPEN / DEGRADED_FALLBACK), each with
+/// the evidence it opened on.
+async fn openings(addr: server::Addr, path: &str, token: &str) -> Option<Vec<Value>> {
     let doc = status_once(addr.of(EDGE), path, token).await?;
     let t = doc["breaker"]["transitions"].as_array()?;
     Some(
         t.iter()
             .filter(|x| matches!(x["to"].as_str(), Some("OPEN" | "DEGRADED_FALLBACK")))
-            .count(),
+            .cloned()
+            .collect(),
+    )
+}
+
+/// The openings in `after` that `before` did not hold (by time: the log keeps the latest).
+fn new_openings(before: Option<Vec<Value>>, after: Option<Vec<Value>>) -> Option<Vec<Value>> {
+    let (before, after) = (before?, after?);
+    let last = before.iter().filter_map(|t| t["at_ms"].as_u64()).max();
+    Some(
+        after
+            .into_iter()
+            .filter(|t| last.is_none_or(|l| t["at_ms"].as_u64().is_some_and(|a| a > l)))
+            .collect(),
     )
 }
 
@@ -327,6 +342,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             &pids,
         )
         .await;
+        let served_before = origin.served_histogram();
         let healthy_hi = interleaved(
             addr,
             &[EDGE, PEER, NOOP],
@@ -337,6 +353,12 @@ pub fn run(opts: &Options) -> Result<Value> {
         )
         .await;
         let open_after = openings(addr, &admin_path, &admin_token).await;
+        let served_hi: Vec<u64> = origin
+            .served_histogram()
+            .iter()
+            .zip(&served_before)
+            .map(|(a, b)| a - b)
+            .collect();
 
         // The model hangs.
         origin.set_fault(Fault::Hang)?;
@@ -383,7 +405,10 @@ pub fn run(opts: &Options) -> Result<Value> {
         let bare_hung = server::once(&mut None, addr, BARE, &req, Duration::from_secs(1)).await;
         // A model with a long tail: most calls fast, a few past the deadline. The hedging
         // edge and the same edge without hedging, in alternating blocks; origin calls counted
-        // per block.
+        // per block. The base latency is off here, so the fast calls take `BIMODAL_FAST_MS`
+        // and a hedge sent after them still has time to answer before the deadline (on top
+        // of 25 ms, a 15 ms call is 40 ms: its hedge could never win inside 45 ms).
+        origin.set_base_latency(Duration::ZERO)?;
         origin.set_fault(Fault::Bimodal {
             fast_ms: BIMODAL_FAST_MS,
             slow_ms: BIMODAL_SLOW_MS,
@@ -402,6 +427,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             }
         }
         origin.clear_fault();
+        origin.set_base_latency(Duration::from_millis(opts.origin_latency_ms))?;
         let origin_calls = origin.stats().requests;
         Ok(report::Measured {
             cold_edge,
@@ -410,9 +436,8 @@ pub fn run(opts: &Options) -> Result<Value> {
             seq_bare: sb,
             healthy_c,
             healthy_hi,
-            breaker_openings: open_before
-                .zip(open_after)
-                .map(|(b, a)| a.saturating_sub(b)),
+            breaker_openings: new_openings(open_before, open_after),
+            origin_served_hi: served_hi,
             emb_hung,
             refused_hung,
             timer_floor,

@@ -21,8 +21,12 @@ pub struct Measured {
     pub healthy_c: Vec<Slice>,
     /// Healthy closed loop at 64: edge, peer.
     pub healthy_hi: Vec<Slice>,
-    /// Breaker openings on `edge` during the healthy closed loops (None: no status read).
-    pub breaker_openings: Option<usize>,
+    /// Breaker openings on `edge` during the healthy closed loops, as the status endpoint
+    /// lists them with their evidence (None: no status read).
+    pub breaker_openings: Option<Vec<Value>>,
+    /// The origin's own answer times during the healthy closed loop at 64 (every side's
+    /// calls): `[i]` answers of `i` ms, the last bin slower.
+    pub origin_served_hi: Vec<u64>,
     /// Model hung, sequential, embedded tiers only (breaker off).
     pub emb_hung: Vec<Observed>,
     /// Interleaved with `emb_hung` on the same connection: requests the edge refuses before
@@ -86,6 +90,26 @@ fn slice_json(s: &Slice) -> Value {
         "rps": round(s.rps()), "live_rps": round(s.live_rps()), "answers": s.answers, "live": s.live,
         "failed": s.failed, "latency": s.latency, "cpu_us_per_request": s.cpu_us_per_request.map(round),
     })
+}
+
+/// The origin's own answer times (a per-millisecond histogram): count and percentiles,
+/// `null` past the last bin.
+fn served(h: &[u64]) -> Value {
+    let n: u64 = h.iter().sum();
+    let q = |q: f64| -> Option<usize> {
+        if n == 0 {
+            return None;
+        }
+        let need = (q * n as f64).ceil() as u64;
+        let mut seen = 0;
+        h.iter()
+            .position(|c| {
+                seen += c;
+                seen >= need
+            })
+            .filter(|&i| i + 1 < h.len())
+    };
+    json!({"answers": n, "p50_ms": q(0.5), "p95_ms": q(0.95), "p99_ms": q(0.99)})
 }
 
 fn round(x: f64) -> f64 {
@@ -169,7 +193,8 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
             "degraded": {"edge": cpu(hung_edge), "js": cpu(hung_peer)},
         },
         "healthy_c16_rps_vs_js": healthy_c16_rps_vs_js,
-        "breaker_openings_healthy": m.breaker_openings,
+        "breaker_openings_healthy": m.breaker_openings.as_ref().map(Vec::len),
+        "breaker_openings_healthy_evidence": m.breaker_openings,
         "healthy_p50_vs_bare": p50_vs_bare,
         "healthy_p99_vs_bare": p99_vs_bare,
         "hedging": {
@@ -187,7 +212,8 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
                                     "bare": bare_json, "edge_breaker_off": slice_json(&m.healthy_c[3]),
                                     "edge_b": m.healthy_c.get(4).map(slice_json)},
             "healthy_closed_loop_64": {"edge": slice_json(hh_edge), "peer": slice_json(hh_peer),
-                                       "noop": m.healthy_hi.get(2).map(slice_json)},
+                                       "noop": m.healthy_hi.get(2).map(slice_json),
+                                       "origin_served": served(&m.origin_served_hi)},
             "hung_embedded_only": {"answers": m.emb_hung.iter().filter(|o| o.status == 200).count(),
                                    "latency": lat(&m.emb_hung), "ms_after_deadline": emb_over,
                                    "refused_before_io": refused, "timer_floor_after_deadline": timer_floor},
@@ -205,7 +231,7 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
             "healthy_p50_within_5_percent_of_bare": p50_vs_bare <= 1.05,
             "healthy_p99_within_10_percent_of_bare": p99_vs_bare <= 1.10,
             "healthy_c16_at_least_1_2x_js": healthy_c16_rps_vs_js >= 1.2,
-            "no_breaker_opening_with_a_healthy_origin": m.breaker_openings == Some(0),
+            "no_breaker_opening_with_a_healthy_origin": m.breaker_openings.as_ref().is_some_and(Vec::is_empty),
         },
     })
 }
@@ -290,6 +316,11 @@ pub fn human(d: &Value) -> String {
     }
     let c = &det["healthy_closed_loop_64"];
     s.push_str(&row("healthy, 64 conns: live req/s", c, "live_rps"));
+    let o = &c["origin_served"];
+    s.push_str(&format!(
+        "  the origin's own answer time, every side: p50 {} / p95 {} / p99 {} ms ({} answers)\n",
+        o["p50_ms"], o["p95_ms"], o["p99_ms"], o["answers"]
+    ));
     let c = &det["hung_closed_loop_64"];
     s.push_str(&row("model hung, 64 conns: req/s", c, "rps"));
     s.push_str(&row(
@@ -309,6 +340,22 @@ pub fn human(d: &Value) -> String {
         "\nBreaker openings with a healthy origin: {}\n",
         d["breaker_openings_healthy"]
     ));
+    for o in d["breaker_openings_healthy_evidence"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let e = &o["evidence"];
+        s.push_str(&format!(
+            "  opened on {} calls: {} failures ({} timeouts), p95 {}\n",
+            e["calls"],
+            e["failures"],
+            e["timeouts"],
+            e["p95_ms"]
+                .as_u64()
+                .map_or("among the timeouts".to_string(), |v| format!("{v} ms"))
+        ));
+    }
     s.push_str(&format!(
         "Model hung, embedded tier only: answer {} ms after the deadline at p99 (interleaved: a request refused before any I/O, p99 {} ms; a no-op Worker's {} ms setTimeout, p99 {} ms late)\n",
         f(&d["degraded_p99_over_deadline_ms"]),
@@ -387,6 +434,22 @@ mod tests {
     }
 
     #[test]
+    fn the_origins_answer_times_read_from_its_histogram() {
+        let mut h = vec![0u64; 1024];
+        h[25] = 90;
+        h[40] = 9;
+        h[1023] = 1;
+        let v = served(&h);
+        assert_eq!(v["answers"], 100);
+        assert_eq!(v["p50_ms"], 25);
+        assert_eq!(v["p95_ms"], 40);
+        assert_eq!(v["p99_ms"], 40);
+        h[1023] = 5;
+        assert_eq!(served(&h)["p99_ms"], Value::Null, "past the last bin");
+        assert_eq!(served(&[0; 4])["p50_ms"], Value::Null);
+    }
+
+    #[test]
     fn the_document_holds_the_named_figures_and_judges_the_targets() {
         let m = Measured {
             cold_edge: vec![ok(40.0, None); 10],
@@ -400,7 +463,8 @@ mod tests {
                 slice(600.0, true),
             ],
             healthy_hi: vec![slice(600.0, true), slice(400.0, true), slice(3000.0, true)],
-            breaker_openings: Some(0),
+            breaker_openings: Some(Vec::new()),
+            origin_served_hi: vec![0; 1024],
             emb_hung: vec![ok(46.0, Some("curated")); 10],
             refused_hung: vec![refused_405(0.8); 10],
             timer_floor: vec![ok(46.5, None); 10],

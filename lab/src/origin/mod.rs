@@ -167,6 +167,24 @@ impl OriginHandle {
         Ok(())
     }
 
+    /// Changes the latency added before every answer from the next request on (requests
+    /// already waiting keep theirs). Fails over the 10-minute limit.
+    pub fn set_base_latency(&self, latency: Duration) -> anyhow::Result<()> {
+        if latency > Duration::from_millis(MAX_DELAY_MS) {
+            bail!("base latency {latency:?} is more than the 10-minute limit");
+        }
+        self.shared.set_base_latency(latency);
+        Ok(())
+    }
+
+    /// How long the answers sent in full took, as the origin itself measured them (from the
+    /// request's arrival to the last byte handed to the connection, its own scheduling
+    /// delays included): `v[i]` answers of `i` ms, the last bin everything slower. Counts
+    /// since start; the difference of two snapshots is what happened between them.
+    pub fn served_histogram(&self) -> Vec<u64> {
+        self.shared.served_histogram()
+    }
+
     /// Drops the override: the script (or the healthy default) applies again.
     pub fn clear_fault(&self) {
         self.shared.set_override(None);

@@ -19,6 +19,8 @@ use super::script::Script;
 pub const DEFAULT_RECENT: usize = 100;
 /// Header values longer than this are cut in the records (they are for eyes and asserts).
 const MAX_HEADER_CHARS: usize = 200;
+/// Bins of [`Shared::served_histogram`]: one per millisecond, the last for everything slower.
+pub const SERVED_BINS: usize = 1024;
 
 /// A snapshot of what the origin has seen since start or the last reset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,6 +102,9 @@ struct State {
     in_flight: u64,
     recent: VecDeque<RequestRecord>,
     recent_cap: usize,
+    /// Answers sent in full, by how long they took (ms from arrival to the last byte handed
+    /// to the connection): the origin's own view of its latency, scheduling delays included.
+    served: Box<[u64; SERVED_BINS]>,
 }
 
 /// What one model request should do, decided when it arrives.
@@ -128,6 +133,7 @@ impl Shared {
                 in_flight: 0,
                 recent: VecDeque::new(),
                 recent_cap,
+                served: Box::new([0; SERVED_BINS]),
             }),
         })
     }
@@ -178,19 +184,24 @@ impl Shared {
             shared: Arc::clone(self),
             n,
             epoch: s.epoch,
+            began: Instant::now(),
             done: false,
         };
         (plan, tracker)
     }
 
-    fn finish(&self, n: u64, epoch: u64, outcome: Outcome) {
+    fn finish(&self, n: u64, epoch: u64, outcome: Outcome, took: Duration) {
         let mut s = self.lock();
         if s.epoch != epoch {
             return;
         }
         s.in_flight = s.in_flight.saturating_sub(1);
         match outcome {
-            Outcome::Completed => s.completed += 1,
+            Outcome::Completed => {
+                s.completed += 1;
+                let ms = usize::try_from(took.as_millis()).unwrap_or(usize::MAX);
+                s.served[ms.min(SERVED_BINS - 1)] += 1;
+            }
             Outcome::Disconnected => s.disconnected += 1,
             Outcome::Reset => s.resets += 1,
             Outcome::Pending => {}
@@ -202,6 +213,17 @@ impl Shared {
 
     pub(crate) fn set_override(&self, behavior: Option<Behavior>) {
         self.lock().override_behavior = behavior;
+    }
+
+    /// Answers sent in full since start (a counter reset does not clear it), by the
+    /// milliseconds they took: index `i` counts answers of `i` ms, the last bin everything
+    /// slower. Two snapshots' difference is a phase's.
+    pub(crate) fn served_histogram(&self) -> Vec<u64> {
+        self.lock().served.to_vec()
+    }
+
+    pub(crate) fn set_base_latency(&self, latency: Duration) {
+        self.lock().base_latency = latency;
     }
 
     /// Zeroes the counters, restarts request numbering at 1 and the script's clock at 0.
@@ -253,6 +275,7 @@ pub(crate) struct Tracker {
     shared: Arc<Shared>,
     n: u64,
     epoch: u64,
+    began: Instant,
     done: bool,
 }
 
@@ -260,7 +283,8 @@ impl Tracker {
     pub(crate) fn finish(&mut self, outcome: Outcome) {
         if !self.done {
             self.done = true;
-            self.shared.finish(self.n, self.epoch, outcome);
+            self.shared
+                .finish(self.n, self.epoch, outcome, self.began.elapsed());
         }
     }
 }
@@ -305,6 +329,21 @@ mod tests {
         assert!(!serde_json::to_string(&stats)
             .unwrap()
             .contains("secret-value"));
+    }
+
+    #[test]
+    fn served_histogram_counts_completed_answers_by_their_milliseconds() {
+        let shared = Shared::new(Script::constant(Behavior::healthy()), Duration::ZERO, 2);
+        let (_plan, mut t) = shared.begin(&parts("/"));
+        std::thread::sleep(Duration::from_millis(12));
+        t.finish(Outcome::Completed);
+        let (_plan, t) = shared.begin(&parts("/"));
+        drop(t); // disconnected: not an answer
+        let h = shared.served_histogram();
+        assert_eq!(h.len(), SERVED_BINS);
+        assert_eq!(h.iter().sum::<u64>(), 1);
+        let bin = h.iter().position(|&c| c == 1).unwrap();
+        assert!((12..200).contains(&bin), "took {bin} ms");
     }
 
     #[test]

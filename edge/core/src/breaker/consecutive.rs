@@ -5,7 +5,7 @@
 //! A trial whose outcome never comes back (the isolate's request was cancelled) would leave
 //! the breaker half-open forever; after another cool-down a new trial is allowed.
 
-use super::{log_transition, Admission, Mode, Outcome, Transition};
+use super::{log_transition, Admission, Evidence, Mode, Outcome, Transition};
 use crate::time::Millis;
 
 #[derive(Debug, Clone)]
@@ -13,6 +13,8 @@ pub struct Consecutive {
     threshold: u32,
     cooldown_ms: u64,
     failures: u32,
+    /// Timeouts among the current run of failures.
+    timeouts: u32,
     state: State,
     log: Vec<Transition>,
 }
@@ -36,15 +38,26 @@ impl Consecutive {
             threshold: threshold.max(1),
             cooldown_ms,
             failures: 0,
+            timeouts: 0,
             state: State::Closed,
             log: Vec::new(),
         }
     }
 
-    fn set(&mut self, now: Millis, state: State) {
+    fn set(&mut self, now: Millis, state: State, evidence: Option<Evidence>) {
         let from = mode_of(self.state);
         self.state = state;
-        log_transition(&mut self.log, now, from, mode_of(state));
+        log_transition(&mut self.log, now, from, mode_of(state), evidence);
+    }
+
+    /// The current run of failures.
+    fn run(&self) -> Evidence {
+        Evidence {
+            calls: self.failures,
+            failures: self.failures,
+            timeouts: self.timeouts,
+            p95_ms: None,
+        }
     }
 
     pub fn admit(&mut self, now: Millis) -> Admission {
@@ -56,6 +69,7 @@ impl Consecutive {
                     State::HalfOpen {
                         trial_started: Some(now),
                     },
+                    None,
                 );
                 Admission::Probe
             }
@@ -79,15 +93,26 @@ impl Consecutive {
         }
         if outcome.ok {
             self.failures = 0;
+            self.timeouts = 0;
             if self.state != State::Closed {
-                self.set(now, State::Closed);
+                // The trial that succeeded.
+                let trial = Evidence {
+                    calls: 1,
+                    failures: 0,
+                    timeouts: 0,
+                    p95_ms: None,
+                };
+                self.set(now, State::Closed, Some(trial));
             }
             return;
         }
         self.failures = self.failures.saturating_add(1);
+        if outcome.timed_out {
+            self.timeouts = self.timeouts.saturating_add(1);
+        }
         let trial_failed = admission == Admission::Probe;
         if trial_failed || (self.state == State::Closed && self.failures >= self.threshold) {
-            self.set(now, State::Open { since: now });
+            self.set(now, State::Open { since: now }, Some(self.run()));
         }
     }
 
@@ -228,6 +253,16 @@ mod tests {
                 (Mode::Probing, Mode::Open),
                 (Mode::Open, Mode::Probing)
             ]
+        );
+        let evidence: Vec<Option<(u32, u32)>> = b
+            .transitions()
+            .iter()
+            .map(|t| t.evidence.map(|e| (e.calls, e.failures)))
+            .collect();
+        assert_eq!(
+            evidence,
+            vec![Some((3, 3)), None, Some((4, 4)), None],
+            "the run of failures behind each opening; the cool-down's end has none"
         );
     }
 

@@ -92,6 +92,34 @@ pub struct Transition {
     pub at: Millis,
     pub from: Mode,
     pub to: Mode,
+    /// What the breaker had counted when an outcome moved it; `None` when time alone did
+    /// (a hold-down or cool-down ending).
+    pub evidence: Option<Evidence>,
+}
+
+/// The outcomes behind a transition: the sliding window's totals when it tripped, the
+/// probes' when probing ended, the run of failures in consecutive mode. An operator reads
+/// here whom the breaker blamed and for what — failures, timeouts, or slowness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evidence {
+    pub calls: u32,
+    pub failures: u32,
+    /// Failures that were timeouts.
+    pub timeouts: u32,
+    /// The 95th percentile latency in ms; `None` when it fell among timeouts or calls slower
+    /// than the histogram's range, or was not measured (consecutive mode).
+    pub p95_ms: Option<u64>,
+}
+
+impl Evidence {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "calls": self.calls,
+            "failures": self.failures,
+            "timeouts": self.timeouts,
+            "p95_ms": self.p95_ms,
+        })
+    }
 }
 
 /// How many transitions are remembered.
@@ -185,12 +213,23 @@ impl Breaker {
 }
 
 /// Appends a transition, keeping the last [`TRANSITIONS_KEPT`].
-fn log_transition(log: &mut Vec<Transition>, at: Millis, from: Mode, to: Mode) {
+fn log_transition(
+    log: &mut Vec<Transition>,
+    at: Millis,
+    from: Mode,
+    to: Mode,
+    evidence: Option<Evidence>,
+) {
     if from == to {
         return;
     }
     if log.len() == TRANSITIONS_KEPT {
         log.remove(0);
     }
-    log.push(Transition { at, from, to });
+    log.push(Transition {
+        at,
+        from,
+        to,
+        evidence,
+    });
 }

@@ -15,7 +15,7 @@
 //! hold-down probes, then the 51st, the 101st… one in fifty.
 
 use super::window::{Summary, Tally, Window};
-use super::{log_transition, Admission, Mode, Outcome, Transition};
+use super::{log_transition, Admission, Evidence, Mode, Outcome, Transition};
 use crate::policy::RateBreaker;
 use crate::time::Millis;
 
@@ -54,10 +54,20 @@ impl Rate {
         }
     }
 
-    fn set(&mut self, now: Millis, state: State) {
+    fn set(&mut self, now: Millis, state: State, evidence: Option<Evidence>) {
         let from = mode_of(self.state);
         self.state = state;
-        log_transition(&mut self.log, now, from, mode_of(state));
+        log_transition(&mut self.log, now, from, mode_of(state), evidence);
+    }
+
+    fn probe_evidence(&self) -> Evidence {
+        let p95 = self.probes.p95_ms();
+        Evidence {
+            calls: self.probes.calls,
+            failures: self.probes.calls - self.probes.successes,
+            timeouts: self.probes.timeouts,
+            p95_ms: (p95 != u64::MAX).then_some(p95),
+        }
     }
 
     /// Applies the transitions that time alone causes.
@@ -67,7 +77,7 @@ impl Rate {
                 self.probes = Tally::default();
                 // The first request after the hold-down probes at once.
                 self.credit_ppm = PPM - self.fraction_ppm();
-                self.set(now, State::Probing);
+                self.set(now, State::Probing, None);
             }
         }
     }
@@ -97,11 +107,18 @@ impl Rate {
                     .record(now, outcome.ok, outcome.latency_ms, outcome.timed_out);
                 let s = self.window.summary(now);
                 if self.trips(&s) {
+                    let evidence = Evidence {
+                        calls: s.calls,
+                        failures: s.failures,
+                        timeouts: s.timeouts,
+                        p95_ms: (s.p95_ms != u64::MAX).then_some(s.p95_ms),
+                    };
                     self.set(
                         now,
                         State::Degraded {
                             until: now.plus(self.cfg.hold_down_ms),
                         },
+                        Some(evidence),
                     );
                 }
             }
@@ -111,25 +128,28 @@ impl Rate {
                     && outcome.latency_ms <= self.cfg.slow_call_p95_ms;
                 self.probes
                     .record(ok, outcome.latency_ms, outcome.timed_out);
+                let evidence = Some(self.probe_evidence());
                 if !ok {
                     self.set(
                         now,
                         State::Degraded {
                             until: now.plus(self.cfg.failed_probe_hold_ms),
                         },
+                        evidence,
                     );
                 } else if self.probes.calls >= self.cfg.probe_min_calls.max(1) {
                     if self.probes.success_ratio() >= self.cfg.probe_success_ratio
                         && self.probes.p95_ms() <= self.cfg.probe_p95_ms
                     {
                         self.window.clear();
-                        self.set(now, State::Healthy);
+                        self.set(now, State::Healthy, evidence);
                     } else {
                         self.set(
                             now,
                             State::Degraded {
                                 until: now.plus(self.cfg.failed_probe_hold_ms),
                             },
+                            evidence,
                         );
                     }
                 }
@@ -280,6 +300,45 @@ mod tests {
             r.mode(Millis(100)),
             Mode::Open,
             "6 of 101 slow: the 96th value is 46 ms > 45 ms"
+        );
+    }
+
+    #[test]
+    fn a_transition_keeps_the_evidence_that_moved_it() {
+        let mut r = Rate::new(seed());
+        for i in 0..95 {
+            call(&mut r, i, true, 25);
+        }
+        for i in 0..6 {
+            call(&mut r, 95 + i, true, 46);
+        }
+        let t = *r.transitions().last().unwrap();
+        assert_eq!((t.from, t.to), (Mode::Healthy, Mode::Open));
+        assert_eq!(
+            t.evidence,
+            Some(Evidence {
+                calls: 101,
+                failures: 0,
+                timeouts: 0,
+                p95_ms: Some(46)
+            }),
+            "tripped on slowness, not failures"
+        );
+        // Time alone ends the hold-down: no evidence. A failed probe carries its own.
+        let probe_at = 100 + 30_000;
+        assert_eq!(r.admit(Millis(probe_at)), Admission::Probe);
+        assert_eq!(r.transitions().last().unwrap().evidence, None);
+        r.record(Millis(probe_at), Admission::Probe, Outcome::timeout(45));
+        let t = *r.transitions().last().unwrap();
+        assert_eq!((t.from, t.to), (Mode::Probing, Mode::Open));
+        assert_eq!(
+            t.evidence,
+            Some(Evidence {
+                calls: 1,
+                failures: 1,
+                timeouts: 1,
+                p95_ms: None
+            })
         );
     }
 

@@ -20,6 +20,7 @@ struct Bucket {
     epoch: u64,
     calls: u32,
     failures: u32,
+    timeouts: u32,
     hist: Box<[u32; BINS]>,
 }
 
@@ -28,6 +29,8 @@ struct Bucket {
 pub struct Summary {
     pub calls: u32,
     pub failures: u32,
+    /// Failures that were timeouts.
+    pub timeouts: u32,
     /// 95th percentile latency in ms (the upper edge of its bin); `u64::MAX` when the
     /// percentile falls among timeouts or calls slower than the histogram's range.
     pub p95_ms: u64,
@@ -77,6 +80,7 @@ impl Window {
             epoch: u64::MAX,
             calls: 0,
             failures: 0,
+            timeouts: 0,
             hist: Box::new([0; BINS]),
         };
         Window {
@@ -99,11 +103,15 @@ impl Window {
             b.epoch = epoch;
             b.calls = 0;
             b.failures = 0;
+            b.timeouts = 0;
             b.hist.fill(0);
         }
         b.calls = b.calls.saturating_add(1);
         if !ok {
             b.failures = b.failures.saturating_add(1);
+        }
+        if timed_out {
+            b.timeouts = b.timeouts.saturating_add(1);
         }
         b.hist[if timed_out { OVERFLOW } else { bin(latency_ms) }] += 1;
     }
@@ -119,6 +127,7 @@ impl Window {
         for b in self.buckets.iter().filter(live) {
             s.calls += b.calls;
             s.failures += b.failures;
+            s.timeouts += b.timeouts;
             for (h, v) in hist.iter_mut().zip(b.hist.iter()) {
                 *h += v;
             }
@@ -148,6 +157,7 @@ fn percentile(hist: &[u32; BINS], total: u32, q: f64) -> u64 {
 pub struct Tally {
     pub calls: u32,
     pub successes: u32,
+    pub timeouts: u32,
     hist: Box<[u32; BINS]>,
 }
 
@@ -156,6 +166,7 @@ impl Default for Tally {
         Tally {
             calls: 0,
             successes: 0,
+            timeouts: 0,
             hist: Box::new([0; BINS]),
         }
     }
@@ -166,6 +177,9 @@ impl Tally {
         self.calls = self.calls.saturating_add(1);
         if ok {
             self.successes = self.successes.saturating_add(1);
+        }
+        if timed_out {
+            self.timeouts = self.timeouts.saturating_add(1);
         }
         self.hist[if timed_out { OVERFLOW } else { bin(latency_ms) }] += 1;
     }
@@ -211,6 +225,7 @@ mod tests {
             w.record(Millis(0), false, 45, true);
         }
         assert_eq!(w.summary(Millis(0)).p95_ms, u64::MAX);
+        assert_eq!(w.summary(Millis(0)).timeouts, 6);
         assert!((w.summary(Millis(0)).failure_ratio() - 12.0 / 106.0).abs() < 1e-9);
     }
 

@@ -187,7 +187,13 @@ fn record(engine: &mut Engine<'_>, f: &Flight<'_>, race: &Race<'_>) {
     // timers run late at all) cannot see how long answers waited for it, so its successes
     // count as successes — the failure ratio must not lean towards failures — but are never
     // judged slow.
-    let mut model_latency = latency.saturating_sub(engine.queue_delay_ms);
+    //
+    // And a success came before its attempt's timer fired: by the runtime's own clock it took
+    // at most the timeout. What the engine's clock adds on top is the request's start — the
+    // turn that armed the timer, which workerd counts from its end — and is the edge's too.
+    let mut model_latency = latency
+        .saturating_sub(engine.queue_delay_ms)
+        .min(a.timeout_ms);
     if engine.queue_delay_ms > CALM_MS {
         model_latency = model_latency.min(engine.slow_call_ms());
     }

@@ -709,14 +709,41 @@ fn a_busy_isolate_counts_its_successes_so_the_failure_ratio_does_not_lean_to_fai
         run(&mut e, t, "/recommendations/alice", status(503));
     }
     assert_eq!(e.breaker_mode(at(1_400)), "PRIMARY_HEALTHY");
-    // The same on a calm isolate: 70 ms answers are slow calls, and trip it.
+    // On a calm isolate, answers slower than the slow-call bar (30 ms here) trip it.
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Rate(crate::policy::RateBreaker {
+        slow_call_p95_ms: 30,
+        ..quick_rate()
+    });
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    for i in 1..=10 {
+        let (mut f, _) = begin(&mut e, i * 100, i);
+        let _ = e.step(&mut f, at(i * 100 + 40), Event::Origin(ok()));
+    }
+    assert_eq!(e.breaker_mode(at(1_100)), "DEGRADED_FALLBACK");
+}
+
+#[test]
+fn a_success_takes_at_most_its_timeout_whatever_the_engines_clock_says() {
+    // A success came before its 45 ms timer fired; workerd counts the timer from the end of
+    // the turn that armed it, so the engine's clock (from the request's start) can read
+    // more. That surplus is the edge's start, never the model's slowness.
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Rate(quick_rate());
+    let b = bake(p);
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
     for i in 1..=10 {
         let (mut f, _) = begin(&mut e, i * 100, i);
         let _ = e.step(&mut f, at(i * 100 + 70), Event::Origin(ok()));
     }
-    assert_eq!(e.breaker_mode(at(1_100)), "DEGRADED_FALLBACK");
+    assert_eq!(
+        e.breaker_mode(at(1_100)),
+        "PRIMARY_HEALTHY",
+        "p95 at the 45 ms timeout is not over the 45 ms bar"
+    );
 }
 
 #[test]
