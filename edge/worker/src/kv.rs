@@ -2,18 +2,17 @@
 //! be aborted, so the edge just stops waiting; the race runs in JS, `crate::shim::kv`) and
 //! background write-through.
 
-use understudy_core::cascade::KvRead;
 use understudy_core::writethrough::KvWrite;
 use wasm_bindgen::JsValue;
 use worker::{console_log, Env};
 
-use crate::{isolate, shim};
+use crate::isolate;
 
-pub async fn read(env: &Env, binding: &str, key: &str, timeout_ms: u64) -> KvRead {
-    // The namespace object as the runtime gives it, for the JS read (crate::shim::kv).
+/// The namespace object bound as `binding`, as the runtime gives it (for `us_kv`).
+pub fn namespace(env: &Env, binding: &str) -> Result<JsValue, String> {
     match js_sys::Reflect::get(env.as_ref(), &JsValue::from_str(binding)) {
-        Ok(ns) if ns.is_object() => shim::kv(&ns, key, timeout_ms).await,
-        _ => KvRead::Error(format!("KV binding `{binding}` is not bound")),
+        Ok(ns) if ns.is_object() => Ok(ns),
+        _ => Err(format!("KV binding `{binding}` is not bound")),
     }
 }
 

@@ -14,7 +14,6 @@ mod body;
 mod isolate;
 mod kv;
 mod outbox;
-mod race;
 mod serve;
 mod shards;
 mod shim;
@@ -22,7 +21,7 @@ mod shim;
 pub use outbox::OutboxShard;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use worker::{event, web_sys, Context, Env, Result};
+use worker::{web_sys, Context, Env};
 
 /// Decodes the bake and builds the engine when the module is instantiated, while the isolate
 /// starts (the JS entry publishes the bake before the glue instantiates the module): the
@@ -36,8 +35,9 @@ pub fn understudy_warm() {
 
 /// The raw `Request` and `Response` of the runtime: nothing on the way in or out is converted
 /// that the engine does not read (workers-rs' own `Request` would copy `request.cf` on every
-/// request).
-#[event(fetch)]
-async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys::Response> {
-    Ok(serve::serve(req, env, ctx).await)
+/// request). A plain export rather than `#[event(fetch)]`: it returns the promise the JS loop
+/// settles ([`serve`]), so no Rust future stands between the runtime and the answer.
+#[wasm_bindgen]
+pub fn fetch(req: web_sys::Request, env: Env, ctx: worker::worker_sys::Context) -> js_sys::Promise {
+    serve::serve(req, env, Context::new(ctx))
 }

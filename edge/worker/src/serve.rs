@@ -1,13 +1,27 @@
 //! The request path: hand the request to the engine, perform each action it asks for, feed
 //! back what happened with the time, and send its reply. Every branch ends in a response.
+//!
+//! JavaScript drives the loop (docs/adr/009-io-in-js.md, "The loop in JavaScript"): the
+//! fetch handler starts the engine synchronously and, unless the reply is already known,
+//! hands the first action to `us_drive` (`crate::shim`), which performs it, calls back
+//! [`on_step`] synchronously with what happened, and performs the next action it returns.
+//! No Rust future awaits a JS promise on the request path: each await is JavaScript's own,
+//! without wasm-bindgen-futures' closures and queued wake-ups. The flight waits between
+//! steps in [`FLIGHTS`]. The rarer actions (rate limiter, request body, outbox shards) are
+//! performed in Rust ([`on_perform`]) and their event handed to the next step.
 
-use std::time::Duration;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 
-use understudy_core::engine::{self, Action, Bindings, Event, Incoming, Reply};
-use worker::{console_log, web_sys, Context, Delay, Env};
+use js_sys::{Array, Promise};
+use understudy_core::cascade::KvRead;
+use understudy_core::engine::{self, Action, Bindings, Event, Flight, Incoming, Reply};
+use understudy_core::events::protocol::ShardRequest;
+use wasm_bindgen::prelude::*;
+use worker::{console_log, wasm_bindgen_futures, web_sys, Context, Env};
 
 use crate::isolate::{self, now};
-use crate::{analytics, body, kv, race, shards, shim};
+use crate::{analytics, body, kv, shards, shim};
 
 /// Secrets and vars, as the engine reads them — each read from the environment once per
 /// isolate (a changed secret or var is a new deployment, hence a new isolate).
@@ -25,9 +39,59 @@ impl Bindings for WorkerEnv<'_> {
     }
 }
 
-pub async fn serve(req: web_sys::Request, env: Env, ctx: Context) -> web_sys::Response {
-    let arrived = now();
-    let r = shim::incoming(&req);
+/// The codes of the actions `us_drive` performs (the first element of each action array),
+/// and of the events it reports back with.
+const DONE: u32 = 0;
+const RACE: u32 = 1;
+const KV: u32 = 2;
+const WAIT: u32 = 3;
+const IN_RUST: u32 = 4;
+
+/// Flights waiting for their next event. A request the runtime cancels (the client went
+/// away) never reports back; past this many waiting, the oldest is dropped.
+const MAX_WAITING: usize = 4096;
+
+/// A request between two steps.
+struct Waiting {
+    flight: Flight<'static>,
+    req: web_sys::Request,
+    env: Env,
+    ctx: Context,
+    incoming: shim::Incoming,
+    seed: u64,
+    doing: Doing,
+}
+
+/// What the driver is doing for a waiting flight: how to read what it reports.
+enum Doing {
+    Race {
+        origin: bool,
+        hedged: bool,
+        max_body: u64,
+    },
+    Kv,
+    Wait,
+    InRust(Option<Slow>, Option<Event>),
+}
+
+/// The actions performed in Rust ([`on_perform`]).
+enum Slow {
+    Limit { binding: &'static str, key: String },
+    Body { max_bytes: u64 },
+    Shards(Vec<(String, ShardRequest)>),
+}
+
+thread_local! {
+    static FLIGHTS: RefCell<BTreeMap<u32, Waiting>> = const { RefCell::new(BTreeMap::new()) };
+    static NEXT_ID: Cell<u32> = const { Cell::new(0) };
+    /// `on_step` and `on_perform` as JS functions, made once per isolate.
+    static DRIVER: (JsValue, JsValue) = (
+        Closure::<dyn Fn(u32, u32, JsValue) -> JsValue>::new(on_step).into_js_value(),
+        Closure::<dyn Fn(u32) -> Promise>::new(on_perform).into_js_value(),
+    );
+}
+
+fn incoming_of(r: &shim::Incoming) -> Incoming<'_> {
     // The URL is absolute (`scheme://host/path?query#fragment`): the path starts at the
     // first `/` after `://`, the query after the first `?`.
     let after_scheme = r.url.find("://").map_or(0, |i| i + 3);
@@ -36,68 +100,249 @@ pub async fn serve(req: web_sys::Request, env: Env, ctx: Context) -> web_sys::Re
         .map_or("/", |i| &r.url[after_scheme + i..]);
     let target = target.split('#').next().unwrap_or(target);
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let incoming = Incoming {
+    Incoming {
         method: &r.method,
         path,
         query,
         headers: &r.headers,
-    };
+    }
+}
+
+pub fn serve(req: web_sys::Request, env: Env, ctx: Context) -> Promise {
+    let arrived = now();
+    let r = shim::incoming(&req);
     let seed = isolate::seed();
-    let started = isolate::with_engine(|e| e.start(arrived, &incoming, &WorkerEnv(&env), seed));
-    let (mut flight, mut action) = match started {
+    let started =
+        isolate::with_engine(|e| e.start(arrived, &incoming_of(&r), &WorkerEnv(&env), seed));
+    let (flight, action) = match started {
         Ok(s) => s,
         Err(message) => {
-            return send(
-                engine::unbaked(arrived, &incoming, &message, seed),
-                &env,
-                &ctx,
+            let reply = engine::unbaked(arrived, &incoming_of(&r), &message, seed);
+            return Promise::resolve(&JsValue::from(send(reply, &env, &ctx)));
+        }
+    };
+    let mut w = Waiting {
+        flight,
+        req,
+        env,
+        ctx,
+        incoming: r,
+        seed,
+        doing: Doing::Wait,
+    };
+    let next = dispatch(&mut w, action);
+    if next.get(0).as_f64() == Some(f64::from(DONE)) {
+        return Promise::resolve(&next.get(1));
+    }
+    let env = JsValue::from(w.env.clone());
+    let id = park(w);
+    DRIVER.with(|(step, perform)| shim::drive(id, &next, &env, step, perform))
+}
+
+/// Keeps a flight until its next event.
+fn park(w: Waiting) -> u32 {
+    let id = NEXT_ID.with(|n| {
+        let id = n.get();
+        n.set(id.wrapping_add(1));
+        id
+    });
+    FLIGHTS.with(|f| {
+        let mut f = f.borrow_mut();
+        while f.len() >= MAX_WAITING {
+            f.pop_first();
+        }
+        f.insert(id, w);
+    });
+    id
+}
+
+/// `us_drive` reports what action `kind` observed (`value`) for flight `id`: the engine
+/// steps, and the next action goes back (`[0, response]` when done).
+fn on_step(id: u32, kind: u32, value: JsValue) -> JsValue {
+    let Some(mut w) = FLIGHTS.with(|f| f.borrow_mut().remove(&id)) else {
+        // Dropped as the oldest of too many waiting: nobody waits for it any more either.
+        let lost = Array::new();
+        lost.push(&JsValue::from(DONE));
+        lost.push(&shim::response(503, &[], "").into());
+        return lost.into();
+    };
+    let event = match (&mut w.doing, kind) {
+        (
+            Doing::Race {
+                origin,
+                hedged,
+                max_body,
+            },
+            RACE,
+        ) => {
+            let r = shim::raced(&value, *max_body);
+            match (*origin, *hedged) {
+                (true, false) => Event::Origin(r.observed),
+                (true, true) => Event::OriginHedged {
+                    observed: r.observed,
+                    sent: r.hedge_sent,
+                    won: r.hedge_won,
+                },
+                (false, _) => Event::Http(r.observed),
+            }
+        }
+        (Doing::Kv, KV) => Event::Kv(shim::kv_read(&value)),
+        (Doing::Wait, WAIT) => Event::Woke,
+        (Doing::InRust(_, event), IN_RUST) => match event.take() {
+            Some(e) => e,
+            None => return finish(&mut w, "the action performed in Rust reported nothing"),
+        },
+        _ => {
+            return finish(
+                &mut w,
+                "the driver reported another action than it was given",
             )
         }
     };
+    let action = step(&mut w, event);
+    let next = dispatch(&mut w, action);
+    if next.get(0).as_f64() != Some(f64::from(DONE)) {
+        FLIGHTS.with(|f| f.borrow_mut().insert(id, w));
+    }
+    next.into()
+}
+
+/// An answer for a flight the driver lost track of: the engine's 503 for an edge that cannot
+/// serve, with the reason logged. Never expected; never a panic.
+fn finish(w: &mut Waiting, message: &str) -> JsValue {
+    let reply = engine::unbaked(now(), &incoming_of(&w.incoming), message, w.seed);
+    done(send(reply, &w.env, &w.ctx)).into()
+}
+
+/// Performs flight `id`'s action in Rust; its event waits for the next [`on_step`].
+fn on_perform(id: u32) -> Promise {
+    let taken = FLIGHTS.with(|f| {
+        let mut f = f.borrow_mut();
+        let w = f.get_mut(&id)?;
+        match &mut w.doing {
+            Doing::InRust(slow, _) => slow
+                .take()
+                .map(|s| (s, w.env.clone(), Clone::clone(&w.req))),
+            _ => None,
+        }
+    });
+    wasm_bindgen_futures::future_to_promise(async move {
+        let Some((slow, env, req)) = taken else {
+            return Ok(JsValue::UNDEFINED);
+        };
+        let event = match slow {
+            Slow::Limit { binding, key } => Event::Limited(limit(&env, binding, key).await),
+            Slow::Body { max_bytes } => Event::Body(body::read(&req, max_bytes).await),
+            Slow::Shards(calls) => Event::Shards(shards::call_all(&env, calls).await),
+        };
+        FLIGHTS.with(|f| {
+            if let Some(w) = f.borrow_mut().get_mut(&id) {
+                w.doing = Doing::InRust(None, Some(event));
+            }
+        });
+        Ok(JsValue::UNDEFINED)
+    })
+}
+
+/// One engine step with the time; an engine that cannot step answers 503 `BAKE_INVALID`.
+fn step(w: &mut Waiting, event: Event) -> Action<'static> {
+    let lag = matches!(event, Event::Origin(_) | Event::OriginHedged { .. }).then(shim::lag_ms);
+    match isolate::with_engine(|e| {
+        if let Some(ms) = lag {
+            e.set_queue_delay(ms);
+        }
+        e.step(&mut w.flight, now(), event)
+    }) {
+        Ok(a) => a,
+        Err(message) => Action::Respond(Box::new(engine::unbaked(
+            now(),
+            &incoming_of(&w.incoming),
+            &message,
+            w.seed,
+        ))),
+    }
+}
+
+fn done(response: web_sys::Response) -> Array {
+    let a = Array::new();
+    a.push(&JsValue::from(DONE));
+    a.push(&response.into());
+    a
+}
+
+/// The action for `us_drive`, stepping on at once where nothing needs awaiting.
+fn dispatch(w: &mut Waiting, mut action: Action<'static>) -> Array {
     loop {
-        let event = match action {
-            Action::Limit { binding, key } => Event::Limited(limit(&env, binding, key).await),
+        let a = Array::new();
+        match action {
+            Action::Respond(reply) => return done(send(*reply, &w.env, &w.ctx)),
             Action::FetchOrigin {
                 timeout_ms,
                 request,
                 hedge_after_ms,
                 ..
-            } => race::origin(&request, timeout_ms, hedge_after_ms).await,
-            Action::Wait { ms } => {
-                Delay::from(Duration::from_millis(ms)).await;
-                Event::Woke
+            } => {
+                w.doing = Doing::Race {
+                    origin: true,
+                    hedged: hedge_after_ms.is_some(),
+                    max_body: request.max_body_bytes,
+                };
+                a.push(&JsValue::from(RACE));
+                shim::race_args(&a, &request, timeout_ms, hedge_after_ms);
+                return a;
+            }
+            Action::FetchHttp {
+                timeout_ms,
+                request,
+                ..
+            } => {
+                w.doing = Doing::Race {
+                    origin: false,
+                    hedged: false,
+                    max_body: request.max_body_bytes,
+                };
+                a.push(&JsValue::from(RACE));
+                shim::race_args(&a, &request, timeout_ms, None);
+                return a;
             }
             Action::ReadKv {
                 binding,
                 key,
                 timeout_ms,
                 ..
-            } => Event::Kv(kv::read(&env, binding, &key, timeout_ms).await),
-            Action::FetchHttp {
-                timeout_ms,
-                request,
-                ..
-            } => race::tier(&request, timeout_ms).await,
-            Action::ReadBody { max_bytes } => Event::Body(body::read(&req, max_bytes).await),
-            Action::CallShards { calls } => Event::Shards(shards::call_all(&env, calls).await),
-            Action::Respond(reply) => return send(*reply, &env, &ctx),
-        };
-        let lag = matches!(event, Event::Origin(_) | Event::OriginHedged { .. }).then(shim::lag_ms);
-        action = match isolate::with_engine(|e| {
-            if let Some(ms) = lag {
-                e.set_queue_delay(ms);
+            } => match kv::namespace(&w.env, binding) {
+                Ok(ns) => {
+                    w.doing = Doing::Kv;
+                    a.push(&JsValue::from(KV));
+                    a.push(&ns);
+                    a.push(&JsValue::from_str(&key));
+                    a.push(&JsValue::from(timeout_ms as f64));
+                    return a;
+                }
+                Err(e) => action = step(w, Event::Kv(KvRead::Error(e))),
+            },
+            Action::Wait { ms } => {
+                w.doing = Doing::Wait;
+                a.push(&JsValue::from(WAIT));
+                a.push(&JsValue::from(ms as f64));
+                return a;
             }
-            e.step(&mut flight, now(), event)
-        }) {
-            Ok(a) => a,
-            Err(message) => {
-                return send(
-                    engine::unbaked(now(), &incoming, &message, seed),
-                    &env,
-                    &ctx,
-                )
+            Action::Limit { binding, key } => {
+                w.doing = Doing::InRust(Some(Slow::Limit { binding, key }), None);
+                a.push(&JsValue::from(IN_RUST));
+                return a;
             }
-        };
+            Action::ReadBody { max_bytes } => {
+                w.doing = Doing::InRust(Some(Slow::Body { max_bytes }), None);
+                a.push(&JsValue::from(IN_RUST));
+                return a;
+            }
+            Action::CallShards { calls } => {
+                w.doing = Doing::InRust(Some(Slow::Shards(calls)), None);
+                a.push(&JsValue::from(IN_RUST));
+                return a;
+            }
+        }
     }
 }
 

@@ -14,6 +14,7 @@
 use js_sys::{Array, Promise, Uint8Array};
 use understudy_core::cascade::KvRead;
 use understudy_core::classify::Observed;
+use understudy_core::http::Outbound;
 use wasm_bindgen::prelude::*;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
@@ -163,6 +164,34 @@ export function us_race(url, method, head, body, timeoutMs, maxBody, hedgeAfterM
   return Promise.race([run, late]);
 }
 
+// The request's loop (crate::serve): perform the action `a` — [1, race args…] a fetch race,
+// [2, namespace, key, timeout] a KV read, [3, ms] a wait, [4] an action Rust performs itself
+// (`perform(id)`) — then hand what happened to `step(id, code, result)`, which steps the
+// engine synchronously and returns the next action, until it is [0, response]. Every await
+// of the request is one of these; none wakes a Rust future.
+export async function us_drive(id, a, env, step, perform) {
+  for (;;) {
+    let r;
+    switch (a[0]) {
+      case 0:
+        return a[1];
+      case 1:
+        try { r = await us_race(a[1], a[2], a[3], a[4], a[5], a[6], a[7]); }
+        catch (e) { r = [3, 0, firstLine(e), null, 0, 0]; }
+        break;
+      case 2:
+        r = await us_kv(a[1], a[2], a[3]);
+        break;
+      case 3:
+        await new Promise((res) => setTimeout(res, a[1]));
+        break;
+      default:
+        await perform(id);
+    }
+    a = step(id, a[0], r);
+  }
+}
+
 // [kind, value, metadata JSON]: kind 0 timed out, 1 absent, 2 present, 3 failed.
 export async function us_kv(ns, key, timeoutMs) {
   let timer;
@@ -182,6 +211,13 @@ export async function us_kv(ns, key, timeoutMs) {
 extern "C" {
     fn us_incoming(req: &web_sys::Request) -> String;
     fn us_response(status: u16, head: &str, body: &str) -> web_sys::Response;
+    fn us_drive(
+        id: u32,
+        action: &JsValue,
+        env: &JsValue,
+        step: &JsValue,
+        perform: &JsValue,
+    ) -> Promise;
     fn us_race(
         url: &str,
         method: &str,
@@ -191,8 +227,13 @@ extern "C" {
         max_body: f64,
         hedge_after_ms: f64,
     ) -> Promise;
-    fn us_kv(ns: &JsValue, key: &str, timeout_ms: f64) -> Promise;
     fn us_lag() -> f64;
+}
+
+/// Runs request `id`'s loop in JavaScript from `action` (see `us_drive` above): the promise
+/// of its response.
+pub fn drive(id: u32, action: &Array, env: &JsValue, step: &JsValue, perform: &JsValue) -> Promise {
+    us_drive(id, action, env, step, perform)
 }
 
 /// The isolate's scheduling delay in ms (see `us_lag` above): the latest its timers fired
@@ -262,9 +303,28 @@ pub struct Raced {
     pub hedge_won: bool,
 }
 
-/// [E-RACE] Sends the request; headers *and* body must arrive within `timeout_ms`, the body
-/// at most `max_body` bytes; the loser is aborted (`AbortController`). With `hedge_after_ms`,
-/// a second identical request goes out if no answer came by then; the first good one wins.
+/// [E-RACE] The arguments of `us_race` for `o`: headers *and* body must arrive within
+/// `timeout_ms`, the body at most its limit; the loser is aborted (`AbortController`). With
+/// `hedge_after_ms`, a second identical request goes out if no answer came by then; the first
+/// good one wins.
+pub fn race_args(a: &Array, o: &Outbound, timeout_ms: u64, hedge_after_ms: Option<u64>) {
+    a.push(&JsValue::from_str(&o.url));
+    a.push(&JsValue::from_str(o.method.as_str()));
+    a.push(&JsValue::from_str(&flat(
+        o.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )));
+    a.push(
+        &o.body
+            .as_deref()
+            .map_or(JsValue::UNDEFINED, JsValue::from_str),
+    );
+    a.push(&JsValue::from(timeout_ms as f64));
+    a.push(&JsValue::from(o.max_body_bytes as f64));
+    a.push(&JsValue::from(hedge_after_ms.map_or(-1.0, |ms| ms as f64)));
+}
+
+/// The race awaited from Rust: for the outbox's deliveries (`crate::outbox`), off the request
+/// path.
 pub async fn race(
     url: &str,
     method: &str,
@@ -272,10 +332,8 @@ pub async fn race(
     body: Option<String>,
     timeout_ms: u64,
     max_body: u64,
-    hedge_after_ms: Option<u64>,
 ) -> Raced {
     let head = flat(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let hedge = hedge_after_ms.map_or(-1.0, |ms| ms as f64);
     let p = us_race(
         url,
         method,
@@ -283,20 +341,29 @@ pub async fn race(
         body,
         timeout_ms as f64,
         max_body as f64,
-        hedge,
+        -1.0,
     );
-    let r = match JsFuture::from(p).await {
-        Ok(v) => Array::from(&v),
-        Err(e) => {
-            return Raced {
-                observed: Observed::Connect(understudy_core::classify::bounded(&format!("{e:?}"))),
-                hedge_sent: false,
-                hedge_won: false,
-            }
-        }
+    match JsFuture::from(p).await {
+        Ok(v) => raced(&v, max_body),
+        Err(e) => Raced {
+            observed: Observed::Connect(understudy_core::classify::bounded(&format!("{e:?}"))),
+            hedge_sent: false,
+            hedge_won: false,
+        },
+    }
+}
+
+/// What a race (`us_race`'s array) observed, and what its hedge did.
+pub fn raced(v: &JsValue, max_body: u64) -> Raced {
+    let Some(r) = v.dyn_ref::<Array>() else {
+        return Raced {
+            observed: Observed::Connect("the race reported no result".into()),
+            hedge_sent: false,
+            hedge_won: false,
+        };
     };
     Raced {
-        observed: observed(&r, max_body),
+        observed: observed(r, max_body),
         hedge_sent: r.get(4).as_f64() == Some(1.0),
         hedge_won: r.get(5).as_f64() == Some(1.0),
     }
@@ -320,12 +387,11 @@ fn observed(r: &Array, max_body: u64) -> Observed {
     }
 }
 
-/// [E-CASCADE] Reads `key` with its metadata from namespace `ns`, waiting at most
-/// `timeout_ms` (a KV read cannot be aborted: the edge just stops waiting).
-pub async fn kv(ns: &JsValue, key: &str, timeout_ms: u64) -> KvRead {
-    let r = match JsFuture::from(us_kv(ns, key, timeout_ms as f64)).await {
-        Ok(v) => Array::from(&v),
-        Err(e) => return KvRead::Error(understudy_core::classify::bounded(&format!("{e:?}"))),
+/// [E-CASCADE] What a KV read (`us_kv`'s array: the read raced against its timeout; a KV
+/// read cannot be aborted, the edge just stops waiting) found.
+pub fn kv_read(v: &JsValue) -> KvRead {
+    let Some(r) = v.dyn_ref::<Array>() else {
+        return KvRead::Error("the KV read reported no result".into());
     };
     match r.get(0).as_f64().unwrap_or(3.0) as u8 {
         0 => KvRead::TimedOut,
@@ -334,14 +400,14 @@ pub async fn kv(ns: &JsValue, key: &str, timeout_ms: u64) -> KvRead {
             metadata: None,
         },
         2 => {
-            let meta = str_at(&r, 2);
+            let meta = str_at(r, 2);
             KvRead::Value {
-                value: Some(str_at(&r, 1)),
+                value: Some(str_at(r, 1)),
                 metadata: (!meta.is_empty())
                     .then(|| serde_json::from_str(&meta).ok())
                     .flatten(),
             }
         }
-        _ => KvRead::Error(str_at(&r, 1)),
+        _ => KvRead::Error(str_at(r, 1)),
     }
 }

@@ -119,7 +119,6 @@ async fn deliver(shard: &OutboxShard) -> Result<(), String> {
                         req.body.clone(),
                         timeout,
                         req.max_body_bytes,
-                        None,
                     )
                     .await
                     .observed,
