@@ -109,6 +109,13 @@ describe("understudy drill [B-DRILL]", () => {
     assert.deepEqual(d.json.alerts, []);
     const modes = d.json.breaker.transitions.map((t) => t.to);
     assert.ok(modes.includes("DEGRADED_FALLBACK") && modes.at(-1) === "PRIMARY_HEALTHY", modes.join(" "));
+    // The status endpoint's transitions carry what the breaker counted: the opening, the
+    // window's failures (the model hung: timeouts); the promotion, the probes' successes.
+    assert.equal(d.json.breaker.from_status_endpoint, true);
+    const opened = d.json.breaker.transitions.find((t) => t.to === "DEGRADED_FALLBACK");
+    assert.ok(opened.evidence?.failures > 0 && opened.evidence.calls >= opened.evidence.failures, JSON.stringify(opened));
+    const healed = d.json.breaker.transitions.at(-1);
+    assert.ok(healed.evidence?.calls > 0 && healed.evidence.failures === 0, JSON.stringify(healed));
     assert.ok(d.json.summary.tiers.user > 0, "the user tier answered during the fault");
     assert.match(d.svg, /model faulty/);
   });

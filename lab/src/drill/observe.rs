@@ -132,6 +132,10 @@ pub struct SeenTransition {
     pub at_ms: f64,
     pub from: &'static str,
     pub to: &'static str,
+    /// What the breaker had counted when an outcome moved it, as the status endpoint gives it
+    /// (`calls`, `failures`, `timeouts`, `p95_ms`); absent from the response headers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<serde_json::Value>,
 }
 
 /// The latest request sent at or before `at_ms` (the one whose handling caused it).
@@ -165,6 +169,7 @@ pub fn transitions_from_headers(obs: &[Observed]) -> Vec<SeenTransition> {
                     at_ms: o.sent_ms + o.latency_ms,
                     from: prev,
                     to: m,
+                    evidence: None,
                 });
             }
         }

@@ -222,6 +222,7 @@ mod tests {
             at_ms: 1000.0,
             from: "PRIMARY_HEALTHY",
             to: "DEGRADED_FALLBACK",
+            evidence: None,
         }];
         let svg = render(&Picture {
             title: "drill".into(),

@@ -51,6 +51,7 @@ pub fn parse_status(
                     at_ms: at - start_epoch_ms as f64,
                     from,
                     to,
+                    evidence: t.get("evidence").cloned(),
                 });
             }
         }
@@ -107,7 +108,8 @@ mod tests {
     #[test]
     fn status_documents_give_transitions_relative_to_the_start() {
         let doc = json!({"breaker": {"mode": "OPEN", "transitions": [
-            {"at": 1_000_500, "from": "CLOSED", "to": "OPEN"},
+            {"at": 1_000_500, "from": "CLOSED", "to": "OPEN",
+             "evidence": {"calls": 3, "failures": 3, "timeouts": 0, "p95_ms": null}},
             {"at_ms": 1_004_500, "from": "OPEN", "to": "HALF_OPEN"},
             {"at": 1_004_600, "from": "??", "to": "OPEN"},
             {"at_ms": 1_005_000, "from": "Probing", "to": "Healthy"}
@@ -116,6 +118,12 @@ mod tests {
         assert_eq!(mode, Some("OPEN"));
         assert_eq!(t.len(), 3);
         assert_eq!((t[0].at_ms, t[0].from, t[0].to), (500.0, "CLOSED", "OPEN"));
+        assert_eq!(
+            t[0].evidence,
+            Some(json!({"calls": 3, "failures": 3, "timeouts": 0, "p95_ms": null})),
+            "the evidence is kept"
+        );
+        assert_eq!(t[1].evidence, None);
         assert_eq!(
             (t[2].from, t[2].to),
             ("HALF_OPEN", "CLOSED"),

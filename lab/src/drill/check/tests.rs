@@ -122,16 +122,19 @@ fn incident(healthy_at: f64) -> (Vec<Observed>, Vec<SeenTransition>) {
             at_ms: 1100.0,
             from: "PRIMARY_HEALTHY",
             to: "DEGRADED_FALLBACK",
+            evidence: None,
         },
         SeenTransition {
             at_ms: 2500.0,
             from: "DEGRADED_FALLBACK",
             to: "RECOVERING_PROBE",
+            evidence: None,
         },
         SeenTransition {
             at_ms: healthy_at,
             from: "RECOVERING_PROBE",
             to: "PRIMARY_HEALTHY",
+            evidence: None,
         },
     ];
     (obs, tr)
