@@ -161,10 +161,7 @@ fn park(w: Waiting) -> u32 {
 fn on_step(id: u32, kind: u32, value: JsValue) -> JsValue {
     let Some(mut w) = FLIGHTS.with(|f| f.borrow_mut().remove(&id)) else {
         // Dropped as the oldest of too many waiting: nobody waits for it any more either.
-        let lost = Array::new();
-        lost.push(&JsValue::from(DONE));
-        lost.push(&shim::response(503, &[], "").into());
-        return lost.into();
+        return done(shim::response(503, &[], "")).into();
     };
     let event = match (&mut w.doing, kind) {
         (
