@@ -3,15 +3,21 @@
 // Regression guards for the issue "Edge runtime" (#3), "Evidence": every case asserts
 // status, headers, body and elapsed time.
 //
-// Elapsed time is measured by the test client around a loopback request into workerd, so
-// it is the budget plus SLACK_MS: Node's fetch and the loopback hop, the runtime's timer
-// granularity (a `setTimeout` fires at or after its time, never before), KV reads that
-// finish after the Worker's own clock said they fit, and scheduling on a shared 2-core
-// machine. Measured on the project machine (100 requests, origin hanging, three runs):
-// p50 54 ms, p99 63-69 ms, max 69-82 ms against the 60 ms budget; 40 ms of slack keeps
-// the assertion meaningful (a Worker that waited for the origin would take 800 ms) without
-// flaking under CI load. The Worker itself only schedules work that fits the budget (the
-// decision core's tests prove the arithmetic in virtual time).
+// Elapsed time is asserted twice (`assertWithin`):
+// - by the edge's own clock: its log line's `latency_ms` (request start to the answer, as
+//   the engine saw it) must be within the budget plus EDGE_SLACK_MS — the runtime's timer
+//   fires at or after its time, never before, and a KV read may finish after the Worker's
+//   clock said it fit;
+// - by the test client, around a loopback request into workerd through Miniflare's
+//   routing worker: within the budget plus SLACK_MS, which also covers Node's fetch and
+//   scheduling on a shared 2-core machine. Clean-clone CI runs have shown single answers
+//   241 and 265 ms after the request on this path (against ~10 ms usually) with nothing
+//   in the Worker to explain them, so the client's slack is wide.
+// Both slacks keep the assertion meaningful: every fault below would hold a Worker that
+// waited on it for 800 ms or more (a hang forever, a slow body 1 s). How fast the answer
+// comes is the bench's to measure (`understudy bench`), not a test's to flake on. The
+// Worker itself only schedules work that fits the budget (the decision core's tests prove
+// the arithmetic in virtual time).
 
 import { test, describe, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
@@ -39,8 +45,9 @@ requireEdge();
 /** policies/recommendations.toml: total budget, origin deadline. */
 const BUDGET_MS = 60;
 const DEADLINE_MS = 45;
-/** What the client sees beyond the budget (see the top of this file). */
-const SLACK_MS = Number(process.env.UNDERSTUDY_E2E_SLACK_MS ?? 40);
+/** What the edge's own clock may show beyond the budget, and the client's (see the top of this file). */
+const EDGE_SLACK_MS = Number(process.env.UNDERSTUDY_E2E_EDGE_SLACK_MS ?? 100);
+const SLACK_MS = Number(process.env.UNDERSTUDY_E2E_SLACK_MS ?? 250);
 const HOUR = 3_600_000;
 const ISS = "https://auth.mercado.example";
 
@@ -62,12 +69,30 @@ async function eventually(check, ms = 3_000) {
   }
 }
 
-function assertWithin(r, budgetMs = BUDGET_MS) {
-  assert.ok(r.elapsedMs < budgetMs + SLACK_MS, `answered in ${r.elapsedMs.toFixed(1)} ms; budget ${budgetMs} + slack ${SLACK_MS}`);
+/** The edge's log line for answer `r` (by its correlation ID); the runtime's stdout may lag the answer. */
+async function edgeLine(edge, r) {
+  const id = r.headers["x-correlation-id"];
+  assert.ok(id, "the answer carries X-Correlation-ID");
+  const line = await eventually(async () => edge.logs(true).find((l) => l.correlation_id === id), 2_000);
+  assert.ok(line, `the edge logged the answer with correlation ID ${id}`);
+  return line;
+}
+
+/** The answer came within the budget, by the edge's own clock and by the client's. */
+async function assertWithin(edge, r, budgetMs = BUDGET_MS) {
+  const line = await edgeLine(edge, r);
+  assert.ok(
+    line.latency_ms <= budgetMs + EDGE_SLACK_MS,
+    `the edge answered in ${line.latency_ms} ms by its own clock; budget ${budgetMs} + slack ${EDGE_SLACK_MS}`,
+  );
+  assert.ok(
+    r.elapsedMs < budgetMs + SLACK_MS,
+    `the client saw the answer after ${r.elapsedMs.toFixed(1)} ms (the edge's clock: ${line.latency_ms} ms); budget ${budgetMs} + slack ${SLACK_MS}`,
+  );
 }
 
 /** The full [E-DISCLOSE] set, and the [E-NOFALLBACK]-free invariant: not live, not personal. */
-function assertDegraded(r, { reason, tier, release, privateCc }) {
+async function assertDegraded(edge, r, { reason, tier, release, privateCc }) {
   assert.equal(r.status, 200, r.text);
   assert.equal(r.headers["x-degraded"], "true");
   assert.equal(r.headers["x-degraded-reason"], reason);
@@ -84,7 +109,7 @@ function assertDegraded(r, { reason, tier, release, privateCc }) {
   assert.equal(r.json?.source, "fallback");
   assert.equal(r.json?.tier, tier);
   assert.ok(Array.isArray(r.json?.items) && r.json.items.length > 0, r.text);
-  assertWithin(r);
+  await assertWithin(edge, r);
 }
 
 function assertEnvelope(r, { status, code, retryable }) {
@@ -141,7 +166,7 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
     assert.equal(r.json.degraded, false);
     assert.equal(r.json.is_personalized, true);
     assert.deepEqual(r.json.items.map((i) => i.sku), ["SIM-1", "SIM-2", "SIM-3"]);
-    assertWithin(r);
+    await assertWithin(stack.edge, r);
     const seen = (await stack.origin.stats()).recent.at(-1);
     assert.equal(seen.correlation_id, "e2e-healthy-1", "the correlation ID reaches the origin");
     assert.equal(seen.auth, true, "the credential from the secret binding reaches the origin");
@@ -153,7 +178,7 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
     const r = await get("hang-user", { category: "toys" });
     // A shared tier, but the request carried a bearer token: a shared cache must not replay
     // the answer to someone else, so it is `private` (docs/outcomes.md, "Caching").
-    assertDegraded(r, { reason: "ML_TIMEOUT", tier: "curated", release, privateCc: true });
+    await assertDegraded(stack.edge, r, { reason: "ML_TIMEOUT", tier: "curated", release, privateCc: true });
     assert.ok(r.elapsedMs >= DEADLINE_MS, `the race ran to its deadline (${r.elapsedMs} ms)`);
     // The abandoned call was cancelled (AbortController), not left hanging.
     const after = await eventually(async () => {
@@ -166,7 +191,7 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
   test("origin 5xx: ML_5XX, the category tier answers", async () => {
     await stack.origin.setFault({ kind: "status", code: 503 });
     const r = await get("five-user", { category: "audio" });
-    assertDegraded(r, { reason: "ML_5XX", tier: "category", release, privateCc: true });
+    await assertDegraded(stack.edge, r, { reason: "ML_5XX", tier: "category", release, privateCc: true });
     assert.deepEqual(r.json.items.map((i) => i.sku), ["SKU-2001", "SKU-1003", "SKU-1001"]);
     // Its age counts from the inventory snapshot it was validated against (an hour ago).
     assert.ok(Number(r.headers["x-result-age"]) >= 3600 - 5, r.headers["x-result-age"]);
@@ -175,39 +200,39 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
   test("origin 429 with Retry-After: ML_429, Retry-After on the answer", async () => {
     await stack.origin.setFault({ kind: "rate_limited", retry_after_s: 2 });
     const r = await get("limited-user", { category: "toys" });
-    assertDegraded(r, { reason: "ML_429", tier: "curated", release });
+    await assertDegraded(stack.edge, r, { reason: "ML_429", tier: "curated", release });
   });
 
   test("connection reset: ML_CONNECT", async () => {
     await stack.origin.setFault({ kind: "reset" });
     const r = await get("reset-user", { category: "toys" });
-    assertDegraded(r, { reason: "ML_CONNECT", tier: "curated", release });
+    await assertDegraded(stack.edge, r, { reason: "ML_CONNECT", tier: "curated", release });
   });
 
   test("headers in time but the body too slow: ML_TIMEOUT", async () => {
     await stack.origin.setFault({ kind: "slow_body", ms: 1_000, chunks: 10 });
     const r = await get("slow-body-user", { category: "toys" });
-    assertDegraded(r, { reason: "ML_TIMEOUT", tier: "curated", release });
+    await assertDegraded(stack.edge, r, { reason: "ML_TIMEOUT", tier: "curated", release });
   });
 
   test("malformed JSON: ML_BAD_RESPONSE", async () => {
     await stack.origin.setFault({ kind: "malformed" });
     const r = await get("malformed-user", { category: "toys" });
-    assertDegraded(r, { reason: "ML_BAD_RESPONSE", tier: "curated", release });
+    await assertDegraded(stack.edge, r, { reason: "ML_BAD_RESPONSE", tier: "curated", release });
   });
 
   test("empty list and wrong shape: ML_BAD_RESPONSE", async () => {
     await stack.origin.setFault({ kind: "empty" });
-    assertDegraded(await get("empty-user", { category: "toys" }), { reason: "ML_BAD_RESPONSE", tier: "curated", release });
+    await assertDegraded(stack.edge, await get("empty-user", { category: "toys" }), { reason: "ML_BAD_RESPONSE", tier: "curated", release });
     await stack.origin.setFault({ kind: "wrong_shape" });
-    assertDegraded(await get("empty-user", { category: "toys" }), { reason: "ML_BAD_RESPONSE", tier: "curated", release });
+    await assertDegraded(stack.edge, await get("empty-user", { category: "toys" }), { reason: "ML_BAD_RESPONSE", tier: "curated", release });
   });
 
   test("user tier fresh: answered from it, privately", async () => {
     await putKv("USER_RECS", userKey("fresh-user"), kvItems("fresh"), Date.now() - HOUR);
     await stack.origin.setFault({ kind: "status", code: 500 });
     const r = await get("fresh-user", { category: "audio" });
-    assertDegraded(r, { reason: "ML_5XX", tier: "user", release, privateCc: true });
+    await assertDegraded(stack.edge, r, { reason: "ML_5XX", tier: "user", release, privateCc: true });
     assert.deepEqual(r.json.items.map((i) => i.sku), ["fresh-1", "fresh-2"]);
     const age = Number(r.headers["x-result-age"]);
     assert.ok(age >= 3600 - 5 && age <= 3600 + 5, `X-Result-Age ${age}`);
@@ -217,14 +242,14 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
     await putKv("USER_RECS", userKey("stale-user"), kvItems("stale"), Date.now() - 4 * HOUR - 60_000);
     await stack.origin.setFault({ kind: "status", code: 500 });
     const r = await get("stale-user", { category: "audio" });
-    assertDegraded(r, { reason: "ML_5XX", tier: "category", release, privateCc: true });
+    await assertDegraded(stack.edge, r, { reason: "ML_5XX", tier: "category", release, privateCc: true });
   });
 
   test("KV timestamp in the future: a miss", async () => {
     await putKv("USER_RECS", userKey("future-user"), kvItems("future"), Date.now() + HOUR);
     await stack.origin.setFault({ kind: "status", code: 500 });
     const r = await get("future-user", { category: "audio" });
-    assertDegraded(r, { reason: "ML_5XX", tier: "category", release });
+    await assertDegraded(stack.edge, r, { reason: "ML_5XX", tier: "category", release });
     const line = stack.edge.logs(true).find((l) => l.correlation_id === r.headers["x-correlation-id"]);
     assert.ok(line?.notes?.some((n) => n.tier === "user" && n.code === "KV_FUTURE_TIMESTAMP"), JSON.stringify(line));
   });
@@ -233,7 +258,7 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
     await (await stack.edge.kv("USER_RECS")).put(userKey("garbage-user"), "<html>", { metadata: { written_at: Date.now() } });
     await stack.origin.setFault({ kind: "status", code: 500 });
     const r = await get("garbage-user", { category: "audio" });
-    assertDegraded(r, { reason: "ML_5XX", tier: "category", release });
+    await assertDegraded(stack.edge, r, { reason: "ML_5XX", tier: "category", release });
     const line = stack.edge.logs(true).find((l) => l.correlation_id === r.headers["x-correlation-id"]);
     assert.ok(line?.notes?.some((n) => n.code === "KV_NOT_JSON"), JSON.stringify(line));
   });
@@ -241,7 +266,7 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
   test("the origin recovers: the user tier is repopulated, once per refresh interval", async () => {
     const sub = "recovering-user";
     await stack.origin.setFault({ kind: "hang" });
-    assertDegraded(await get(sub, { category: "toys" }), { reason: "ML_TIMEOUT", tier: "curated", release });
+    await assertDegraded(stack.edge, await get(sub, { category: "toys" }), { reason: "ML_TIMEOUT", tier: "curated", release });
     await stack.origin.clearFault();
     const t0 = Date.now();
     const live = await get(sub, { category: "toys" });
@@ -259,7 +284,7 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
     assert.equal(again.metadata?.written_at, writtenAt, "no rewrite inside the refresh interval");
     // And the repopulated tier now answers when the origin fails again.
     await stack.origin.setFault({ kind: "status", code: 502 });
-    assertDegraded(await get(sub, { category: "toys" }), { reason: "ML_5XX", tier: "user", release, privateCc: true });
+    await assertDegraded(stack.edge, await get(sub, { category: "toys" }), { reason: "ML_5XX", tier: "user", release, privateCc: true });
   });
 
   test("bad parameters: 400 with the envelope, before any I/O", async () => {
@@ -275,7 +300,7 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
     for (const [r, code] of cases) {
       assertEnvelope(r, { status: 400, code, retryable: false });
       assert.ok(!r.text.includes("aaaaaaaaaa"), "the value is not echoed");
-      assertWithin(r);
+      await assertWithin(stack.edge, r);
     }
     assert.match(cases[0][0].json.message, /category/, "the message names the parameter");
     const forged = await stack.fetch("/v1/recommendations", { headers: { authorization: "Bearer a.b.c" } });
@@ -402,7 +427,7 @@ describe("edge: a policy with no tier left answers 504 / 503 (orders API, seed 0
     assertEnvelope(r, { status: 504, code: "DEPENDENCY_TIMEOUT", retryable: true });
     assert.equal(r.headers["retry-after"], "5");
     assert.equal(r.headers["x-degraded-reason"], "ML_TIMEOUT");
-    assertWithin(r, 400);
+    await assertWithin(edge, r, 400);
     await origin.clearFault();
   });
 
