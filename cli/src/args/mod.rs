@@ -321,8 +321,9 @@ pub struct BenchArgs {
     /// Prebuilt bare Worker directory (scripts/build-edge.sh --bare); built when absent.
     #[arg(long)]
     pub bare: Option<PathBuf>,
-    /// Another prebuilt edge directory, measured beside this one (breaker off) in the healthy
-    /// closed loop: an A/B of two builds in one workerd.
+    /// Another prebuilt edge directory, measured beside this one in one workerd: breaker off
+    /// in the healthy closed loop, and embedded tiers only with the model hung (an A/B of two
+    /// builds on the healthy and the degraded path).
     #[arg(long)]
     pub compare_edge: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "human")]

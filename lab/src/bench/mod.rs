@@ -53,6 +53,8 @@ const NOOP: Target = Target("noop");
 const EDGE_HEDGE: Target = Target("edge-hedge");
 /// `--compare-edge`: another prebuilt edge, baked like `edge-off`, for A/B measurements.
 const EDGE_B: Target = Target("edge-b");
+/// `--compare-edge`, baked like `edge-emb`: the degraded path's A/B.
+const EDGE_EMB_B: Target = Target("edge-emb-b");
 
 pub struct Options {
     pub policy: PathBuf,
@@ -70,7 +72,8 @@ pub struct Options {
     pub origin_latency_ms: u64,
     pub edge: Option<PathBuf>,
     pub bare: Option<PathBuf>,
-    /// Another prebuilt edge to measure beside `edge-off` in the healthy closed loop.
+    /// Another prebuilt edge to measure beside `edge-off` in the healthy closed loop, and
+    /// beside `edge-emb` with the model hung.
     pub compare_edge: Option<PathBuf>,
 }
 
@@ -233,11 +236,8 @@ pub fn run(opts: &Options) -> Result<Value> {
     let (edge_dir, module_bytes, module_gzip) = bake(&shipped, &edge_src, "edge")?;
     let off = sides::variant(base, Variant::BreakerOff)?;
     let (off_dir, _, _) = bake(&off, &edge_src, "edge-off")?;
-    let (emb_dir, _, _) = bake(
-        &sides::variant(base, Variant::EmbeddedOnly)?,
-        &edge_src,
-        "edge-emb",
-    )?;
+    let emb = sides::variant(base, Variant::EmbeddedOnly)?;
+    let (emb_dir, _, _) = bake(&emb, &edge_src, "edge-emb")?;
     let (hedge_dir, _, _) = bake(
         &sides::variant(base, Variant::Hedged)?,
         &edge_src,
@@ -266,6 +266,8 @@ pub fn run(opts: &Options) -> Result<Value> {
         let src = dist::edge::locate(Some(b))?;
         let (dir, _, _) = bake(&off, &src, "edge-b")?;
         workers.push((EDGE_B.0, dir));
+        let (dir, _, _) = bake(&emb, &src, "edge-emb-b")?;
+        workers.push((EDGE_EMB_B.0, dir));
     }
     let server = BenchServer::start(&root, &workers, &[], &origin.url())?;
     let (addr, pids, startup_ms) = (server.addr, server.workerd.clone(), server.startup_ms);
@@ -302,7 +304,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         let cold_peer = load::wave(addr, PEER, &cold_plans, timeout).await;
         for t in [EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER, EDGE_HEDGE, NOOP]
             .into_iter()
-            .chain(opts.compare_edge.as_ref().map(|_| EDGE_B))
+            .chain(opts.compare_edge.iter().flat_map(|_| [EDGE_B, EDGE_EMB_B]))
         {
             let warm = load::sequential(addr, t, std::slice::from_ref(&req), 50, timeout).await;
             if !warm.iter().any(|o| o.status == 200) {
@@ -374,14 +376,24 @@ pub fn run(opts: &Options) -> Result<Value> {
             user: None,
             ..req.clone()
         };
+        // With `--compare-edge`, the other build's embedded-only edge takes a turn in each
+        // round too, on its own connection, first in every other round.
         let mut emb_hung = Vec::with_capacity(opts.hung_rounds);
+        let mut emb_hung_b = Vec::new();
         let mut refused_hung = Vec::with_capacity(opts.hung_rounds);
         let mut timer_floor = Vec::with_capacity(opts.hung_rounds);
-        let (mut c, mut ct) = (None, None);
-        for _ in 0..opts.hung_rounds {
+        let (mut c, mut ct, mut cb) = (None, None, None);
+        for r in 0..opts.hung_rounds {
+            let b_first = opts.compare_edge.is_some() && r % 2 == 1;
+            if b_first {
+                emb_hung_b.push(server::once(&mut cb, addr, EDGE_EMB_B, &req, timeout).await);
+            }
             emb_hung.push(server::once(&mut c, addr, EDGE_EMB, &req, timeout).await);
             refused_hung.push(server::once(&mut c, addr, EDGE_EMB, &refused, timeout).await);
             timer_floor.push(server::once(&mut ct, addr, NOOP, &timer_req, timeout).await);
+            if opts.compare_edge.is_some() && !b_first {
+                emb_hung_b.push(server::once(&mut cb, addr, EDGE_EMB_B, &req, timeout).await);
+            }
         }
         let mut off_hung = Vec::new();
         let mut c = None;
@@ -439,6 +451,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             breaker_openings: new_openings(open_before, open_after),
             origin_served_hi: served_hi,
             emb_hung,
+            emb_hung_b,
             refused_hung,
             timer_floor,
             off_hung,

@@ -29,6 +29,9 @@ pub struct Measured {
     pub origin_served_hi: Vec<u64>,
     /// Model hung, sequential, embedded tiers only (breaker off).
     pub emb_hung: Vec<Observed>,
+    /// `--compare-edge`: the other build's embedded-only edge, interleaved with `emb_hung`
+    /// (empty without it).
+    pub emb_hung_b: Vec<Observed>,
     /// Interleaved with `emb_hung` on the same connection: requests the edge refuses before
     /// any I/O (the transport's and the runtime's own latency).
     pub refused_hung: Vec<Observed>,
@@ -131,12 +134,14 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
     let cold = lat(&m.cold_edge);
     let cold_peer = lat(&m.cold_peer);
     let (seq_e, seq_b) = (lat(&m.seq_edge), lat(&m.seq_bare));
-    let emb_over = Latency::of(
-        m.emb_hung
-            .iter()
-            .filter(|o| o.status == 200)
-            .map(|o| o.latency_ms - s.deadline_ms),
-    );
+    let over = |obs: &[Observed]| {
+        Latency::of(
+            obs.iter()
+                .filter(|o| o.status == 200)
+                .map(|o| o.latency_ms - s.deadline_ms),
+        )
+    };
+    let emb_over = over(&m.emb_hung);
     let refused = Latency::of(
         m.refused_hung
             .iter()
@@ -216,7 +221,8 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
                                        "origin_served": served(&m.origin_served_hi)},
             "hung_embedded_only": {"answers": m.emb_hung.iter().filter(|o| o.status == 200).count(),
                                    "latency": lat(&m.emb_hung), "ms_after_deadline": emb_over,
-                                   "refused_before_io": refused, "timer_floor_after_deadline": timer_floor},
+                                   "refused_before_io": refused, "timer_floor_after_deadline": timer_floor,
+                                   "edge_b_ms_after_deadline": (!m.emb_hung_b.is_empty()).then(|| over(&m.emb_hung_b))},
             "hung_every_tier_breaker_off": {"answers": m.off_hung.iter().filter(|o| o.status == 200).count(),
                                             "latency": lat(&m.off_hung), "ms_after_deadline_by_tier": tiers},
             "hung_closed_loop_64": {"edge": slice_json(hung_edge), "peer": slice_json(hung_peer),
@@ -363,6 +369,17 @@ pub fn human(d: &Value) -> String {
         d["deadline_ms"],
         f(&d["timer_floor_p99_over_deadline_ms"])
     ));
+    let b = &det["hung_embedded_only"]["edge_b_ms_after_deadline"];
+    if b.is_object() {
+        let a = &det["hung_embedded_only"]["ms_after_deadline"];
+        s.push_str(&format!(
+            "  --compare-edge, interleaved: p50 / p99 after the deadline {} / {} ms (this build {} / {} ms)\n",
+            f(&b["p50_ms"]),
+            f(&b["p99_ms"]),
+            f(&a["p50_ms"]),
+            f(&a["p99_ms"])
+        ));
+    }
     if let Some(t) = det["hung_every_tier_breaker_off"]["ms_after_deadline_by_tier"].as_object() {
         for (tier, l) in t {
             s.push_str(&format!(
@@ -395,133 +412,4 @@ pub fn human(d: &Value) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::drill::observe::Disclosed;
-
-    fn ok(ms: f64, tier: Option<&str>) -> Observed {
-        Observed {
-            status: 200,
-            latency_ms: ms,
-            headers: Disclosed {
-                tier: tier.map(String::from),
-                source: Some(if tier.is_some() { "fallback" } else { "origin" }.into()),
-                ..Disclosed::default()
-            },
-            ..Observed::default()
-        }
-    }
-
-    fn refused_405(ms: f64) -> Observed {
-        Observed {
-            status: 405,
-            latency_ms: ms,
-            ..Observed::default()
-        }
-    }
-
-    fn slice(rps: f64, live: bool) -> Slice {
-        let answers = (rps * 2.0) as u64;
-        Slice {
-            secs: 2.0,
-            answers,
-            live: if live { answers } else { 0 },
-            latencies: vec![10.0, 20.0],
-            latency: Latency::of([10.0, 20.0]),
-            cpu_us_per_request: Some(500.0),
-            ..Slice::default()
-        }
-    }
-
-    #[test]
-    fn the_origins_answer_times_read_from_its_histogram() {
-        let mut h = vec![0u64; 1024];
-        h[25] = 90;
-        h[40] = 9;
-        h[1023] = 1;
-        let v = served(&h);
-        assert_eq!(v["answers"], 100);
-        assert_eq!(v["p50_ms"], 25);
-        assert_eq!(v["p95_ms"], 40);
-        assert_eq!(v["p99_ms"], 40);
-        h[1023] = 5;
-        assert_eq!(served(&h)["p99_ms"], Value::Null, "past the last bin");
-        assert_eq!(served(&[0; 4])["p50_ms"], Value::Null);
-    }
-
-    #[test]
-    fn the_document_holds_the_named_figures_and_judges_the_targets() {
-        let m = Measured {
-            cold_edge: vec![ok(40.0, None); 10],
-            cold_peer: vec![ok(50.0, None); 10],
-            seq_edge: vec![ok(30.0, None); 10],
-            seq_bare: vec![ok(29.0, None); 10],
-            healthy_c: vec![
-                slice(600.0, true),
-                slice(400.0, true),
-                slice(700.0, true),
-                slice(600.0, true),
-            ],
-            healthy_hi: vec![slice(600.0, true), slice(400.0, true), slice(3000.0, true)],
-            breaker_openings: Some(Vec::new()),
-            origin_served_hi: vec![0; 1024],
-            emb_hung: vec![ok(46.0, Some("curated")); 10],
-            refused_hung: vec![refused_405(0.8); 10],
-            timer_floor: vec![ok(46.5, None); 10],
-            off_hung: vec![ok(53.0, Some("user")), ok(56.0, Some("curated"))],
-            hung_hi: vec![
-                slice(1500.0, false),
-                slice(500.0, false),
-                slice(3000.0, true),
-            ],
-            bare_hung: Observed::default(),
-            origin_calls: 100,
-            tail: Tail {
-                plain: vec![ok(20.0, None); 19]
-                    .into_iter()
-                    .chain([ok(50.0, Some("user"))])
-                    .collect(),
-                hedged: vec![ok(20.0, None); 20],
-                calls_plain: 20,
-                calls_hedged: 21,
-                fast_ms: 15,
-                slow_ms: 200,
-                slow_per_mille: 50,
-            },
-        };
-        let s = Setup {
-            policy: "p",
-            breaker: true,
-            origin_latency_ms: 25,
-            deadline_ms: 45.0,
-            budget_ms: 60.0,
-            concurrency: 16,
-            rounds: 10,
-            module_bytes: 1,
-            module_gzip_bytes: 1,
-            bare_module_gzip_bytes: 1,
-            peer_bytes: 1,
-            startup_ms: 700.0,
-        };
-        let d = document(&s, &m);
-        assert_eq!(d["degraded_p99_over_deadline_ms"], 1.0);
-        assert_eq!(d["refused_before_io_p99_ms"], 0.8);
-        assert_eq!(d["deadline_to_answer_p99_ms"]["user"], 8.0);
-        assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
-        assert_eq!(d["noop_c64_p99_ms"], 20.0);
-        assert_eq!(d["timer_floor_p99_over_deadline_ms"], 1.5);
-        assert_eq!(d["detail"]["hung_closed_loop_64"]["noop"]["rps"], 3000.0);
-        assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
-        assert_eq!(d["breaker_openings_healthy"], 0);
-        assert_eq!(d["targets"]["degraded_p99_within_deadline_plus_2ms"], true);
-        assert_eq!(d["targets"]["cold_first_wave_within_budget"], true);
-        assert_eq!(d["targets"]["healthy_p50_within_5_percent_of_bare"], true);
-        assert_eq!(d["cpu_us_per_request"]["healthy"]["js"], 500.0);
-        let h = human(&d);
-        assert!(
-            h.contains("Breaker openings with a healthy origin: 0"),
-            "{h}"
-        );
-        assert!(h.contains("user"), "{h}");
-    }
-}
+mod tests;

@@ -1,0 +1,158 @@
+//! The bench document from made-up measurements: named figures, targets, the human text.
+
+use super::*;
+use crate::drill::observe::Disclosed;
+
+fn ok(ms: f64, tier: Option<&str>) -> Observed {
+    Observed {
+        status: 200,
+        latency_ms: ms,
+        headers: Disclosed {
+            tier: tier.map(String::from),
+            source: Some(if tier.is_some() { "fallback" } else { "origin" }.into()),
+            ..Disclosed::default()
+        },
+        ..Observed::default()
+    }
+}
+
+fn refused_405(ms: f64) -> Observed {
+    Observed {
+        status: 405,
+        latency_ms: ms,
+        ..Observed::default()
+    }
+}
+
+fn slice(rps: f64, live: bool) -> Slice {
+    let answers = (rps * 2.0) as u64;
+    Slice {
+        secs: 2.0,
+        answers,
+        live: if live { answers } else { 0 },
+        latencies: vec![10.0, 20.0],
+        latency: Latency::of([10.0, 20.0]),
+        cpu_us_per_request: Some(500.0),
+        ..Slice::default()
+    }
+}
+
+#[test]
+fn the_origins_answer_times_read_from_its_histogram() {
+    let mut h = vec![0u64; 1024];
+    h[25] = 90;
+    h[40] = 9;
+    h[1023] = 1;
+    let v = served(&h);
+    assert_eq!(v["answers"], 100);
+    assert_eq!(v["p50_ms"], 25);
+    assert_eq!(v["p95_ms"], 40);
+    assert_eq!(v["p99_ms"], 40);
+    h[1023] = 5;
+    assert_eq!(served(&h)["p99_ms"], Value::Null, "past the last bin");
+    assert_eq!(served(&[0; 4])["p50_ms"], Value::Null);
+}
+
+fn measured() -> Measured {
+    Measured {
+        cold_edge: vec![ok(40.0, None); 10],
+        cold_peer: vec![ok(50.0, None); 10],
+        seq_edge: vec![ok(30.0, None); 10],
+        seq_bare: vec![ok(29.0, None); 10],
+        healthy_c: vec![
+            slice(600.0, true),
+            slice(400.0, true),
+            slice(700.0, true),
+            slice(600.0, true),
+        ],
+        healthy_hi: vec![slice(600.0, true), slice(400.0, true), slice(3000.0, true)],
+        breaker_openings: Some(Vec::new()),
+        origin_served_hi: vec![0; 1024],
+        emb_hung: vec![ok(46.0, Some("curated")); 10],
+        emb_hung_b: Vec::new(),
+        refused_hung: vec![refused_405(0.8); 10],
+        timer_floor: vec![ok(46.5, None); 10],
+        off_hung: vec![ok(53.0, Some("user")), ok(56.0, Some("curated"))],
+        hung_hi: vec![
+            slice(1500.0, false),
+            slice(500.0, false),
+            slice(3000.0, true),
+        ],
+        bare_hung: Observed::default(),
+        origin_calls: 100,
+        tail: Tail {
+            plain: vec![ok(20.0, None); 19]
+                .into_iter()
+                .chain([ok(50.0, Some("user"))])
+                .collect(),
+            hedged: vec![ok(20.0, None); 20],
+            calls_plain: 20,
+            calls_hedged: 21,
+            fast_ms: 15,
+            slow_ms: 200,
+            slow_per_mille: 50,
+        },
+    }
+}
+
+fn setup() -> Setup<'static> {
+    Setup {
+        policy: "p",
+        breaker: true,
+        origin_latency_ms: 25,
+        deadline_ms: 45.0,
+        budget_ms: 60.0,
+        concurrency: 16,
+        rounds: 10,
+        module_bytes: 1,
+        module_gzip_bytes: 1,
+        bare_module_gzip_bytes: 1,
+        peer_bytes: 1,
+        startup_ms: 700.0,
+    }
+}
+
+#[test]
+fn the_document_holds_the_named_figures_and_judges_the_targets() {
+    let m = measured();
+    let s = setup();
+    let d = document(&s, &m);
+    assert_eq!(d["degraded_p99_over_deadline_ms"], 1.0);
+    assert_eq!(d["refused_before_io_p99_ms"], 0.8);
+    assert_eq!(d["deadline_to_answer_p99_ms"]["user"], 8.0);
+    assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
+    assert_eq!(d["noop_c64_p99_ms"], 20.0);
+    assert_eq!(d["timer_floor_p99_over_deadline_ms"], 1.5);
+    assert_eq!(d["detail"]["hung_closed_loop_64"]["noop"]["rps"], 3000.0);
+    assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
+    assert_eq!(d["breaker_openings_healthy"], 0);
+    assert_eq!(d["targets"]["degraded_p99_within_deadline_plus_2ms"], true);
+    assert_eq!(d["targets"]["cold_first_wave_within_budget"], true);
+    assert_eq!(d["targets"]["healthy_p50_within_5_percent_of_bare"], true);
+    assert_eq!(d["cpu_us_per_request"]["healthy"]["js"], 500.0);
+    let h = human(&d);
+    assert!(
+        h.contains("Breaker openings with a healthy origin: 0"),
+        "{h}"
+    );
+    assert!(h.contains("user"), "{h}");
+}
+
+#[test]
+fn with_compare_edge_the_other_builds_degraded_answers_are_reported_beside_these() {
+    let (mut m, s) = (measured(), setup());
+    assert!(document(&s, &m)["detail"]["hung_embedded_only"]["edge_b_ms_after_deadline"].is_null());
+    m.emb_hung_b = vec![ok(48.0, Some("curated")); 10];
+    let d = document(&s, &m);
+    let b = &d["detail"]["hung_embedded_only"]["edge_b_ms_after_deadline"];
+    assert_eq!(b["p99_ms"], 3.0);
+    assert_eq!(
+        d["degraded_p99_over_deadline_ms"], 1.0,
+        "this build's figure is its own"
+    );
+    let h = human(&d);
+    assert!(
+        h.contains("--compare-edge, interleaved: p50 / p99 after the deadline 3.00 / 3.00 ms (this build 1.00 / 1.00 ms)"),
+        "{h}"
+    );
+}
