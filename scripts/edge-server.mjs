@@ -153,7 +153,7 @@ export async function seedKv(mf, seed, { now = Date.now() } = {}) {
  */
 /**
  * A KV namespace whose reads take `delayMs` longer (tests of tiers whose read overruns its
- * timeout). Miniflare's wrapped bindings: the Worker sees an object with the KV methods,
+ * timeout), and whose writes fail when `failPuts` (tests of a failed write-through). Miniflare's wrapped bindings: the Worker sees an object with the KV methods,
  * implemented by a second worker that waits, then reads the real local namespace.
  */
 const SLOW_KV_WORKER = `
@@ -162,7 +162,10 @@ export default function (env) {
   return {
     async get(key, opts) { await wait(); return env.INNER.get(key, opts); },
     async getWithMetadata(key, opts) { await wait(); return env.INNER.getWithMetadata(key, opts); },
-    async put(key, value, opts) { return env.INNER.put(key, value, opts); },
+    async put(key, value, opts) {
+      if (env.failPuts) throw new Error("simulated KV outage: put refused");
+      return env.INNER.put(key, value, opts);
+    },
     async delete(key) { return env.INNER.delete(key); },
     async list(opts) { return env.INNER.list(opts); },
   };
@@ -220,10 +223,12 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
   }
   const wrappedBindings = {};
   const wrappers = [];
-  for (const [name, delayMs] of Object.entries(slowKv)) {
+  // `slowKv`: binding → read delay in ms, or { delayMs, failPuts }.
+  for (const [name, how] of Object.entries(slowKv)) {
     if (!b.kv.includes(name)) throw new Error(`slowKv: ${name} is not a KV binding of this build (${b.kv.join(", ")})`);
     const scriptName = `slow-kv-${name.toLowerCase()}`;
-    wrappedBindings[name] = { scriptName, bindings: { delayMs } };
+    const { delayMs = 0, failPuts = false } = typeof how === "number" ? { delayMs: how } : how;
+    wrappedBindings[name] = { scriptName, bindings: { delayMs, failPuts } };
     wrappers.push({ name: scriptName, modules: true, script: SLOW_KV_WORKER, kvNamespaces: { INNER: name } });
   }
   const mf = miniflare({

@@ -6,7 +6,7 @@ use understudy_core::writethrough::KvWrite;
 use wasm_bindgen::JsValue;
 use worker::{console_log, Env};
 
-use crate::isolate;
+use crate::{isolate, shim};
 
 /// The namespace object bound as `binding`, as the runtime gives it (for `us_kv`).
 pub fn namespace(env: &Env, binding: &str) -> Result<JsValue, String> {
@@ -16,26 +16,27 @@ pub fn namespace(env: &Env, binding: &str) -> Result<JsValue, String> {
     }
 }
 
-/// Performs the planned writes; a failed one is reported to the engine, which forgets it so
-/// a later live answer writes again.
-pub async fn write_all(env: Env, writes: Vec<KvWrite>, correlation_id: String) {
+/// Starts the planned writes in the background (`ctx.waitUntil`, in JS: `crate::shim::put`);
+/// a failed one is reported to the engine, which forgets it so a later live answer writes
+/// again. No Rust future: the put's promise is the runtime's own.
+pub fn write_all(env: &Env, ctx: &JsValue, writes: Vec<KvWrite>, correlation_id: &str) {
     for w in writes {
-        let result = async {
-            let store = env.kv(&w.binding).map_err(|e| e.to_string())?;
-            store
-                .put(&w.key, w.value.as_str())
-                .map_err(|e| e.to_string())?
-                .metadata(&w.metadata)
-                .map_err(|e| e.to_string())?
-                .execute()
-                .await
-                .map_err(|e| e.to_string())
+        match namespace(env, &w.binding) {
+            Ok(ns) => shim::put(ctx, &ns, &w, correlation_id),
+            Err(e) => failed(&w.binding, &w.key, &e, correlation_id),
         }
-        .await;
-        if let Err(e) = result {
-            if let Ok(line) = isolate::with_engine(|en| en.write_failed(&w, &e, &correlation_id)) {
-                console_log!("{}", line);
-            }
-        }
+    }
+}
+
+/// Write `binding`/`key` failed with `error`: the engine forgets it, and its log line goes out.
+pub fn failed(binding: &str, key: &str, error: &str, correlation_id: &str) {
+    let w = KvWrite {
+        binding: binding.to_string(),
+        key: key.to_string(),
+        value: String::new(),
+        metadata: serde_json::Value::Null,
+    };
+    if let Ok(line) = isolate::with_engine(|en| en.write_failed(&w, error, correlation_id)) {
+        console_log!("{}", line);
     }
 }

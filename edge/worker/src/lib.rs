@@ -1,6 +1,6 @@
 //! The Understudy Worker: the I/O around `understudy_core::engine`, and nothing else.
 //!
-//! `#[event(fetch)]` calls one [`serve::serve`], which drives the engine: it performs each
+//! The `fetch` export calls one [`serve::serve`], which drives the engine: it performs each
 //! action the engine asks for (a rate-limiter call, a fetch raced against its timeout and
 //! aborted when it loses, a KV read, a wait) and feeds back what happened with the time.
 //! Every decision — parameters, breaker, retries, cascade, disclosure, counters, the log
@@ -21,7 +21,7 @@ mod shim;
 pub use outbox::OutboxShard;
 
 use wasm_bindgen::prelude::wasm_bindgen;
-use worker::{web_sys, Context, Env};
+use worker::{web_sys, Env};
 
 /// Decodes the bake and builds the engine when the module is instantiated, while the isolate
 /// starts (the JS entry publishes the bake before the glue instantiates the module): the
@@ -39,5 +39,5 @@ pub fn understudy_warm() {
 /// settles ([`serve`]), so no Rust future stands between the runtime and the answer.
 #[wasm_bindgen]
 pub fn fetch(req: web_sys::Request, env: Env, ctx: worker::worker_sys::Context) -> js_sys::Promise {
-    serve::serve(req, env, Context::new(ctx))
+    serve::serve(req, env, ctx.into())
 }

@@ -7,8 +7,8 @@
 //! [`on_step`] synchronously with what happened, and performs the next action it returns.
 //! No Rust future awaits a JS promise on the request path: each await is JavaScript's own,
 //! without wasm-bindgen-futures' closures and queued wake-ups. The flight waits between
-//! steps in [`FLIGHTS`]. The rarer actions (rate limiter, request body, outbox shards) are
-//! performed in Rust ([`on_perform`]) and their event handed to the next step.
+//! steps in [`FLIGHTS`]. The rarer actions (request body, outbox shards) are performed in
+//! Rust ([`on_perform`]) and their event handed to the next step.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -18,7 +18,7 @@ use understudy_core::cascade::KvRead;
 use understudy_core::engine::{self, Action, Bindings, Event, Flight, Incoming, Reply};
 use understudy_core::events::protocol::ShardRequest;
 use wasm_bindgen::prelude::*;
-use worker::{console_log, wasm_bindgen_futures, web_sys, Context, Env};
+use worker::{console_log, wasm_bindgen_futures, web_sys, Env};
 
 use crate::isolate::{self, now};
 use crate::{analytics, body, kv, shards, shim};
@@ -46,6 +46,7 @@ const RACE: u32 = 1;
 const KV: u32 = 2;
 const WAIT: u32 = 3;
 const IN_RUST: u32 = 4;
+const LIMIT: u32 = 5;
 
 /// Flights waiting for their next event. A request the runtime cancels (the client went
 /// away) never reports back; past this many waiting, the oldest is dropped.
@@ -56,7 +57,8 @@ struct Waiting {
     flight: Flight<'static>,
     req: web_sys::Request,
     env: Env,
-    ctx: Context,
+    /// The runtime's execution context (its `waitUntil` keeps the write-through alive).
+    ctx: JsValue,
     incoming: shim::Incoming,
     seed: u64,
     doing: Doing,
@@ -71,17 +73,24 @@ enum Doing {
     },
     Kv,
     Wait,
+    Limit,
     InRust(Option<Slow>, Option<Event>),
 }
 
 /// The actions performed in Rust ([`on_perform`]).
 enum Slow {
-    Limit { binding: &'static str, key: String },
     Body { max_bytes: u64 },
     Shards(Vec<(String, ShardRequest)>),
 }
 
 thread_local! {
+    /// The request headers the engine reads (`Engine::request_headers`; without an engine,
+    /// the ones it reads whatever the policy), as a JS array made once per isolate.
+    static HEADER_NAMES: Array = {
+        let names: Vec<String> = isolate::with_engine(|e| e.request_headers().to_vec())
+            .unwrap_or_else(|_| engine::READ_HEADERS.iter().map(|h| h.to_string()).collect());
+        names.iter().map(|n| JsValue::from_str(n)).collect()
+    };
     static FLIGHTS: RefCell<BTreeMap<u32, Waiting>> = const { RefCell::new(BTreeMap::new()) };
     static NEXT_ID: Cell<u32> = const { Cell::new(0) };
     /// `on_step` and `on_perform` as JS functions, made once per isolate.
@@ -108,9 +117,9 @@ fn incoming_of(r: &shim::Incoming) -> Incoming<'_> {
     }
 }
 
-pub fn serve(req: web_sys::Request, env: Env, ctx: Context) -> Promise {
+pub fn serve(req: web_sys::Request, env: Env, ctx: JsValue) -> Promise {
     let arrived = now();
-    let r = shim::incoming(&req);
+    let r = HEADER_NAMES.with(|names| shim::incoming(&req, names));
     let seed = isolate::seed();
     let started =
         isolate::with_engine(|e| e.start(arrived, &incoming_of(&r), &WorkerEnv(&env), seed));
@@ -185,6 +194,7 @@ fn on_step(id: u32, kind: u32, value: JsValue) -> JsValue {
         }
         (Doing::Kv, KV) => Event::Kv(shim::kv_read(&value)),
         (Doing::Wait, WAIT) => Event::Woke,
+        (Doing::Limit, LIMIT) => Event::Limited(shim::limited(&value)),
         (Doing::InRust(_, event), IN_RUST) => match event.take() {
             Some(e) => e,
             None => return finish(&mut w, "the action performed in Rust reported nothing"),
@@ -228,7 +238,6 @@ fn on_perform(id: u32) -> Promise {
             return Ok(JsValue::UNDEFINED);
         };
         let event = match slow {
-            Slow::Limit { binding, key } => Event::Limited(limit(&env, binding, key).await),
             Slow::Body { max_bytes } => Event::Body(body::read(&req, max_bytes).await),
             Slow::Shards(calls) => Event::Shards(shards::call_all(&env, calls).await),
         };
@@ -325,8 +334,10 @@ fn dispatch(w: &mut Waiting, mut action: Action<'static>) -> Array {
                 return a;
             }
             Action::Limit { binding, key } => {
-                w.doing = Doing::InRust(Some(Slow::Limit { binding, key }), None);
-                a.push(&JsValue::from(IN_RUST));
+                w.doing = Doing::Limit;
+                a.push(&JsValue::from(LIMIT));
+                a.push(&JsValue::from_str(binding));
+                a.push(&JsValue::from_str(&key));
                 return a;
             }
             Action::ReadBody { max_bytes } => {
@@ -343,29 +354,15 @@ fn dispatch(w: &mut Waiting, mut action: Action<'static>) -> Array {
     }
 }
 
-/// [E-STORM] The Rate Limiting binding's verdict for `key`.
-async fn limit(env: &Env, binding: &str, key: String) -> Result<bool, String> {
-    let limiter = env.rate_limiter(binding).map_err(|e| e.to_string())?;
-    limiter
-        .limit(key)
-        .await
-        .map(|o| o.success)
-        .map_err(|e| e.to_string())
-}
-
 /// Sends the engine's reply: the response, the log line, the data point, and the
 /// write-through in the background.
-fn send(reply: Reply, env: &Env, ctx: &Context) -> web_sys::Response {
+fn send(reply: Reply, env: &Env, ctx: &JsValue) -> web_sys::Response {
     console_log!("{}", reply.log);
     if let Some(point) = &reply.point {
         analytics::write(env, point);
     }
     if !reply.writes.is_empty() {
-        ctx.wait_until(kv::write_all(
-            env.clone(),
-            reply.writes,
-            reply.correlation_id,
-        ));
+        kv::write_all(env, ctx, reply.writes, &reply.correlation_id);
     }
     // The compiler validated every value the policy puts here; one the runtime still
     // refuses is dropped, never fatal.

@@ -78,8 +78,32 @@ pub struct Incoming<'a> {
     pub headers: &'a [(String, String)],
 }
 
+/// The request headers the engine reads whatever the policy (names lower-case): a driver may
+/// hand it only these and the policy's own ([`Engine::request_headers`]). A header the
+/// engine reads must be listed here; the tests record every name it asks for and check.
+pub const READ_HEADERS: &[&str] = &[
+    "authorization",
+    "cookie",
+    "cf-connecting-ip",
+    "x-correlation-id",
+    trace::TRACEPARENT,
+    trace::TRACESTATE,
+    "content-length",
+    "content-type",
+];
+
+#[cfg(test)]
+thread_local! {
+    /// Every header name [`Incoming::header`] was asked for on this thread (the tests check
+    /// them against [`READ_HEADERS`] and the policy's).
+    pub(crate) static HEADERS_ASKED: std::cell::RefCell<std::collections::BTreeSet<String>> =
+        const { std::cell::RefCell::new(std::collections::BTreeSet::new()) };
+}
+
 impl<'a> Incoming<'a> {
     pub fn header(&self, name: &str) -> Option<&'a str> {
+        #[cfg(test)]
+        HEADERS_ASKED.with(|h| h.borrow_mut().insert(name.to_ascii_lowercase()));
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -117,6 +141,25 @@ pub struct Engine<'p> {
     queue_delay_ms: u64,
     /// When the model was last heard from, and the timeouts waiting for it ([`verdict`]).
     verdicts: verdict::Verdicts,
+    /// The request headers this policy's engine reads ([`Engine::request_headers`]).
+    request_headers: Vec<String>,
+}
+
+fn request_headers(policy: &Policy) -> Vec<String> {
+    let mut names: Vec<String> = READ_HEADERS.iter().map(|h| h.to_string()).collect();
+    let own = policy
+        .params
+        .iter()
+        .filter(|p| p.source == crate::policy::ParamSource::Header)
+        .map(|p| p.from.as_str())
+        .chain(policy.origin.idempotency_key_header.as_deref());
+    for h in own {
+        let h = h.to_ascii_lowercase();
+        if !names.contains(&h) {
+            names.push(h);
+        }
+    }
+    names
 }
 
 /// One origin call's slot in the bulkhead, given back when the call ends — or when the
@@ -164,7 +207,15 @@ impl<'p> Engine<'p> {
                 .hedge
                 .as_ref()
                 .map_or(0.0, |h| f64::from(h.burst)),
+            request_headers: request_headers(&bake.policy),
         })
+    }
+
+    /// Every request header the engine may read for this policy, lower-case, each once:
+    /// [`READ_HEADERS`], the header parameters and the idempotency-key header. A driver that
+    /// reads headers one by one (cheaper than copying them all) reads these.
+    pub fn request_headers(&self) -> &[String] {
+        &self.request_headers
     }
 
     /// The driver's measurement of the isolate's scheduling delay: how late a zero-delay
