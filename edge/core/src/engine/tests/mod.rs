@@ -1,0 +1,488 @@
+//! The engine driven end to end in virtual time, as the Worker and `simulate` drive it.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::*;
+use crate::cascade::KvRead;
+use crate::classify::Observed;
+use crate::policy::{Breaker as BreakerCfg, ClientErrors, Storm};
+use crate::testing::{seed_catalog, seed_policy, HOUR, NOW};
+
+fn bake(p: crate::policy::Policy) -> Bake {
+    Bake {
+        release_id: "r-test".into(),
+        policy_hash: "p".into(),
+        catalog_hash: "c".into(),
+        validated_at_ms: NOW - HOUR,
+        compiler_version: "0".into(),
+        policy: p,
+        catalog: Some(seed_catalog()),
+    }
+}
+
+fn env() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("MODEL_API_KEY".to_string(), "model-secret".to_string()),
+        ("ADMIN".to_string(), "admin-secret".to_string()),
+    ])
+}
+
+fn get(path: &str, headers: &[(&str, &str)]) -> (String, Vec<(String, String)>) {
+    (
+        path.to_string(),
+        headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+fn at(ms: u64) -> Millis {
+    Millis(NOW + ms)
+}
+
+fn status(code: u16) -> Observed {
+    Observed::Response {
+        status: code,
+        retry_after: None,
+        body: Vec::new(),
+    }
+}
+
+fn ok() -> Observed {
+    Observed::Response {
+        status: 200,
+        retry_after: None,
+        body: br#"{"items":[{"sku":"M1"}]}"#.to_vec(),
+    }
+}
+
+/// Runs one request: the origin answers `origin` at `t0 + 5 ms`, KV misses.
+fn run(engine: &mut Engine<'_>, t0: u64, path: &str, origin: Observed) -> Reply {
+    let (path, headers) = get(path, &[]);
+    let req = Incoming {
+        method: "GET",
+        path: &path,
+        query: "",
+        headers: &headers,
+    };
+    let (mut f, mut a) = engine.start(at(t0), &req, &env(), t0 + 1);
+    let mut t = t0;
+    loop {
+        a = match a {
+            Action::FetchOrigin { .. } => {
+                t += 5;
+                engine.step(&mut f, at(t), Event::Origin(origin.clone()))
+            }
+            Action::ReadKv { timeout_ms, .. } => {
+                t += timeout_ms.min(1);
+                engine.step(
+                    &mut f,
+                    at(t),
+                    Event::Kv(KvRead::Value {
+                        value: None,
+                        metadata: None,
+                    }),
+                )
+            }
+            Action::Respond(r) => return *r,
+            other => panic!("unexpected {other:?}"),
+        };
+    }
+}
+
+/// One healthy request, so the isolate is no longer cold: the breaker learns from what
+/// starts after it.
+fn warm(engine: &mut Engine<'_>) {
+    assert_eq!(run(engine, 0, "/recommendations/warm", ok()).status, 200);
+}
+
+fn body(r: &Reply) -> Value {
+    serde_json::from_str(&r.body).unwrap()
+}
+
+fn log(r: &Reply) -> Value {
+    serde_json::from_str(&r.log).unwrap()
+}
+
+#[test]
+fn a_live_answer_carries_trace_and_credential_to_the_origin_and_writes_through() {
+    let b = bake(seed_policy());
+    let mut e = Engine::new(&b).unwrap();
+    let (path, headers) = get(
+        "/recommendations/alice",
+        &[(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )],
+    );
+    let req = Incoming {
+        method: "GET",
+        path: &path,
+        query: "category=audio",
+        headers: &headers,
+    };
+    let (mut f, a) = e.start(at(0), &req, &env(), 9);
+    let Action::FetchOrigin {
+        request,
+        timeout_ms,
+        ..
+    } = a
+    else {
+        panic!("{a:?}")
+    };
+    assert_eq!(timeout_ms, 45);
+    assert_eq!(request.header("authorization"), Some("Bearer model-secret"));
+    assert!(request
+        .header("traceparent")
+        .unwrap()
+        .starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
+    assert_eq!(request.header("x-correlation-id"), Some(f.correlation_id()));
+    assert!(request.url.contains("user_id=alice") && request.url.contains("category=audio"));
+    let Action::Respond(r) = e.step(&mut f, at(20), Event::Origin(ok())) else {
+        panic!()
+    };
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("X-Degraded"), Some("false"));
+    assert_eq!(body(&r)["is_personalized"], true);
+    assert_eq!(r.writes.len(), 1, "the user tier is written through");
+    let l = log(&r);
+    assert_eq!(l["outcome"], "live");
+    assert_eq!(l["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(l["latency_ms"], 20);
+    assert!(!r.log.contains("alice"), "no raw user ID in the log");
+    assert!(!r.log.contains("model-secret"), "no secret in the log");
+    assert!(f.is_done());
+    assert_eq!(e.counters().live, 1);
+}
+
+#[test]
+fn bad_input_is_refused_before_any_io() {
+    let b = bake(seed_policy());
+    let mut e = Engine::new(&b).unwrap();
+    let (path, headers) = get("/recommendations/al%0Aice", &[]);
+    let req = Incoming {
+        method: "GET",
+        path: &path,
+        query: "",
+        headers: &headers,
+    };
+    let (_, a) = e.start(at(0), &req, &env(), 1);
+    let Action::Respond(r) = a else {
+        panic!("{a:?}")
+    };
+    assert_eq!(r.status, 400);
+    assert_eq!(body(&r)["retryable"], false);
+    assert_eq!(log(&r)["outcome"], "bad_request");
+}
+
+#[test]
+fn fifty_origin_404s_leave_the_breaker_closed_and_pass_through() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 3,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    for i in 0..50 {
+        let r = run(&mut e, i * 10, "/recommendations/nobody", status(404));
+        assert_eq!(r.status, 404, "request {i}");
+        let v = body(&r);
+        assert_eq!(v["code"], "ORIGIN_REJECTED_REQUEST");
+        assert_eq!(v["retryable"], false);
+        assert_eq!(r.header("X-Breaker-Mode"), Some("CLOSED"));
+        assert_eq!(log(&r)["class"], "caller");
+    }
+    assert_eq!(e.breaker_mode(at(1_000)), "CLOSED");
+    assert_eq!(e.counters().origin_rejected, 50);
+    // A healthy answer after them is live.
+    assert_eq!(
+        run(&mut e, 2_000, "/recommendations/alice", ok()).status,
+        200
+    );
+}
+
+#[test]
+fn with_a_fallback_policy_a_404_is_a_disclosed_fallback_with_its_own_reason() {
+    let mut p = seed_policy();
+    p.origin.client_errors = ClientErrors::Fallback;
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 1,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    for i in 0..5 {
+        let r = run(&mut e, i * 10, "/recommendations/nobody", status(404));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("X-Degraded"), Some("true"));
+        assert_eq!(r.header("X-Degraded-Reason"), Some("ML_4XX"));
+        assert_eq!(r.header("X-Breaker-Mode"), Some("CLOSED"));
+    }
+}
+
+#[test]
+fn a_run_of_401s_opens_the_breaker_with_its_own_reason_and_counter() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 3,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    for i in 1..4 {
+        let r = run(&mut e, i * 10, "/recommendations/alice", status(401));
+        assert_eq!(r.header("X-Degraded-Reason"), Some("ML_AUTH"));
+        assert_eq!(log(&r)["class"], "credential");
+    }
+    assert_eq!(e.counters().credential_refused, 3);
+    let r = run(&mut e, 100, "/recommendations/alice", ok());
+    assert_eq!(r.header("X-Degraded-Reason"), Some("BREAKER_OPEN"));
+    assert_eq!(r.header("X-Breaker-Mode"), Some("OPEN"));
+}
+
+#[test]
+fn a_probe_that_ends_in_a_caller_4xx_frees_the_trial_for_the_next_request() {
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 1,
+        cooldown_ms: 1_000,
+    };
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    run(&mut e, 10, "/recommendations/alice", status(503));
+    assert_eq!(e.breaker_mode(at(20)), "OPEN");
+    // The half-open trial is refused by the origin for the caller's own reasons...
+    assert_eq!(
+        run(&mut e, 1_100, "/recommendations/x", status(404)).status,
+        404
+    );
+    // ...so the next request is the trial, and its success closes the breaker.
+    let r = run(&mut e, 1_120, "/recommendations/alice", ok());
+    assert_eq!(r.header("X-Degraded"), Some("false"));
+    assert_eq!(r.header("X-Breaker-Mode"), Some("CLOSED"));
+}
+
+#[test]
+fn a_shared_tier_answer_to_a_credentialed_request_is_private() {
+    let b = bake(seed_policy());
+    let mut e = Engine::new(&b).unwrap();
+    let (path, headers) = get("/recommendations/alice", &[("cookie", "session=1")]);
+    let req = Incoming {
+        method: "GET",
+        path: &path,
+        query: "",
+        headers: &headers,
+    };
+    let (mut f, mut a) = e.start(at(0), &req, &env(), 3);
+    let mut t = 0;
+    let r = loop {
+        a = match a {
+            Action::FetchOrigin { .. } => e.step(&mut f, at(45), Event::Origin(Observed::TimedOut)),
+            Action::ReadKv { .. } => {
+                t += 1;
+                e.step(&mut f, at(45 + t), Event::Kv(KvRead::TimedOut))
+            }
+            Action::Respond(r) => break r,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(r.header("X-Fallback-Tier"), Some("stubs"));
+    assert_eq!(r.header("Cache-Control"), Some("private, max-age=30"));
+}
+
+#[test]
+fn the_storm_limiter_answers_429_and_an_unreachable_one_lets_the_request_through() {
+    let mut p = seed_policy();
+    p.storm = Some(Storm {
+        binding: "STORM".into(),
+        max_retries: 2,
+        window_ms: 10_000,
+    });
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    let (path, headers) = get("/recommendations/alice", &[]);
+    let req = Incoming {
+        method: "GET",
+        path: &path,
+        query: "",
+        headers: &headers,
+    };
+    let (mut f, a) = e.start(at(0), &req, &env(), 4);
+    assert!(matches!(
+        a,
+        Action::Limit {
+            binding: "STORM",
+            ..
+        }
+    ));
+    let Action::Respond(r) = e.step(&mut f, at(1), Event::Limited(Ok(false))) else {
+        panic!()
+    };
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("Retry-After"), Some("10"));
+    assert_eq!(body(&r)["code"], "ERR_RETRY_STORM_DETECTED");
+
+    let (mut f, _) = e.start(at(5), &req, &env(), 5);
+    let a = e.step(
+        &mut f,
+        at(6),
+        Event::Limited(Err("binding not bound\n    at stack".into())),
+    );
+    assert!(matches!(a, Action::FetchOrigin { .. }));
+    let Action::Respond(r) = e.step(&mut f, at(20), Event::Origin(ok())) else {
+        panic!()
+    };
+    let notes = log(&r)["notes"].to_string();
+    assert!(notes.contains("STORM_LIMITER_UNAVAILABLE"), "{notes}");
+    assert!(
+        !notes.contains("at stack"),
+        "no JavaScript stack in notes: {notes}"
+    );
+}
+
+#[test]
+fn every_request_header_the_engine_reads_is_in_its_list() {
+    // The Worker reads only `request_headers()` from the runtime (one by one, cheaper than
+    // copying every header). A header the engine reads but does not list would silently
+    // never arrive: record every name asked for across each kind of request, and check.
+    let mut p = seed_policy();
+    p.origin.idempotency_key_header = Some("Idempotency-Key".into());
+    p.params[2].source = crate::policy::ParamSource::Header;
+    p.params[2].from = "X-Limit".into();
+    p.admin = Some(crate::policy::Admin {
+        path: "/__status".into(),
+        secret: "ADMIN".into(),
+    });
+    p.events = Some(crate::events::testing::events_policy());
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    HEADERS_ASKED.with(|h| h.borrow_mut().clear());
+    warm(&mut e);
+    run(&mut e, 10, "/recommendations/alice", ok());
+    run(&mut e, 20, "/recommendations/alice", status(503));
+    for (method, path) in [
+        ("GET", "/__status"),
+        ("POST", "/v1/events"),
+        ("DELETE", "/recommendations/alice"),
+        ("GET", "/nowhere"),
+    ] {
+        let headers = vec![("Authorization".to_string(), "Bearer x.y.z".to_string())];
+        let req = Incoming {
+            method,
+            path,
+            query: "",
+            headers: &headers,
+        };
+        let _ = e.start(at(30), &req, &env(), 7);
+    }
+    let asked = HEADERS_ASKED.with(|h| h.borrow().clone());
+    let listed = e.request_headers();
+    for name in &asked {
+        assert!(
+            listed.contains(name),
+            "`{name}` is read but not in {listed:?}"
+        );
+    }
+    for own in ["idempotency-key", "x-limit"] {
+        assert!(listed.iter().any(|h| h == own), "{own} in {listed:?}");
+    }
+    // The recorder saw the requests: the correlation ID, the token, the events' body headers.
+    for h in ["x-correlation-id", "authorization", "content-type"] {
+        assert!(asked.contains(h), "{h} not asked for: {asked:?}");
+    }
+    let mut unique = listed.to_vec();
+    unique.dedup();
+    assert_eq!(unique.len(), listed.len(), "each name once: {listed:?}");
+}
+
+#[test]
+fn the_admin_endpoint_needs_its_token() {
+    let mut p = seed_policy();
+    p.admin = Some(crate::policy::Admin {
+        path: "/__status".into(),
+        secret: "ADMIN".into(),
+    });
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    for (auth, want) in [
+        (None, 401),
+        (Some("Bearer nope"), 401),
+        (Some("Bearer admin-secret"), 200),
+    ] {
+        let headers: Vec<(String, String)> = auth
+            .map(|a| vec![("Authorization".to_string(), a.to_string())])
+            .unwrap_or_default();
+        let req = Incoming {
+            method: "GET",
+            path: "/__status",
+            query: "",
+            headers: &headers,
+        };
+        let (_, a) = e.start(at(0), &req, &env(), 6);
+        let Action::Respond(r) = a else { panic!() };
+        assert_eq!(r.status, want);
+        assert_eq!(log(&r)["outcome"], "admin");
+        assert!(r.point.is_none());
+    }
+    assert_eq!(e.counters().requests, 0, "operators are not traffic");
+}
+
+#[test]
+fn events_after_the_answer_do_not_panic() {
+    let b = bake(seed_policy());
+    let mut e = Engine::new(&b).unwrap();
+    let (path, headers) = get("/recommendations/alice", &[]);
+    let req = Incoming {
+        method: "GET",
+        path: &path,
+        query: "",
+        headers: &headers,
+    };
+    let (mut f, _) = e.start(at(0), &req, &env(), 7);
+    let _ = e.step(&mut f, at(10), Event::Origin(ok()));
+    assert!(matches!(
+        e.step(&mut f, at(11), Event::Woke),
+        Action::Respond(_)
+    ));
+}
+
+#[test]
+fn the_same_seed_gives_the_same_ids() {
+    let b = bake(seed_policy());
+    let (path, headers) = get("/recommendations/alice", &[]);
+    let req = Incoming {
+        method: "GET",
+        path: &path,
+        query: "",
+        headers: &headers,
+    };
+    let mut e1 = Engine::new(&b).unwrap();
+    let mut e2 = Engine::new(&b).unwrap();
+    let (f1, _) = e1.start(at(0), &req, &env(), 42);
+    let (f2, _) = e2.start(at(0), &req, &env(), 42);
+    assert_eq!(f1.correlation_id(), f2.correlation_id());
+    assert_eq!(f1.trace_id(), f2.trace_id());
+}
+
+#[test]
+fn without_a_bake_the_answer_is_503_bake_invalid_with_a_log_line() {
+    let headers = vec![];
+    let req = Incoming {
+        method: "GET",
+        path: "/x",
+        query: "",
+        headers: &headers,
+    };
+    let r = unbaked(at(0), &req, "no custom section", 1);
+    assert_eq!(r.status, 503);
+    assert_eq!(body(&r)["code"], "BAKE_INVALID");
+    assert_eq!(log(&r)["outcome"], "bake_invalid");
+}
+
+mod isolate;
