@@ -48,6 +48,10 @@ pub struct Flight<'p> {
     pub(super) repeatable: bool,
     /// The origin attempt in flight took a hedge token.
     pub(super) hedge_token: bool,
+    /// When the origin attempt in flight hedges (ms after it starts), and whether the
+    /// hedge's answer won: the hedge's delay follows the answers' own times.
+    pub(super) hedge_after_ms: Option<u64>,
+    pub(super) hedge_won: bool,
     /// The KV read in flight (binding, key), for the isolate's read cache.
     pub(super) pending_kv: Option<(&'p str, String)>,
     /// Notes of the engine's own (a missing secret, an unreachable limiter).
@@ -128,6 +132,8 @@ pub(super) fn start<'p>(
         pending_kv: None,
         repeatable: false,
         hedge_token: false,
+        hedge_after_ms: None,
+        hedge_won: false,
         notes: Vec::new(),
         stage: Stage::Done,
     };

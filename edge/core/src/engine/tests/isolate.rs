@@ -462,6 +462,48 @@ fn hedges_follow_the_p95_within_a_token_bucket_and_only_for_repeatable_requests(
 }
 
 #[test]
+fn won_hedges_do_not_push_the_hedges_delay_later() {
+    // A long-tail model: calls answer in 15 ms, a few never. Each hedge goes out at the p95
+    // (15 ms) and its answer takes 15 ms more: 30 ms from the first request's start. Those
+    // wins must not raise the p95 the next hedge waits for.
+    let mut p = seed_policy();
+    p.origin.hedge = Some(crate::policy::Hedge {
+        after_ms: None,
+        max_share: 1.0,
+        burst: 100,
+        min_calls: 5,
+    });
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    let mut t = 1_000;
+    fn fetch<'p>(e: &mut Engine<'p>, t: u64) -> (Flight<'p>, Option<u64>) {
+        let (f, a) = begin(e, t, t);
+        match a {
+            Action::FetchOrigin { hedge_after_ms, .. } => (f, hedge_after_ms),
+            other => panic!("{other:?}"),
+        }
+    }
+    for _ in 0..5 {
+        let (mut f, _) = fetch(&mut e, t);
+        let _ = e.step(&mut f, at(t + 15), Event::Origin(ok()));
+        t += 100;
+    }
+    for i in 0..40 {
+        let (mut f, h) = fetch(&mut e, t);
+        assert_eq!(h, Some(15), "hedge {i} after the origin's own p95");
+        let won = Event::OriginHedged {
+            observed: ok(),
+            sent: true,
+            won: true,
+        };
+        let _ = e.step(&mut f, at(t + 30), won);
+        t += 100;
+    }
+    assert_eq!(e.counters().hedges_won, 40);
+}
+
+#[test]
 fn the_wave_after_the_breaker_closes_is_judged_like_a_fresh_isolates_first() {
     let mut p = seed_policy();
     p.breaker = BreakerCfg::Consecutive {
