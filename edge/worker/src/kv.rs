@@ -30,13 +30,9 @@ pub fn write_all(env: &Env, ctx: &JsValue, writes: Vec<KvWrite>, correlation_id:
 
 /// Write `binding`/`key` failed with `error`: the engine forgets it, and its log line goes out.
 pub fn failed(binding: &str, key: &str, error: &str, correlation_id: &str) {
-    let w = KvWrite {
-        binding: binding.to_string(),
-        key: key.to_string(),
-        value: String::new(),
-        metadata: serde_json::Value::Null,
-    };
-    if let Ok(line) = isolate::with_engine(|en| en.write_failed(&w, error, correlation_id)) {
+    if let Ok(line) =
+        isolate::with_engine(|en| en.write_failed(binding, key, error, correlation_id))
+    {
         console_log!("{}", line);
     }
 }

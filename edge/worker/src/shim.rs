@@ -199,9 +199,10 @@ export async function us_limit(env, binding, key) {
 
 // The request's loop (crate::serve): perform the action `a` — [1, race args…] a fetch race,
 // [2, namespace, key, timeout] a KV read, [3, ms] a wait, [5, binding, key] a rate-limit
-// call, [4] an action Rust performs itself (`perform(id)`) — then hand what happened to `step(id, code, result)`, which steps the
-// engine synchronously and returns the next action, until it is [0, response]. Every await
-// of the request is one of these; none wakes a Rust future.
+// call, [4] an action Rust performs itself (`perform(id)`) — then hand what happened to
+// `step(id, code, result)`, which steps the engine synchronously and returns the next
+// action, until it is [0, response]. Every await of the request is one of these; none wakes
+// a Rust future.
 export async function us_drive(id, a, env, step, perform) {
   for (;;) {
     let r;

@@ -20,6 +20,7 @@
 mod cpu;
 mod load;
 mod report;
+mod requests;
 mod server;
 mod sides;
 
@@ -27,8 +28,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
-use serde_json::{json, Value};
-use understudy_core::policy::{Breaker, ParamSource, Policy};
+use serde_json::Value;
+use understudy_core::policy::{Breaker, Policy};
 use understudy_core::Millis;
 
 use crate::drill::driver::Planned;
@@ -40,6 +41,7 @@ use understudy_compiler::load::load_policy;
 
 use load::Slice;
 pub use report::human;
+use requests::{refused_before_io, request};
 use server::{BenchServer, Target};
 use sides::Variant;
 
@@ -87,67 +89,6 @@ pub const HIGH_CONCURRENCY: usize = 64;
 /// Requests of the cold first wave.
 pub const COLD_WAVE: usize = 10;
 
-/// `req` with a method the policy's route does not take: the edge answers 405 from the
-/// engine's first step, before any I/O.
-fn refused_before_io(policy: &Policy, req: &Planned) -> Planned {
-    use understudy_core::policy::Method;
-    let method = Method::ALL
-        .iter()
-        .find(|(_, m)| !policy.service.methods.contains(m))
-        .map_or("TRACE", |(name, _)| name);
-    Planned {
-        method: method.to_string(),
-        ..req.clone()
-    }
-}
-
-/// One request of the policy, signed when it carries a token; `subject` replaces the
-/// identity claim (a user with nothing cached).
-fn request(
-    policy: &Policy,
-    catalog: Option<&understudy_core::catalog::Catalog>,
-    subject: Option<&str>,
-) -> Planned {
-    let recipe = crate::sample::sample_request(policy, catalog);
-    let mut headers: Vec<(String, String)> = recipe["headers"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.to_ascii_lowercase(), v.as_str().unwrap_or("").to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
-    if let (Some(secret), Some(claims)) = (
-        recipe["token"]["secret"].as_str(),
-        recipe["token"]["claims"].as_object(),
-    ) {
-        let mut claims = claims.clone();
-        if let Some(sub) = subject {
-            for p in policy
-                .params
-                .iter()
-                .filter(|p| p.identity && p.source == ParamSource::TokenClaim)
-            {
-                claims.insert(p.from.clone(), json!(sub));
-            }
-        }
-        let now = Millis(crate::drill::epoch_ms()).0 / 1000;
-        claims.insert("iat".into(), json!(now));
-        claims.insert("exp".into(), json!(now + 3600));
-        let token =
-            understudy_core::token::sign(&Value::Object(claims), dev_secret(secret).as_bytes());
-        headers.push(("authorization".into(), format!("Bearer {token}")));
-    }
-    Planned {
-        index: 0,
-        due_us: 0,
-        method: recipe["method"].as_str().unwrap_or("GET").to_string(),
-        target: recipe["path"].as_str().unwrap_or("/").to_string(),
-        headers,
-        user: None,
-    }
-}
-
 pub(crate) fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
         (a / b * 1000.0).round() / 1000.0
@@ -178,7 +119,6 @@ async fn interleaved(
     per.iter().map(|v| Slice::merge(v)).collect()
 }
 
-/// Breaker transitions into the open mode that the edge's status endpoint lists.
 /// The breaker's openings on the edge (transitions to OPEN / DEGRADED_FALLBACK), each with
 /// the evidence it opened on.
 async fn openings(addr: server::Addr, path: &str, token: &str) -> Option<Vec<Value>> {

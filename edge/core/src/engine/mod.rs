@@ -301,14 +301,20 @@ impl<'p> Engine<'p> {
         self.breaker.mode_name(now)
     }
 
-    /// A background KV write of a [`Reply`] failed: forget it so the next live answer writes
-    /// again. Returns the log line to print.
-    pub fn write_failed(&mut self, w: &KvWrite, error: &str, correlation_id: &str) -> String {
-        self.writes.forget(&format!("{}/{}", w.binding, w.key));
+    /// A background KV write of a [`Reply`] (to `binding`, under `key`) failed: forget it so
+    /// the next live answer writes again. Returns the log line to print.
+    pub fn write_failed(
+        &mut self,
+        binding: &str,
+        key: &str,
+        error: &str,
+        correlation_id: &str,
+    ) -> String {
+        self.writes.forget(&format!("{binding}/{key}"));
         serde_json::json!({
             "event": "write_through_failed",
             "correlation_id": correlation_id,
-            "binding": w.binding,
+            "binding": binding,
             "error": crate::classify::bounded(error),
         })
         .to_string()

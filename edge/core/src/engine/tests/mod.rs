@@ -99,6 +99,18 @@ fn warm(engine: &mut Engine<'_>) {
     assert_eq!(run(engine, 0, "/recommendations/warm", ok()).status, 200);
 }
 
+/// Starts a request and returns its flight and first action.
+fn begin<'p>(e: &mut Engine<'p>, t: u64, seed: u64) -> (Flight<'p>, Action<'p>) {
+    let headers = vec![];
+    let req = Incoming {
+        method: "GET",
+        path: "/recommendations/alice",
+        query: "",
+        headers: &headers,
+    };
+    e.start(at(t), &req, &env(), seed)
+}
+
 fn body(r: &Reply) -> Value {
     serde_json::from_str(&r.body).unwrap()
 }
@@ -347,61 +359,6 @@ fn the_storm_limiter_answers_429_and_an_unreachable_one_lets_the_request_through
 }
 
 #[test]
-fn every_request_header_the_engine_reads_is_in_its_list() {
-    // The Worker reads only `request_headers()` from the runtime (one by one, cheaper than
-    // copying every header). A header the engine reads but does not list would silently
-    // never arrive: record every name asked for across each kind of request, and check.
-    let mut p = seed_policy();
-    p.origin.idempotency_key_header = Some("Idempotency-Key".into());
-    p.params[2].source = crate::policy::ParamSource::Header;
-    p.params[2].from = "X-Limit".into();
-    p.admin = Some(crate::policy::Admin {
-        path: "/__status".into(),
-        secret: "ADMIN".into(),
-    });
-    p.events = Some(crate::events::testing::events_policy());
-    let b = bake(p);
-    let mut e = Engine::new(&b).unwrap();
-    HEADERS_ASKED.with(|h| h.borrow_mut().clear());
-    warm(&mut e);
-    run(&mut e, 10, "/recommendations/alice", ok());
-    run(&mut e, 20, "/recommendations/alice", status(503));
-    for (method, path) in [
-        ("GET", "/__status"),
-        ("POST", "/v1/events"),
-        ("DELETE", "/recommendations/alice"),
-        ("GET", "/nowhere"),
-    ] {
-        let headers = vec![("Authorization".to_string(), "Bearer x.y.z".to_string())];
-        let req = Incoming {
-            method,
-            path,
-            query: "",
-            headers: &headers,
-        };
-        let _ = e.start(at(30), &req, &env(), 7);
-    }
-    let asked = HEADERS_ASKED.with(|h| h.borrow().clone());
-    let listed = e.request_headers();
-    for name in &asked {
-        assert!(
-            listed.contains(name),
-            "`{name}` is read but not in {listed:?}"
-        );
-    }
-    for own in ["idempotency-key", "x-limit"] {
-        assert!(listed.iter().any(|h| h == own), "{own} in {listed:?}");
-    }
-    // The recorder saw the requests: the correlation ID, the token, the events' body headers.
-    for h in ["x-correlation-id", "authorization", "content-type"] {
-        assert!(asked.contains(h), "{h} not asked for: {asked:?}");
-    }
-    let mut unique = listed.to_vec();
-    unique.dedup();
-    assert_eq!(unique.len(), listed.len(), "each name once: {listed:?}");
-}
-
-#[test]
 fn the_admin_endpoint_needs_its_token() {
     let mut p = seed_policy();
     p.admin = Some(crate::policy::Admin {
@@ -485,4 +442,6 @@ fn without_a_bake_the_answer_is_503_bake_invalid_with_a_log_line() {
     assert_eq!(log(&r)["outcome"], "bake_invalid");
 }
 
+mod headers;
+mod hedge;
 mod isolate;
