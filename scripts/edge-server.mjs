@@ -171,6 +171,86 @@ export default function (env) {
   };
 }`;
 
+/**
+ * How Node reads and writes the local KV namespaces (seeds, and the tests' checks of what the
+ * Worker stored): through a small Worker of our own, bound to the same namespaces, reached
+ * with `dispatchFetch` — never through Miniflare's binding proxy (`mf.getKVNamespace`). That
+ * proxy makes the first call of each method synchronously (`Atomics.wait` on a helper
+ * thread), and that path failed a clean-clone CI run on its own internal assertion
+ * (`SynchronousFetcher.fetch`: `message?.id === id`) while seeding KV. `dispatchFetch` is
+ * an ordinary asynchronous HTTP request to workerd.
+ */
+const KV_TOOL = "us-kv-tool";
+const KV_TOOL_HOST = "us-kv-tool.internal";
+const KV_TOOL_WORKER = `
+export default {
+  async fetch(request, env) {
+    let op, binding, args;
+    try {
+      ({ op, binding, args } = await request.json());
+    } catch (e) {
+      return Response.json({ error: "kv tool: the request is not JSON: " + e }, { status: 400 });
+    }
+    const ns = env[binding];
+    if (!ns || typeof ns.get !== "function") {
+      return Response.json({ error: "kv tool: no KV binding " + JSON.stringify(binding) }, { status: 404 });
+    }
+    if (!["get", "getWithMetadata", "put", "delete", "list"].includes(op)) {
+      return Response.json({ error: "kv tool: unknown operation " + JSON.stringify(op) }, { status: 400 });
+    }
+    try {
+      const result = await ns[op](...(args ?? []));
+      return Response.json({ result: result ?? null });
+    } catch (e) {
+      return Response.json({ error: String(e && e.stack ? e.stack : e) }, { status: 500 });
+    }
+  },
+};`;
+
+/** The kv tool Worker's Miniflare options, bound to `namespaces` ({binding: namespace id}). */
+function kvToolWorker(namespaces) {
+  return { name: KV_TOOL, modules: true, script: KV_TOOL_WORKER, routes: [`${KV_TOOL_HOST}/*`], kvNamespaces: namespaces };
+}
+
+/**
+ * A KV namespace as the tests use it — `get`, `getWithMetadata`, `put`, `delete`, `list`,
+ * each returning a promise — for the tool's binding `binding`. Values cross as JSON: string
+ * values and the "text" and "json" read types only.
+ */
+function kvToolNamespace(mf, binding) {
+  const call = async (op, ...args) => {
+    const type = op === "get" || op === "getWithMetadata" ? args[1] : undefined;
+    const t = typeof type === "object" && type !== null ? type.type : type;
+    if (t !== undefined && t !== "text" && t !== "json") {
+      throw new Error(`kv(${binding}).${op}: read type ${JSON.stringify(t)} is not supported here (text or json)`);
+    }
+    if (op === "put" && typeof args[1] !== "string") {
+      throw new Error(`kv(${binding}).put(${JSON.stringify(args[0])}): the value must be a string here`);
+    }
+    const res = await mf.dispatchFetch(`http://${KV_TOOL_HOST}/`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ op, binding, args }),
+    });
+    const text = await res.text();
+    let doc;
+    try {
+      doc = JSON.parse(text);
+    } catch {
+      throw new Error(`kv(${binding}).${op}: the kv tool answered ${res.status} with no JSON: ${text.slice(0, 200)}`);
+    }
+    if (!res.ok || "error" in doc) throw new Error(`kv(${binding}).${op}: ${doc.error ?? `status ${res.status}`}`);
+    return doc.result;
+  };
+  return {
+    get: (key, type) => call("get", key, type),
+    getWithMetadata: (key, type) => call("getWithMetadata", key, type),
+    put: (key, value, opts) => call("put", key, value, opts),
+    delete: (key) => call("delete", key),
+    list: (opts) => call("list", opts),
+  };
+}
+
 /** The KV namespace id of each binding in `dist`'s wrangler.toml (what `wrangler --local` keys its storage by). */
 export async function kvNamespaceIds(dist) {
   const toml = await readFile(join(dist, "wrangler.toml"), "utf8");
@@ -231,6 +311,10 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
     wrappedBindings[name] = { scriptName, bindings: { delayMs, failPuts } };
     wrappers.push({ name: scriptName, modules: true, script: SLOW_KV_WORKER, kvNamespaces: { INNER: name } });
   }
+  // The kv tool sees every namespace the edge does, a slow binding's inner one included.
+  const toolNamespaces = Object.fromEntries(
+    b.kv.map((name) => [name, Array.isArray(kvNamespaces) || !(name in kvNamespaces) ? name : kvNamespaces[name]]),
+  );
   const mf = miniflare({
     host: "127.0.0.1",
     port,
@@ -250,7 +334,7 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
     ratelimits,
     bindings,
     durableObjects: durableObjectsOf(manifest),
-    }, ...wrappers],
+    }, ...wrappers, kvToolWorker(toolNamespaces)],
     // Local KV as `wrangler … --local --persist-to DIR` keeps it (a shared option).
     ...(kvPersist ? { kvPersist: join(resolve(kvPersist), "v3", "kv") } : {}),
     // The outbox's storage: on disk (and alarms with it) when `persist` is given.
@@ -264,8 +348,11 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
     // Further Miniflare options (e.g. `inspectorPort` for scripts/profile-edge.mjs).
     ...extra,
   });
-  // The namespace behind binding `name`: the wrapper's inner one for slow bindings.
-  const kvOf = (name) => (name in slowKv ? mf.getKVNamespace("INNER", `slow-kv-${name.toLowerCase()}`) : mf.getKVNamespace(name));
+  // The namespace behind binding `name` (the wrapper's inner one for slow bindings).
+  const kvOf = (name) => {
+    if (!b.kv.includes(name)) throw new Error(`kv: ${name} is not a KV binding of this build (${b.kv.join(", ")})`);
+    return kvToolNamespace(mf, name);
+  };
   let url;
   try {
     url = await mf.ready;
@@ -334,6 +421,8 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
   };
   const options = [];
   const loaded = {};
+  // The kv tool's bindings: worker i's namespace `k` as `W{i}_{k}`.
+  const toolNamespaces = {};
   for (const w of workers) {
     if (typeof w?.name !== "string" || !/^[a-z0-9-]+$/.test(w.name) || names.has(w.name)) {
       throw new Error(`startEdges: worker name ${JSON.stringify(w?.name)} must be unique, lower-case letters, digits and -`);
@@ -349,6 +438,7 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     const ratelimits = {};
     for (const rl of b.rate_limits) ratelimits[rl.name] = { simple: { limit: rl.limit, period: rl.period } };
     const kvNamespaces = Object.fromEntries(b.kv.map((k) => [k, `${w.name}-${k}`]));
+    for (const k of b.kv) toolNamespaces[`W${options.length}_${k}`] = `${w.name}-${k}`;
     options.push({
       name: w.name,
       routes: w.routes ?? [],
@@ -366,13 +456,13 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
       durableObjects: durableObjectsOf(manifest),
       ...(direct ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {}),
     });
-    loaded[w.name] = { manifest, seed: w.seed };
+    loaded[w.name] = { manifest, seed: w.seed, index: options.length - 1 };
   }
   const mf = miniflare({
     host: "127.0.0.1",
     port,
     log: new Log(verbose ? LogLevel.INFO : LogLevel.WARN),
-    workers: options,
+    workers: [...options, kvToolWorker(toolNamespaces)],
     cf: false,
     handleRuntimeStdio(stdout, stderr) {
       collect(stdout, process.stdout);
@@ -385,7 +475,12 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     url = await mf.ready;
     for (const [name, w] of Object.entries(loaded)) {
       if (direct) directUrls[name] = new URL(await mf.unsafeGetDirectURL(name)).origin;
-      w.kv = (binding) => mf.getKVNamespace(binding, name);
+      const { index, manifest } = w;
+      w.kv = (binding) => {
+        if (!manifest.bindings.kv.includes(binding)) throw new Error(`kv: ${binding} is not a KV binding of ${name}`);
+        return kvToolNamespace(mf, `W${index}_${binding}`);
+      };
+      delete w.index;
       if (w.seed) await seedKv({ getKVNamespace: w.kv }, w.seed);
       delete w.seed;
     }

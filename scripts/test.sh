@@ -10,7 +10,13 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 t0=$(date +%s)
-step() { printf '\n==> %s (at %ss)\n' "$*" "$(($(date +%s) - t0))" >&2; }
+# Each step says how much disk is left where the build writes (a full disk fails a build
+# half-way with an error about whatever it was writing).
+free_disk() { df -Ph "$root" 2>/dev/null | awk 'NR == 2 { print $4 " free on " $6 }'; }
+step() { printf '\n==> %s (at %ss; %s)\n' "$*" "$(($(date +%s) - t0))" "$(free_disk)" >&2; }
+
+# CI builds a fresh clone once: incremental compilation's caches would only cost disk.
+if [[ -n "${CI:-}" ]]; then export CARGO_INCREMENTAL=0; fi
 
 step "setup"
 # shellcheck source=scripts/setup.sh
@@ -30,7 +36,7 @@ step "edge build"
 scripts/build-edge.sh
 cargo build -p understudy --locked
 
-step "end-to-end tests (node --test tests/)"
-node --test tests/
+step "end-to-end tests (node --test tests/; a test is failed after 15 minutes)"
+node --test --test-force-exit --test-timeout=900000 tests/
 
 step "all passed in $(($(date +%s) - t0)) s"

@@ -122,10 +122,23 @@ function waitForLine(child, stream, re, timeoutMs, what) {
  * Starts `understudy origin --listen 127.0.0.1:0` (with `--script FILE` when given).
  * Returns { url, setFault(fault), clearFault(), stats(), reset(), stop() }.
  */
+/**
+ * Every origin a test file started and has not stopped. Killed when the file's process
+ * exits, whatever a failed hook left behind: a live child (its stdout is a pipe) would keep
+ * the file's process, and with it the whole `node --test` run, waiting forever. The suite
+ * runs with `--test-force-exit`, so a file whose tests are done does exit.
+ */
+const children = new Set();
+process.once("exit", () => {
+  for (const c of children) c.kill("SIGKILL");
+});
+
 export async function startOrigin({ script } = {}) {
   const args = ["origin", "--listen", "127.0.0.1:0"];
   if (script) args.push("--script", script);
   const child = spawn(UNDERSTUDY, args, { stdio: ["ignore", "pipe", "pipe"] });
+  children.add(child);
+  child.once("exit", () => children.delete(child));
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
   let m;

@@ -33,7 +33,15 @@ async function stack(policyName, { seed } = {}) {
   const policy = await preparePolicy(policyName, tmp.dir);
   const build = await buildPolicy(policy, join(tmp.dir, "dist"));
   const origin = await startOrigin();
-  const edge = await startEdge({ dist: build.dir, originUrl: origin.url, seed });
+  let edge;
+  try {
+    edge = await startEdge({ dist: build.dir, originUrl: origin.url, seed });
+  } catch (e) {
+    // A stack that did not start leaves nothing running behind it.
+    await origin.stop().catch(() => {});
+    await tmp.cleanup().catch(() => {});
+    throw e;
+  }
   return {
     origin,
     get: (path, headers = {}, timeoutMs = 15_000) => timedFetch(`${edge.url}${path}`, { headers, timeoutMs }),

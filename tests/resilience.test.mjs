@@ -59,7 +59,15 @@ async function stack(policyName, { edit = (t) => t, seed = {}, publish = [], slo
     await writeFile(script, JSON.stringify(originScript));
   }
   const origin = await startOrigin({ script });
-  const edge = await startEdge({ dist: build.dir, originUrl: origin.url, seed, slowKv });
+  let edge;
+  try {
+    edge = await startEdge({ dist: build.dir, originUrl: origin.url, seed, slowKv });
+  } catch (e) {
+    // A stack that did not start leaves nothing running behind it.
+    await origin.stop().catch(() => {});
+    await tmp.cleanup().catch(() => {});
+    throw e;
+  }
   return {
     origin,
     edge,
