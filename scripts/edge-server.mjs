@@ -31,7 +31,6 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createHmac } from "node:crypto";
 import { parseArgs } from "node:util";
-import { createInterface } from "node:readline";
 import { Miniflare, Log, LogLevel } from "miniflare";
 
 /**
@@ -251,6 +250,65 @@ function kvToolNamespace(mf, binding) {
   };
 }
 
+/** How many of the runtime's last output lines `logs()` gives. */
+const KEPT_LINES = 2_000;
+/** Most bytes of output kept to find them in. */
+const KEPT_BYTES = 8 << 20;
+
+/**
+ * The runtime's output — the Worker's structured log lines (one JSON object per request) and
+ * workerd's own messages: kept for tests to inspect (`logs()`, the last 2,000 lines; `logs(true)`
+ * the JSON ones, parsed) and echoed when `verbose`.
+ *
+ * Kept as raw blocks of whole lines, split only when asked. workerd writes its output into a
+ * pipe, and while the pipe is full workerd blocks — every Worker of the process waits for the
+ * reader. Splitting and copying every line as it came (readline) was such a reader under load:
+ * in `understudy bench`'s model-hung loop (the edge at ~2,700 req/s, a log line each) answers
+ * waited in batches, and the edge's p99 was 305–311 ms with it against 157 ms with the output
+ * discarded (docs/observability.md). A deployed Worker's logs never block it.
+ */
+function runtimeOutput(verbose) {
+  const blocks = [];
+  let bytes = 0;
+  const collect = (stream, echo) => {
+    let partial = null;
+    stream.on("data", (chunk) => {
+      if (verbose) echo.write(chunk);
+      const end = chunk.lastIndexOf(10);
+      if (end < 0) {
+        partial = partial ? Buffer.concat([partial, chunk]) : chunk;
+        return;
+      }
+      const whole = partial ? Buffer.concat([partial, chunk.subarray(0, end + 1)]) : chunk.subarray(0, end + 1);
+      partial = end + 1 < chunk.length ? chunk.subarray(end + 1) : null;
+      blocks.push(whole);
+      bytes += whole.length;
+      while (bytes > KEPT_BYTES && blocks.length > 1) bytes -= blocks.shift().length;
+    });
+  };
+  const lines = () => {
+    const all = Buffer.concat(blocks).toString("utf8").split("\n");
+    all.pop(); // what follows the last newline: nothing
+    return all.slice(-KEPT_LINES);
+  };
+  return {
+    handleRuntimeStdio(stdout, stderr) {
+      collect(stdout, process.stdout);
+      collect(stderr, process.stderr);
+    },
+    logs: (json = false) =>
+      json
+        ? lines().flatMap((l) => {
+            try {
+              return [JSON.parse(l)];
+            } catch {
+              return [];
+            }
+          })
+        : lines(),
+  };
+}
+
 /** The KV namespace id of each binding in `dist`'s wrangler.toml (what `wrangler --local` keys its storage by). */
 export async function kvNamespaceIds(dist) {
   const toml = await readFile(join(dist, "wrangler.toml"), "utf8");
@@ -283,17 +341,7 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
   const ratelimits = {};
   for (const rl of b.rate_limits) ratelimits[rl.name] = { simple: { limit: rl.limit, period: rl.period } };
 
-  // The runtime's output: the Worker's structured log lines (one JSON object per request)
-  // and workerd's own messages. Kept (the last 2,000 lines) for tests to inspect; echoed
-  // when `verbose`.
-  const lines = [];
-  const collect = (stream, echo) => {
-    createInterface({ input: stream }).on("line", (line) => {
-      lines.push(line);
-      if (lines.length > 2_000) lines.shift();
-      if (verbose) echo.write(line + "\n");
-    });
-  };
+  const output = runtimeOutput(verbose);
   // Slow namespaces are bound through a wrapper worker each; the rest directly.
   const direct = b.kv.filter((name) => !(name in slowKv));
   let kvNamespaces = direct;
@@ -341,10 +389,7 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
     ...(persist ? { durableObjectsPersist: join(resolve(persist), "do") } : {}),
     // A placeholder `request.cf` instead of fetching the real one from Cloudflare.
     cf: false,
-    handleRuntimeStdio(stdout, stderr) {
-      collect(stdout, process.stdout);
-      collect(stderr, process.stderr);
-    },
+    handleRuntimeStdio: output.handleRuntimeStdio,
     // Further Miniflare options (e.g. `inspectorPort` for scripts/profile-edge.mjs).
     ...extra,
   });
@@ -374,16 +419,7 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
     manifest,
     kv: kvOf,
     /** The runtime's output lines so far; `logs(true)` parses the JSON ones. */
-    logs: (json = false) =>
-      json
-        ? lines.flatMap((l) => {
-            try {
-              return [JSON.parse(l)];
-            } catch {
-              return [];
-            }
-          })
-        : [...lines],
+    logs: output.logs,
     dispose: () => mf.dispose(),
   };
 }
@@ -411,14 +447,7 @@ async function compatibilityDate(dist) {
 export async function startEdges(workers, { port = 0, verbose = false, direct = false } = {}) {
   if (!Array.isArray(workers) || workers.length === 0) throw new Error("startEdges: no workers");
   const names = new Set();
-  const lines = [];
-  const collect = (stream, echo) => {
-    createInterface({ input: stream }).on("line", (line) => {
-      lines.push(line);
-      if (lines.length > 2_000) lines.shift();
-      if (verbose) echo.write(line + "\n");
-    });
-  };
+  const output = runtimeOutput(verbose);
   const options = [];
   const loaded = {};
   // The kv tool's bindings: worker i's namespace `k` as `W{i}_{k}`.
@@ -464,10 +493,7 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     log: new Log(verbose ? LogLevel.INFO : LogLevel.WARN),
     workers: [...options, kvToolWorker(toolNamespaces)],
     cf: false,
-    handleRuntimeStdio(stdout, stderr) {
-      collect(stdout, process.stdout);
-      collect(stderr, process.stderr);
-    },
+    handleRuntimeStdio: output.handleRuntimeStdio,
   });
   let url;
   const directUrls = {};
@@ -493,16 +519,7 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     direct: directUrls,
     mf,
     workers: loaded,
-    logs: (json = false) =>
-      json
-        ? lines.flatMap((l) => {
-            try {
-              return [JSON.parse(l)];
-            } catch {
-              return [];
-            }
-          })
-        : [...lines],
+    logs: output.logs,
     dispose: () => mf.dispose(),
   };
 }

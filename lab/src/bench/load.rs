@@ -36,6 +36,40 @@ pub struct Slice {
     /// Per answer, the breaker mode the edge reported (`X-Breaker-Mode`), when it did.
     #[serde(skip)]
     pub modes: Vec<String>,
+    /// Per 200 answer, what kind of answer it was and when: which answers make a loop's
+    /// tail, and whether they cluster at the start of a slice.
+    #[serde(skip)]
+    pub kinds: Vec<Answer>,
+}
+
+/// One 200 answer of a closed loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// [`kind`].
+    pub kind: String,
+    pub latency_ms: f64,
+    /// When it was sent, ms after its slice began.
+    pub offset_ms: f64,
+    /// Which of the side's slices it belongs to (0 = the side's first).
+    pub slice: usize,
+}
+
+/// What kind of answer `o` is: `live`, or `REASON/TIER` for a disclosed fallback (`-` for a
+/// header the answer did not carry), or `other` for a 200 that says neither (the bare and
+/// no-op Workers).
+pub fn kind(o: &Observed) -> String {
+    if o.is_live() {
+        return "live".into();
+    }
+    if o.is_degraded() {
+        let h = &o.headers;
+        return format!(
+            "{}/{}",
+            h.reason.as_deref().unwrap_or("-"),
+            h.tier.as_deref().unwrap_or("-")
+        );
+    }
+    "other".into()
 }
 
 impl Slice {
@@ -66,6 +100,16 @@ impl Slice {
             latencies: slices.iter().flat_map(|s| s.latencies.clone()).collect(),
             cpu_us_per_request: (cpu_answers > 0).then(|| cpu_total / cpu_answers as f64),
             modes: slices.iter().flat_map(|s| s.modes.clone()).collect(),
+            kinds: slices
+                .iter()
+                .enumerate()
+                .flat_map(|(i, s)| {
+                    s.kinds.iter().map(move |a| Answer {
+                        slice: i,
+                        ..a.clone()
+                    })
+                })
+                .collect(),
         }
     }
 }
@@ -122,7 +166,7 @@ pub async fn closed_loop(
     pids: &[u32],
     timeout: Duration,
 ) -> Slice {
-    let seen = Arc::new(Mutex::new(Vec::<Observed>::new()));
+    let seen = Arc::new(Mutex::new(Vec::<(f64, Observed)>::new()));
     let plans = Arc::new(plans.to_vec());
     let cpu_before = cpu::cpu_ns(pids);
     let start = Instant::now();
@@ -136,7 +180,11 @@ pub async fn closed_loop(
             let mut i = k;
             while Instant::now() < until {
                 let p = &plans[i % plans.len().max(1)];
-                mine.push(server::once(&mut conn, addr, target, p, timeout).await);
+                let offset_ms = start.elapsed().as_secs_f64() * 1e3;
+                mine.push((
+                    offset_ms,
+                    server::once(&mut conn, addr, target, p, timeout).await,
+                ));
                 i += 1;
             }
             seen.lock().await.extend(mine);
@@ -147,7 +195,8 @@ pub async fn closed_loop(
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu_after = cpu::cpu_ns(pids);
-    let obs = seen.lock().await;
+    let sent = seen.lock().await;
+    let obs: Vec<&Observed> = sent.iter().map(|(_, o)| o).collect();
     let answers = obs.iter().filter(|o| o.status == 200).count() as u64;
     let latencies: Vec<f64> = obs
         .iter()
@@ -165,6 +214,16 @@ pub async fn closed_loop(
         modes: obs
             .iter()
             .filter_map(|o| o.headers.breaker_mode.clone())
+            .collect(),
+        kinds: sent
+            .iter()
+            .filter(|(_, o)| o.status == 200)
+            .map(|(offset_ms, o)| Answer {
+                kind: kind(o),
+                latency_ms: o.latency_ms,
+                offset_ms: *offset_ms,
+                slice: 0,
+            })
             .collect(),
     }
 }

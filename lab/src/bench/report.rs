@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::load::Slice;
+use super::load::{Answer, Slice};
 use super::ratio;
 use crate::drill::check::Latency;
 use crate::drill::observe::Observed;
@@ -92,8 +92,71 @@ fn slice_json(s: &Slice) -> Value {
     json!({
         "rps": round(s.rps()), "live_rps": round(s.live_rps()), "answers": s.answers, "live": s.live,
         "failed": s.failed, "latency": s.latency, "cpu_us_per_request": s.cpu_us_per_request.map(round),
+        "by_kind": by_kind(&s.kinds),
     })
 }
+
+/// One line: the kinds of answer over a loop's p99, most first (`by_kind` of [`slice_json`]).
+fn tail_kinds(by_kind: &Value) -> String {
+    let Some(m) = by_kind.as_object() else {
+        return String::new();
+    };
+    let n = |g: &Value, k: &str| g[k].as_u64().unwrap_or(0);
+    let mut v: Vec<(&String, &Value)> = m.iter().collect();
+    v.sort_by(|a, b| {
+        n(b.1, "over_loop_p99")
+            .cmp(&n(a.1, "over_loop_p99"))
+            .then(n(b.1, "answers").cmp(&n(a.1, "answers")))
+    });
+    let parts: Vec<String> = v
+        .iter()
+        .take(5)
+        .map(|(k, g)| {
+            format!(
+                "{k} {} of {} (p50 {:.1} ms; {} in the first slice, {} at a slice's start)",
+                n(g, "over_loop_p99"),
+                n(g, "answers"),
+                g["latency"]["p50_ms"].as_f64().unwrap_or(0.0),
+                n(g, "over_loop_p99_in_first_slice"),
+                n(g, "over_loop_p99_at_a_slice_start"),
+            )
+        })
+        .collect();
+    format!("  edge, over its p99 by kind: {}\n", parts.join(", "))
+}
+
+/// The answers of a loop by kind (live, or reason/tier): how many, their latency, and how
+/// many of them were slower than the loop's own p99 — what the tail is made of — and of
+/// those, how many were sent in the side's first slice, and in the first
+/// [`SLICE_START_MS`] of any slice (a side's first slice meets the phase's change, e.g. a
+/// breaker that has not yet seen the model hang; every slice opens fresh connections).
+fn by_kind(kinds: &[Answer]) -> Value {
+    let p99 = Latency::of(kinds.iter().map(|a| a.latency_ms)).p99_ms;
+    let mut groups: BTreeMap<&str, Vec<&Answer>> = BTreeMap::new();
+    for a in kinds {
+        groups.entry(a.kind.as_str()).or_default().push(a);
+    }
+    Value::Object(
+        groups
+            .into_iter()
+            .map(|(k, answers)| {
+                let over: Vec<&&Answer> = answers.iter().filter(|a| a.latency_ms > p99).collect();
+                let lat = Latency::of(answers.iter().map(|a| a.latency_ms));
+                (
+                    k.to_string(),
+                    json!({
+                        "answers": answers.len(), "latency": lat, "over_loop_p99": over.len(),
+                        "over_loop_p99_in_first_slice": over.iter().filter(|a| a.slice == 0).count(),
+                        "over_loop_p99_at_a_slice_start": over.iter().filter(|a| a.offset_ms < SLICE_START_MS).count(),
+                    }),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// What counts as the start of a slice in [`by_kind`].
+const SLICE_START_MS: f64 = 300.0;
 
 /// The origin's own answer times (a per-millisecond histogram): count and percentiles,
 /// `null` past the last bin.
@@ -334,6 +397,7 @@ pub fn human(d: &Value) -> String {
         &json!({"edge": c["edge"]["latency"], "peer": c["peer"]["latency"]}),
         "p99_ms",
     ));
+    s.push_str(&tail_kinds(&c["edge"]["by_kind"]));
     s.push_str(&format!(
         "{:<38} {:>10} req/s, p50 {} ms, p99 {} ms\n",
         "  no-op Worker (the runtime's floor)",

@@ -311,6 +311,8 @@ impl<'p> Engine<'p> {
         correlation_id: &str,
     ) -> String {
         self.writes.forget(&format!("{binding}/{key}"));
+        // The isolate must not go on serving, as KV's, what KV refused to store.
+        self.kv_cache.forget(binding, key);
         serde_json::json!({
             "event": "write_through_failed",
             "correlation_id": correlation_id,

@@ -156,3 +156,54 @@ fn with_compare_edge_the_other_builds_degraded_answers_are_reported_beside_these
         "{h}"
     );
 }
+
+#[test]
+fn a_loops_answers_are_broken_down_by_kind_and_the_tail_named() {
+    let a = |kind: &str, latency_ms: f64, offset_ms: f64, slice: usize| Answer {
+        kind: kind.into(),
+        latency_ms,
+        offset_ms,
+        slice,
+    };
+    let mut kinds: Vec<Answer> = (0..97)
+        .map(|i| a("BREAKER_OPEN/user", 5.0 + f64::from(i) * 0.01, 900.0, 1))
+        .collect();
+    kinds.extend([
+        a("ML_TIMEOUT/curated", 48.0, 0.0, 0),
+        a("ML_TIMEOUT/curated", 300.0, 10.0, 0),
+        a("live", 250.0, 0.0, 2),
+    ]);
+    let v = by_kind(&kinds);
+    assert_eq!(v["BREAKER_OPEN/user"]["answers"], 97);
+    assert_eq!(v["BREAKER_OPEN/user"]["over_loop_p99"], 0);
+    assert_eq!(v["ML_TIMEOUT/curated"]["answers"], 2);
+    // The loop's p99 is 250 ms: only the 300 ms answer is over it.
+    assert_eq!(v["ML_TIMEOUT/curated"]["over_loop_p99"], 1);
+    assert_eq!(v["ML_TIMEOUT/curated"]["over_loop_p99_in_first_slice"], 1);
+    assert_eq!(v["ML_TIMEOUT/curated"]["over_loop_p99_at_a_slice_start"], 1);
+    assert_eq!(v["live"]["over_loop_p99"], 0);
+    let line = tail_kinds(&v);
+    assert!(
+        line.starts_with("  edge, over its p99 by kind: ML_TIMEOUT/curated 1 of 2"),
+        "{line}"
+    );
+    assert_eq!(by_kind(&[]), json!({}));
+}
+
+#[test]
+fn an_answer_is_live_or_its_reason_and_tier() {
+    use super::super::load::kind;
+    assert_eq!(kind(&ok(1.0, None)), "live");
+    let mut o = ok(1.0, Some("user"));
+    o.headers.reason = Some("BREAKER_OPEN".into());
+    assert_eq!(kind(&o), "BREAKER_OPEN/user");
+    o.headers.reason = None;
+    assert_eq!(kind(&o), "-/user");
+    assert_eq!(
+        kind(&Observed {
+            status: 200,
+            ..Observed::default()
+        }),
+        "other"
+    );
+}

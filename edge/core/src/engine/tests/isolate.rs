@@ -1,5 +1,5 @@
 //! The engine under its isolate's own load, in virtual time: a cold isolate's first wave,
-//! late timers, queueing and saturation, the bulkhead, the one-second KV cache.
+//! late timers, queueing and saturation, the bulkhead, the isolate's KV cache.
 
 use super::*;
 
@@ -335,7 +335,7 @@ fn a_busy_isolates_probes_are_not_failed_for_its_own_queue() {
     assert_eq!(e.breaker_mode(at(2_000)), "PRIMARY_HEALTHY");
 }
 #[test]
-fn a_second_degraded_request_within_a_second_reads_no_kv() {
+fn a_degraded_request_within_the_caches_ttl_reads_no_kv() {
     let b = bake(seed_policy());
     let mut e = Engine::new(&b).unwrap();
     let reads = |e: &mut Engine<'_>, t: u64, seed: u64| {
@@ -371,7 +371,16 @@ fn a_second_degraded_request_within_a_second_reads_no_kv() {
         0,
         "both answered from the isolate's cache"
     );
-    assert_eq!(reads(&mut e, 1_600, 3), 2, "a second later, read again");
+    assert_eq!(
+        reads(&mut e, 29_000, 3),
+        0,
+        "still from the cache 29 s after the reads"
+    );
+    assert_eq!(
+        reads(&mut e, 30_100, 4),
+        2,
+        "past the cache's 30 s, read again"
+    );
 }
 
 #[test]
@@ -408,4 +417,40 @@ fn the_wave_after_the_breaker_closes_is_judged_like_a_fresh_isolates_first() {
         run(&mut e, t, "/recommendations/alice", status(503));
     }
     assert_eq!(e.breaker_mode(at(2_000)), "OPEN");
+}
+
+#[test]
+fn a_write_through_kv_refused_is_not_served_from_the_isolates_cache() {
+    let b = bake(seed_policy());
+    let mut e = Engine::new(&b).unwrap();
+    let live = run(&mut e, 0, "/recommendations/alice", ok());
+    assert_eq!(live.status, 200);
+    let w = live
+        .writes
+        .first()
+        .expect("the user tier is written through");
+    let (binding, key) = (w.binding.clone(), w.key.clone());
+    // The model hangs: the first KV read the cascade asks for, or the answer.
+    let degraded = |e: &mut Engine<'_>, t: u64, seed: u64| {
+        let (mut f, a) = begin(e, t, seed);
+        let Action::FetchOrigin { .. } = a else {
+            panic!("{a:?}")
+        };
+        match e.step(&mut f, at(t + 45), Event::Origin(Observed::TimedOut)) {
+            Action::ReadKv { key, .. } => Err(key),
+            Action::Respond(r) => Ok(r.header("X-Fallback-Tier").map(String::from)),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(
+        degraded(&mut e, 1_000, 2),
+        Ok(Some("user".into())),
+        "the written-through answer, from the isolate's cache"
+    );
+    let _ = e.write_failed(&binding, &key, "KV refused the put", "c-1");
+    assert_eq!(
+        degraded(&mut e, 2_000, 3),
+        Err(key),
+        "after KV refused the write, the user tier is read from KV again"
+    );
 }
