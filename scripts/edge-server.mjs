@@ -267,7 +267,7 @@ const KEPT_BYTES = 8 << 20;
  * waited in batches, and the edge's p99 was 305–311 ms with it against 157 ms with the output
  * discarded (docs/observability.md). A deployed Worker's logs never block it.
  */
-function runtimeOutput(verbose) {
+export function runtimeOutput(verbose) {
   const blocks = [];
   let bytes = 0;
   const collect = (stream, echo) => {
