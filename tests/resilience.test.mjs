@@ -247,6 +247,44 @@ describe("the bulkhead: most origin calls in flight per isolate (issue 13)", () 
   });
 });
 
+describe("speculative tier reads once the model has gone silent (issue 13)", () => {
+  test("a call after a timeout starts its tier reads with the fetch: a KV tier slower than its read timeout answers at the deadline", async () => {
+    // The category tier's KV takes 100 ms to answer, its read timeout is 5 ms: read at the
+    // deadline it never answers in time. The deadline is 250 ms (the seed's 45 ms, scaled
+    // so that a stall of the shared machine cannot decide the test).
+    const s = await stack("recommendations", {
+      edit: (t) =>
+        `${t
+          .replace('total = "60ms"', 'total = "300ms"')
+          .replace('deadline = "45ms"', 'deadline = "250ms"')
+          .replace('attempt_timeout = "45ms"', 'attempt_timeout = "250ms"')}`,
+      publish: [{ tier: "category", lists: "recommendations.top-sellers.csv" }],
+      slowKv: { CATEGORY_TOP: 100 },
+    });
+    try {
+      await s.origin.setFault({ kind: "hang" });
+      // The first caller meets the hang: at its deadline the category read times out, and
+      // the baked stubs answer.
+      const first = await s.get("/v1/recommendations?category_id=audio", bearer("silent-1"));
+      assert.equal(first.status, 200, first.text);
+      assert.equal(first.headers["x-degraded-reason"], "ML_TIMEOUT");
+      assert.equal(first.headers["x-fallback-tier"], "curated", "the 100 ms category read missed its 5 ms timeout");
+      // The model has let a call time out and answered no one since: the next caller's
+      // category read starts with its origin call and is done by the deadline.
+      const second = await s.get("/v1/recommendations?category_id=audio", bearer("silent-2"));
+      assert.equal(second.status, 200, second.text);
+      assert.equal(second.headers["x-degraded-reason"], "ML_TIMEOUT");
+      assert.equal(second.headers["x-fallback-tier"], "category", second.text);
+      const st = (await s.get("/__understudy/status", { authorization: `Bearer ${devSecret("ADMIN_TOKEN")}` })).json;
+      // The second caller's user and category keys; both were read at its deadline.
+      assert.equal(st.counters.kv_prefetched, 2, JSON.stringify(st.counters));
+      assert.equal(st.counters.kv_prefetch_unused, 0, JSON.stringify(st.counters));
+    } finally {
+      await s.dispose();
+    }
+  });
+});
+
 describe("rate breaker (seed 000's machine) in the Worker", () => {
   let s;
   // Seed 000's shape with short windows so the test runs in seconds: trip at ≥ 15%

@@ -189,3 +189,53 @@ fn mixed_outcomes_classify_every_class_once() {
     assert_eq!(run.breaker[0].request, 13, "{:?}", run.breaker);
     assert!(run.results.iter().all(|r| r.status == 200));
 }
+
+#[test]
+fn a_silent_model_makes_later_requests_start_their_tier_reads_with_the_call() {
+    // KV answers in 7 ms; the category tier's read timeout is 5 ms. The first request meets
+    // the hang: read at its deadline, the category entry comes too late and the baked stubs
+    // answer. The model has then let a call time out and answered no one: the second
+    // request's reads start with its origin call and are done by its deadline.
+    let loaded = load_policy(Path::new("../policies/recommendations.toml"), NOW);
+    let policy = loaded.policy.as_ref().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("silent.toml");
+    std::fs::write(
+        &path,
+        r#"name = "silent-model"
+start = "2026-11-30T12:00:00Z"
+requests = 2
+interval = "1s"
+kv_latency = "7ms"
+[params]
+user_id = ["u-1", "u-2"]
+category_id = ["audio"]
+[model]
+latency = "25ms"
+[[model.phase]]
+from = "0s"
+to = "10s"
+fault = "hang"
+[[kv]]
+tier = "category"
+params = { category_id = "audio" }
+items = ["SKU-1001", "SKU-1004", "SKU-1007"]
+age = "1h"
+"#,
+    )
+    .unwrap();
+    let sc = scenario::load(&path, policy).unwrap();
+    let run = simulate::run(policy, loaded.catalog.as_ref(), &sc);
+    let tiers: Vec<_> = run.results.iter().map(|r| r.source.clone()).collect();
+    assert_eq!(
+        tiers,
+        [
+            simulate::Source::Tier("curated".into()),
+            simulate::Source::Tier("category".into())
+        ]
+    );
+    for r in &run.results {
+        assert_eq!(r.reason.as_deref(), Some("ML_TIMEOUT"));
+        assert!(r.latency_ms <= policy.budget.total_ms, "{r:?}");
+    }
+}

@@ -121,6 +121,8 @@ struct InFlight<'p> {
     /// Calls made to the model (attempts and hedges).
     calls: u32,
     pending: Option<Event>,
+    /// Speculative tier reads this request started: (binding, key, when in ms).
+    prefetched: Vec<(String, String, u64)>,
 }
 
 /// Everything the run mutates, apart from the engine.
@@ -211,6 +213,7 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
                         attempts: 0,
                         calls: 0,
                         pending: None,
+                        prefetched: Vec::new(),
                     },
                 );
                 (i, action)
@@ -272,8 +275,14 @@ fn perform<'p>(
             Action::FetchOrigin {
                 timeout_ms,
                 hedge_after_ms,
+                prefetch,
                 ..
             } => {
+                // A speculative tier read is a KV read started now: a later read of its key
+                // ends when it does.
+                for p in prefetch {
+                    f.prefetched.push((p.binding.to_string(), p.key, rel_ms));
+                }
                 let fault = w.sc.fault(i, f.arrival_ms);
                 let call = u64::from(f.calls);
                 f.attempts += 1;
@@ -308,12 +317,18 @@ fn perform<'p>(
                 timeout_ms,
                 ..
             } => {
-                if w.sc.kv_latency_ms > timeout_ms {
+                let started = f
+                    .prefetched
+                    .iter()
+                    .find(|(b, k, _)| b == binding && *k == key)
+                    .map_or(rel_ms, |(_, _, at)| *at);
+                let latency = (started + w.sc.kv_latency_ms).saturating_sub(rel_ms);
+                if latency > timeout_ms {
                     (timeout_ms, Event::Kv(KvRead::TimedOut))
                 } else {
                     let got = w.kv.get(&(binding.to_string(), key));
                     (
-                        w.sc.kv_latency_ms,
+                        latency,
                         Event::Kv(KvRead::Value {
                             value: got.map(|g| g.0.clone()),
                             metadata: got.map(|g| g.1.clone()),

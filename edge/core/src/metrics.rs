@@ -87,6 +87,10 @@ pub struct Counters {
     /// Hedged origin requests sent, and those whose answer was the one used.
     pub hedges_sent: u64,
     pub hedges_won: u64,
+    /// Speculative tier reads asked for (the model silent), and those whose request then
+    /// did not read that key (the origin answered after all): what they cost in KV reads.
+    pub kv_prefetched: u64,
+    pub kv_prefetch_unused: u64,
     /// Degraded answers per tier.
     pub by_tier: BTreeMap<String, u64>,
     /// Degraded and unavailable answers per reason (`ML_TIMEOUT`, `BREAKER_OPEN`, …).

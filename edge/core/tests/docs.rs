@@ -1,6 +1,6 @@
 //! Where the docs list what the code defines, they must agree: the outcome table
-//! (docs/outcomes.md), the log line's outcomes (docs/observability.md) and the README's
-//! reason list. A new reason or outcome without its documentation fails here.
+//! (docs/outcomes.md), the log line's outcomes and the status endpoint's counters
+//! (docs/observability.md) and the README's reason list. A new reason or outcome without its documentation fails here.
 
 use std::path::Path;
 
@@ -112,4 +112,22 @@ fn the_readme_lists_every_reason() {
         .collect();
     let code: Vec<&str> = FailureReason::ALL.iter().map(|r| r.code()).collect();
     assert_eq!(listed, code);
+}
+
+#[test]
+fn the_documented_counters_are_the_status_endpoints() {
+    let text = doc("docs/observability.md");
+    let section = text
+        .split("## Counters and the admin status endpoint")
+        .nth(1)
+        .and_then(|t| t.trim_start().split("\n\n").next())
+        .expect("docs/observability.md has its counters paragraph");
+    let counters = serde_json::to_value(understudy_core::metrics::Counters::default()).unwrap();
+    let code: Vec<String> = counters.as_object().unwrap().keys().cloned().collect();
+    for name in &code {
+        assert!(
+            section.contains(&format!("`{name}`")),
+            "docs/observability.md does not list the counter `{name}`"
+        );
+    }
 }

@@ -286,8 +286,15 @@ fn dispatch(w: &mut Waiting, mut action: Action<'static>) -> Array {
                 timeout_ms,
                 request,
                 hedge_after_ms,
+                prefetch,
                 ..
             } => {
+                for p in prefetch {
+                    // An unbound namespace is reported by the read at the deadline.
+                    if let Ok(ns) = kv::namespace(&w.env, p.binding) {
+                        shim::prefetch(&ns, &p.key, p.binding, &w.ctx, p.keep_ms);
+                    }
+                }
                 w.doing = Doing::Race {
                     origin: true,
                     hedged: hedge_after_ms.is_some(),
@@ -323,6 +330,8 @@ fn dispatch(w: &mut Waiting, mut action: Action<'static>) -> Array {
                     a.push(&ns);
                     a.push(&JsValue::from_str(&key));
                     a.push(&JsValue::from(timeout_ms as f64));
+                    a.push(&JsValue::from_str(binding));
+                    a.push(&w.ctx);
                     return a;
                 }
                 Err(e) => action = step(w, Event::Kv(KvRead::Error(e))),

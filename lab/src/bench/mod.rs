@@ -132,6 +132,23 @@ async fn openings(addr: server::Addr, path: &str, token: &str) -> Option<Vec<Val
     )
 }
 
+/// The edge `t`'s speculative tier reads so far: (asked for, unused), from its status
+/// endpoint's counters.
+async fn speculative(addr: server::Addr, t: Target, path: &str, token: &str) -> Option<(u64, u64)> {
+    let doc = status_once(addr.of(t), path, token).await?;
+    let c = &doc["counters"];
+    Some((
+        c["kv_prefetched"].as_u64()?,
+        c["kv_prefetch_unused"].as_u64()?,
+    ))
+}
+
+/// What a phase added to [`speculative`]'s counts.
+fn added(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    let ((a0, u0), (a1, u1)) = (before?, after?);
+    Some((a1.saturating_sub(a0), u1.saturating_sub(u0)))
+}
+
 /// The openings in `after` that `before` did not hold (by time: the log keeps the latest).
 fn new_openings(before: Option<Vec<Value>>, after: Option<Vec<Value>>) -> Option<Vec<Value>> {
     let (before, after) = (before?, after?);
@@ -335,6 +352,7 @@ pub fn run(opts: &Options) -> Result<Value> {
                 emb_hung_b.push(server::once(&mut cb, addr, EDGE_EMB_B, &req, timeout).await);
             }
         }
+        let off_before = speculative(addr, EDGE_OFF, &admin_path, &admin_token).await;
         let mut off_hung = Vec::new();
         let mut c = None;
         for i in 0..opts.hung_rounds {
@@ -345,6 +363,8 @@ pub fn run(opts: &Options) -> Result<Value> {
             };
             off_hung.push(server::once(&mut c, addr, EDGE_OFF, p, timeout).await);
         }
+        let off_after = speculative(addr, EDGE_OFF, &admin_path, &admin_token).await;
+        let hi_before = speculative(addr, EDGE, &admin_path, &admin_token).await;
         let hung_hi = interleaved(
             addr,
             &[EDGE, PEER, NOOP],
@@ -354,6 +374,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             &pids,
         )
         .await;
+        let hi_after = speculative(addr, EDGE, &admin_path, &admin_token).await;
         let bare_hung = server::once(&mut None, addr, BARE, &req, Duration::from_secs(1)).await;
         // A model with a long tail: most calls fast, a few past the deadline. The hedging
         // edge and the same edge without hedging, in alternating blocks; origin calls counted
@@ -395,6 +416,8 @@ pub fn run(opts: &Options) -> Result<Value> {
             refused_hung,
             timer_floor,
             off_hung,
+            speculative_off: added(off_before, off_after),
+            speculative_hi: added(hi_before, hi_after),
             hung_hi,
             bare_hung,
             origin_calls,

@@ -40,6 +40,10 @@ pub struct Measured {
     pub timer_floor: Vec<Observed>,
     /// Model hung, sequential, every tier (breaker off).
     pub off_hung: Vec<Observed>,
+    /// Speculative tier reads (asked for, unused) during `off_hung` and during the edge's
+    /// share of `hung_hi` (None when the status endpoint could not be read).
+    pub speculative_off: Option<(u64, u64)>,
+    pub speculative_hi: Option<(u64, u64)>,
     /// Model hung, closed loop at 64: edge (breaker as shipped), peer.
     pub hung_hi: Vec<Slice>,
     pub bare_hung: Observed,
@@ -56,6 +60,15 @@ pub struct Tail {
     pub fast_ms: u64,
     pub slow_ms: u64,
     pub slow_per_mille: u64,
+}
+
+fn spec_json(counts: Option<(u64, u64)>, requests: u64) -> Value {
+    match counts {
+        Some((asked, unused)) => {
+            json!({"requests": requests, "prefetched": asked, "unused": unused})
+        }
+        None => Value::Null,
+    }
 }
 
 fn tail_side(obs: &[Observed], calls: u64) -> Value {
@@ -265,6 +278,12 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         "breaker_openings_healthy_evidence": m.breaker_openings,
         "healthy_p50_vs_bare": p50_vs_bare,
         "healthy_p99_vs_bare": p99_vs_bare,
+        // [E-CASCADE] What starting the tiers' KV reads with the origin call (once the model
+        // has gone silent) cost in reads: asked for, and those never read by their request.
+        "speculative_kv_reads": {
+            "hung_every_tier_breaker_off": spec_json(m.speculative_off, m.off_hung.len() as u64),
+            "hung_closed_loop_64": spec_json(m.speculative_hi, hung_edge.answers),
+        },
         "hedging": {
             "model": {"fast_ms": m.tail.fast_ms, "slow_ms": m.tail.slow_ms, "slow_per_mille": m.tail.slow_per_mille},
             "without": tail_side(&m.tail.plain, m.tail.calls_plain),
@@ -451,6 +470,19 @@ pub fn human(d: &Value) -> String {
                 f(&l["p50_ms"]),
                 f(&l["p99_ms"]),
                 l["n"]
+            ));
+        }
+    }
+    let sp = &d["speculative_kv_reads"];
+    for (label, key) in [
+        ("every tier, breaker off", "hung_every_tier_breaker_off"),
+        ("64 connections", "hung_closed_loop_64"),
+    ] {
+        let x = &sp[key];
+        if !x.is_null() {
+            s.push_str(&format!(
+                "  speculative tier reads ({label}): {} for {} requests, {} of them unused\n",
+                x["prefetched"], x["requests"], x["unused"]
             ));
         }
     }

@@ -35,6 +35,16 @@ impl Reply {
     }
 }
 
+/// A KV read to start ahead of the cascade ([`Action::FetchOrigin`]'s `prefetch`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prefetch<'p> {
+    pub binding: &'p str,
+    pub key: String,
+    /// How long the driver keeps the read for a later [`Action::ReadKv`] of this key: what
+    /// is left of the request's budget.
+    pub keep_ms: u64,
+}
+
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action<'p> {
@@ -50,6 +60,12 @@ pub enum Action<'p> {
         timeout_ms: u64,
         request: Outbound,
         hedge_after_ms: Option<u64>,
+        /// [E-CASCADE] Speculative tier reads: KV reads to start alongside the fetch, their
+        /// results not reported. Asked for when the model has gone silent, so that the
+        /// cascade's [`Action::ReadKv`] of the same key at the deadline finds the read done
+        /// or under way. The driver keeps each for its `keep_ms` (a read of the same key
+        /// joins it); empty otherwise.
+        prefetch: Vec<Prefetch<'p>>,
     },
     /// Wait `ms`, then report [`Event::Woke`].
     Wait { ms: u64 },

@@ -18,6 +18,7 @@ pub(super) fn answered<'p>(
     race: &Race<'p>,
     answer: Answer,
 ) -> Action<'p> {
+    engine.counters.kv_prefetch_unused += std::mem::take(&mut f.prefetched).len() as u64;
     let policy = engine.policy();
     let m = meta(&f.correlation_id, &engine.bake.release_id, f.credentialed);
     let rendered = disclosure::render(&answer, policy, &m);

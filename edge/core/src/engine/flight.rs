@@ -54,6 +54,8 @@ pub struct Flight<'p> {
     pub(super) hedge_won: bool,
     /// The KV read in flight (binding, key), for the isolate's read cache.
     pub(super) pending_kv: Option<(&'p str, String)>,
+    /// Speculative tier reads this request asked for and has not read yet.
+    pub(super) prefetched: Vec<(&'p str, String)>,
     /// Notes of the engine's own (a missing secret, an unreachable limiter).
     pub(super) notes: Vec<Note>,
     pub(super) stage: Stage<'p>,
@@ -130,6 +132,7 @@ pub(super) fn start<'p>(
         admission: Admission::Reject,
         lease: None,
         pending_kv: None,
+        prefetched: Vec::new(),
         repeatable: false,
         hedge_token: false,
         hedge_after_ms: None,

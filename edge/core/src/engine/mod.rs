@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 pub use crate::http::{Credential, Outbound};
-pub use action::{Action, Event, Reply};
+pub use action::{Action, Event, Prefetch, Reply};
 pub use flight::Flight;
 
 use crate::bake::Bake;
@@ -141,6 +141,9 @@ pub struct Engine<'p> {
     queue_delay_ms: u64,
     /// When the model was last heard from, and the timeouts waiting for it ([`verdict`]).
     verdicts: verdict::Verdicts,
+    /// When an origin attempt last ended in `ML_TIMEOUT`: with no answer from the model
+    /// since, new attempts start their tier reads alongside ([`Engine::model_silent`]).
+    last_timeout: Option<Millis>,
     /// The request headers this policy's engine reads ([`Engine::request_headers`]).
     request_headers: Vec<String>,
 }
@@ -198,6 +201,7 @@ impl<'p> Engine<'p> {
             tokens: crate::token::Verified::default(),
             queue_delay_ms: 0,
             verdicts: verdict::Verdicts::default(),
+            last_timeout: None,
             kv_cache: kvcache::KvCache::default(),
             freshness: freshness::Freshness::default(),
             origin_latency: crate::breaker::window::Window::new(HEDGE_WINDOW_MS),
@@ -275,6 +279,13 @@ impl<'p> Engine<'p> {
     }
 
     /// Whether the bulkhead lets another origin call start now.
+    /// The model's last call timed out and it has answered no call since: a request that
+    /// calls it now will likely need its tiers at the deadline.
+    fn model_silent(&self) -> bool {
+        self.last_timeout
+            .is_some_and(|t| self.verdicts.heard().is_none_or(|h| h < t))
+    }
+
     fn origin_open(&self) -> bool {
         self.bake
             .policy

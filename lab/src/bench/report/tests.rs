@@ -73,6 +73,8 @@ fn measured() -> Measured {
         refused_hung: vec![refused_405(0.8); 10],
         timer_floor: vec![ok(46.5, None); 10],
         off_hung: vec![ok(53.0, Some("user")), ok(56.0, Some("curated"))],
+        speculative_off: Some((1, 0)),
+        speculative_hi: None,
         hung_hi: vec![
             slice(1500.0, false),
             slice(500.0, false),
@@ -136,6 +138,25 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
         "{h}"
     );
     assert!(h.contains("user"), "{h}");
+    let sp = &d["speculative_kv_reads"];
+    assert_eq!(
+        sp["hung_every_tier_breaker_off"],
+        json!({"requests": 2, "prefetched": 1, "unused": 0})
+    );
+    assert!(
+        sp["hung_closed_loop_64"].is_null(),
+        "no status endpoint, no figure"
+    );
+    assert!(
+        h.contains(
+            "speculative tier reads (every tier, breaker off): 1 for 2 requests, 0 of them unused"
+        ),
+        "{h}"
+    );
+    assert!(
+        !h.contains("speculative tier reads (64 connections)"),
+        "{h}"
+    );
 }
 
 #[test]
