@@ -445,3 +445,4 @@ fn without_a_bake_the_answer_is_503_bake_invalid_with_a_log_line() {
 mod headers;
 mod hedge;
 mod isolate;
+mod prefetch;
