@@ -28,6 +28,7 @@ test("bench: the short form measures every named figure against its floors", asy
       "degraded_p99_over_deadline_ms",
       "refused_before_io_p99_ms",
       "timer_floor_p99_over_deadline_ms",
+      "timer_floor_with_subrequest_p99_over_deadline_ms",
       "hung_c64_rps_vs_js",
       "hung_c64_p99_ms",
       "noop_c64_p99_ms",
@@ -57,6 +58,11 @@ test("bench: the short form measures every named figure against its floors", asy
     assert.equal(d.breaker_openings_healthy_evidence.length, d.breaker_openings_healthy);
     for (const o of d.breaker_openings_healthy_evidence) num(o.evidence.calls, "opening evidence calls");
     assert.equal(d.detail.hung_embedded_only.timer_floor_after_deadline.n, 6);
+    // The no-op Worker's timer raced a model call that hangs: every answer came after the
+    // deadline (a call that failed at once would answer before it).
+    const race = d.detail.hung_embedded_only.timer_floor_with_subrequest_after_deadline;
+    assert.equal(race.n, 6, JSON.stringify(race));
+    assert.ok(race.p50_ms >= 0, `the timer, not a failed call, ended the race: ${JSON.stringify(race)}`);
     assert.equal(d.detail.hung_embedded_only.answers, 6);
     assert.equal(Object.keys(d.targets).length, 7);
     for (const [k, v] of Object.entries(d.targets)) assert.equal(typeof v, "boolean", k);

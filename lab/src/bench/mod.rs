@@ -325,7 +325,8 @@ pub fn run(opts: &Options) -> Result<Value> {
         // before any I/O (a method the route does not take): what the loopback, the runtime
         // and the engine's start cost without the deadline — the floor under the figure.
         // And, on a connection of its own, the runtime's timer alone: the no-op Worker
-        // answering after a `setTimeout` of the deadline.
+        // answering after a `setTimeout` of the deadline; and, on another, the same timer
+        // racing a model call that hangs (the floor with a subrequest in flight).
         let timer_req = Planned {
             method: "GET".into(),
             target: format!("/?wait={}", shipped.budget.deadline_ms),
@@ -333,13 +334,18 @@ pub fn run(opts: &Options) -> Result<Value> {
             user: None,
             ..req.clone()
         };
+        let race_req = Planned {
+            target: format!("/?wait={}&race=1", shipped.budget.deadline_ms),
+            ..timer_req.clone()
+        };
         // With `--compare-edge`, the other build's embedded-only edge takes a turn in each
         // round too, on its own connection, first in every other round.
         let mut emb_hung = Vec::with_capacity(opts.hung_rounds);
         let mut emb_hung_b = Vec::new();
         let mut refused_hung = Vec::with_capacity(opts.hung_rounds);
         let mut timer_floor = Vec::with_capacity(opts.hung_rounds);
-        let (mut c, mut ct, mut cb) = (None, None, None);
+        let mut race_floor = Vec::with_capacity(opts.hung_rounds);
+        let (mut c, mut ct, mut cb, mut cr) = (None, None, None, None);
         for r in 0..opts.hung_rounds {
             let b_first = opts.compare_edge.is_some() && r % 2 == 1;
             if b_first {
@@ -348,6 +354,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             emb_hung.push(server::once(&mut c, addr, EDGE_EMB, &req, timeout).await);
             refused_hung.push(server::once(&mut c, addr, EDGE_EMB, &refused, timeout).await);
             timer_floor.push(server::once(&mut ct, addr, NOOP, &timer_req, timeout).await);
+            race_floor.push(server::once(&mut cr, addr, NOOP, &race_req, timeout).await);
             if opts.compare_edge.is_some() && !b_first {
                 emb_hung_b.push(server::once(&mut cb, addr, EDGE_EMB_B, &req, timeout).await);
             }
@@ -415,6 +422,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             emb_hung_b,
             refused_hung,
             timer_floor,
+            race_floor,
             off_hung,
             speculative_off: added(off_before, off_after),
             speculative_hi: added(hi_before, hi_after),

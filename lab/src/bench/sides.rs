@@ -240,8 +240,29 @@ fn side_files(dir: &Path, name: &str, edge_dir: &Path, manifest: &Value) -> Resu
 
 /// The no-op Worker: answers `200 ok` without any I/O — after `?wait=MS` milliseconds of
 /// `setTimeout` when asked (the runtime's own timer, the floor under any answer at a
-/// deadline).
-pub const NOOP_JS: &str = "export default {\n  async fetch(request) {\n    const wait = Number(new URL(request.url).searchParams.get(\"wait\") ?? 0);\n    if (wait > 0) await new Promise((r) => setTimeout(r, wait));\n    return new Response(\"ok\");\n  },\n};\n";
+/// deadline). With `&race=1` as well, it first sends the model call (`UNDERSTUDY_ORIGIN_URL`)
+/// and answers when the timer wins the race, aborting the call once the answer is out, as the
+/// edge does: the runtime's floor under an answer at the deadline while a subrequest is in
+/// flight.
+pub const NOOP_JS: &str = r#"export default {
+  async fetch(request, env) {
+    const q = new URL(request.url).searchParams;
+    const wait = Number(q.get("wait") ?? 0);
+    if (q.get("race") === "1" && wait > 0) {
+      const ctl = new AbortController();
+      const call = fetch(env.UNDERSTUDY_ORIGIN_URL, { method: "POST", body: "{}", signal: ctl.signal }).then(
+        (r) => r.arrayBuffer(),
+        () => null,
+      );
+      await Promise.race([call, new Promise((r) => setTimeout(r, wait))]);
+      setTimeout(() => ctl.abort(), 0);
+      return new Response("ok");
+    }
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    return new Response("ok");
+  },
+};
+"#;
 
 pub fn noop_dist(dir: &Path, edge_dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;

@@ -72,6 +72,7 @@ fn measured() -> Measured {
         emb_hung_b: Vec::new(),
         refused_hung: vec![refused_405(0.8); 10],
         timer_floor: vec![ok(46.5, None); 10],
+        race_floor: vec![ok(47.25, None); 10],
         off_hung: vec![ok(53.0, Some("user")), ok(56.0, Some("curated"))],
         speculative_off: Some((1, 0)),
         speculative_hi: None,
@@ -125,6 +126,7 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
     assert_eq!(d["noop_c64_p99_ms"], 20.0);
     assert_eq!(d["timer_floor_p99_over_deadline_ms"], 1.5);
+    assert_eq!(d["timer_floor_with_subrequest_p99_over_deadline_ms"], 2.25);
     assert_eq!(d["detail"]["hung_closed_loop_64"]["noop"]["rps"], 3000.0);
     assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
     assert_eq!(d["breaker_openings_healthy"], 0);
