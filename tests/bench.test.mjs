@@ -58,6 +58,12 @@ test("bench: the short form measures every named figure against its floors", asy
     assert.equal(d.breaker_openings_healthy_evidence.length, d.breaker_openings_healthy);
     for (const o of d.breaker_openings_healthy_evidence) num(o.evidence.calls, "opening evidence calls");
     assert.equal(d.detail.hung_embedded_only.timer_floor_after_deadline.n, 6);
+    num(d.detail.cold_first_wave.bare.p99_ms, "the bare Worker's cold first wave");
+    num(d.detail.healthy_closed_loop.origin_ceiling_rps, "the healthy loop's ceiling");
+    assert.ok(
+      d.detail.healthy_closed_loop.peer.live_rps <= d.detail.healthy_closed_loop.origin_ceiling_rps * 1.05,
+      `no side passes the origin's ceiling: ${JSON.stringify(d.detail.healthy_closed_loop)}`,
+    );
     // The no-op Worker's timer raced a model call that hangs: every answer came after the
     // deadline (a call that failed at once would answer before it).
     const race = d.detail.hung_embedded_only.timer_floor_with_subrequest_after_deadline;

@@ -259,6 +259,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         // Fresh isolates: the first requests each Worker ever sees.
         let cold_edge = load::wave(addr, EDGE, &cold_plans, timeout).await;
         let cold_peer = load::wave(addr, PEER, &cold_plans, timeout).await;
+        let cold_bare = load::wave(addr, BARE, &cold_plans, timeout).await;
         for t in [EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER, EDGE_HEDGE, NOOP]
             .into_iter()
             .chain(opts.compare_edge.iter().flat_map(|_| [EDGE_B, EDGE_EMB_B]))
@@ -412,6 +413,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         Ok(report::Measured {
             cold_edge,
             cold_peer,
+            cold_bare,
             seq_edge: se,
             seq_bare: sb,
             healthy_c,

@@ -15,6 +15,8 @@ use crate::drill::observe::Observed;
 pub struct Measured {
     pub cold_edge: Vec<Observed>,
     pub cold_peer: Vec<Observed>,
+    /// The bare pass-through Worker's cold first wave: what any Rust Worker pays.
+    pub cold_bare: Vec<Observed>,
     pub seq_edge: Vec<Observed>,
     pub seq_bare: Vec<Observed>,
     /// Healthy closed loop at `concurrency`: edge, peer, bare, edge-off (and edge-b).
@@ -244,6 +246,13 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         && m.cold_edge.iter().all(|o| o.latency_ms <= s.budget_ms);
     let cpu = |x: &Slice| x.cpu_us_per_request.map(round);
     let healthy_c16_rps_vs_js = ratio(hc_edge.live_rps(), hc_peer.live_rps());
+    // What the healthy loop's connections can carry at all: each waits for the origin's
+    // answer (its p50 by the origin's own clock, measured in the 64-connection loop), so no
+    // side can pass more live answers a second than this.
+    let origin_ceiling = served(&m.origin_served_hi)["p50_ms"]
+        .as_f64()
+        .filter(|&ms| ms > 0.0)
+        .map(|ms| round(s.concurrency as f64 * 1000.0 / ms));
     let hung_c64_rps_vs_js = ratio(hung_edge.rps(), hung_peer.rps());
     let p50_vs_bare = ratio(seq_e.p50_ms, seq_b.p50_ms);
     let p99_vs_bare = ratio(seq_e.p99_ms, seq_b.p99_ms);
@@ -297,11 +306,12 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         },
 
         "detail": {
-            "cold_first_wave": {"edge": cold, "peer": cold_peer, "requests": m.cold_edge.len(),
+            "cold_first_wave": {"edge": cold, "peer": cold_peer, "bare": lat(&m.cold_bare), "requests": m.cold_edge.len(),
                                 "edge_answered": m.cold_edge.iter().filter(|o| o.status == 200).count()},
             "healthy_sequential": {"rounds": s.rounds, "edge": seq_e, "bare": seq_b},
             // The bare Worker passes the origin through without saying so: its answers are live.
             "healthy_closed_loop": {"connections": s.concurrency, "edge": slice_json(hc_edge), "peer": slice_json(hc_peer),
+                                    "origin_ceiling_rps": origin_ceiling,
                                     "bare": bare_json, "edge_breaker_off": slice_json(&m.healthy_c[3]),
                                     "edge_b": m.healthy_c.get(4).map(slice_json)},
             "healthy_closed_loop_64": {"edge": slice_json(hh_edge), "peer": slice_json(hh_peer),
@@ -340,11 +350,12 @@ pub fn human(d: &Value) -> String {
         d["policy"].as_str().unwrap_or("?"), d["origin_latency_ms"], d["deadline_ms"], d["budget_ms"]
     );
     s.push_str(&format!(
-        "Cold first wave ({} concurrent, fresh isolates): edge p99 {} ms ({} answered), JS peer p99 {} ms\n",
+        "Cold first wave ({} concurrent, fresh isolates): edge p99 {} ms ({} answered), JS peer p99 {} ms, bare Rust pass-through p99 {} ms\n",
         det["cold_first_wave"]["requests"],
         f(&d["cold_first_wave_p99_ms"]),
         det["cold_first_wave"]["edge_answered"],
-        f(&det["cold_first_wave"]["peer"]["p99_ms"])
+        f(&det["cold_first_wave"]["peer"]["p99_ms"]),
+        f(&det["cold_first_wave"]["bare"]["p99_ms"])
     ));
     s.push_str(&format!(
         "Healthy, sequential: edge p50 {} / p99 {} ms, bare {} / {} ms → {}× / {}×\n",
@@ -394,6 +405,14 @@ pub fn human(d: &Value) -> String {
             f(&c["bare"]["latency"]["p99_ms"])
         )
     ));
+    if c["origin_ceiling_rps"].is_number() {
+        s.push_str(&format!(
+            "  at most {} live req/s on {} connections: each waits for the origin's answer (p50 {} ms)\n",
+            f(&c["origin_ceiling_rps"]),
+            c["connections"],
+            det["healthy_closed_loop_64"]["origin_served"]["p50_ms"]
+        ));
+    }
     let off = &c["edge_breaker_off"];
     s.push_str(&format!(
         "{:<38} {:>10} (CPU µs/request {})\n",

@@ -57,6 +57,7 @@ fn measured() -> Measured {
     Measured {
         cold_edge: vec![ok(40.0, None); 10],
         cold_peer: vec![ok(50.0, None); 10],
+        cold_bare: vec![ok(45.0, None); 10],
         seq_edge: vec![ok(30.0, None); 10],
         seq_bare: vec![ok(29.0, None); 10],
         healthy_c: vec![
@@ -127,6 +128,7 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     assert_eq!(d["noop_c64_p99_ms"], 20.0);
     assert_eq!(d["timer_floor_p99_over_deadline_ms"], 1.5);
     assert_eq!(d["timer_floor_with_subrequest_p99_over_deadline_ms"], 2.25);
+    assert_eq!(d["detail"]["cold_first_wave"]["bare"]["p99_ms"], 45.0);
     assert_eq!(d["detail"]["hung_closed_loop_64"]["noop"]["rps"], 3000.0);
     assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
     assert_eq!(d["breaker_openings_healthy"], 0);
@@ -228,5 +230,24 @@ fn an_answer_is_live_or_its_reason_and_tier() {
             ..Observed::default()
         }),
         "other"
+    );
+}
+
+#[test]
+fn the_healthy_loops_ceiling_is_its_connections_over_the_origins_answer_time() {
+    let (mut m, s) = (measured(), setup());
+    assert!(document(&s, &m)["detail"]["healthy_closed_loop"]["origin_ceiling_rps"].is_null());
+    m.origin_served_hi[25] = 900;
+    m.origin_served_hi[40] = 100;
+    let d = document(&s, &m);
+    // 16 connections, each waiting 25 ms (the p50): at most 640 answers a second.
+    assert_eq!(
+        d["detail"]["healthy_closed_loop"]["origin_ceiling_rps"],
+        640.0
+    );
+    assert!(
+        human(&d).contains("at most 640.00 live req/s on 16 connections"),
+        "{}",
+        human(&d)
     );
 }
