@@ -228,15 +228,8 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
             .filter(|o| o.status != 0)
             .map(|o| o.latency_ms),
     );
-    let floor = |v: &[Observed]| {
-        Latency::of(
-            v.iter()
-                .filter(|o| o.status == 200)
-                .map(|o| o.latency_ms - s.deadline_ms),
-        )
-    };
-    let timer_floor = floor(&m.timer_floor);
-    let race_floor = floor(&m.race_floor);
+    let timer_floor = over(&m.timer_floor);
+    let race_floor = over(&m.race_floor);
     let tiers = after_deadline(&m.off_hung, s.deadline_ms);
     let (hc_edge, hc_peer, hc_bare) = (&m.healthy_c[0], &m.healthy_c[1], &m.healthy_c[2]);
     let (hh_edge, hh_peer) = (&m.healthy_hi[0], &m.healthy_hi[1]);
