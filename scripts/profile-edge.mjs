@@ -3,7 +3,7 @@
 // with the inspector's CPU profiler, and prints the functions with the most self time.
 //
 //   node scripts/profile-edge.mjs --dist DIR --origin URL --path /v1/... [--header "k: v" …]
-//        [--seconds 5] [--connections 8] [--top 40] [--seed FILE] [--tokens FILE] [--first N]
+//        [--seconds 5] [--connections 8] [--top 40] [--seed FILE] [--tokens FILE] [--first N] [--timeline]
 //
 // `--first N`: profile the isolate's first N requests instead (sent together, one connection
 // each, on the fresh isolate, no warm-up): where a cold first wave's time goes. Each
