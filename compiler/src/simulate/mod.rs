@@ -20,14 +20,13 @@ pub mod report;
 pub mod request;
 pub mod scenario;
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use understudy_core::bake::Bake;
-use understudy_core::cascade::KvRead;
 use understudy_core::catalog::Catalog;
 use understudy_core::classify::Observed;
-use understudy_core::engine::{Action, Bindings, Engine, Event, Flight, Incoming, Reply};
+use understudy_core::engine::virtual_io::{Arrival, Virtual, World};
+use understudy_core::engine::{Bindings, Done, Engine, KvRead, Op, Reply};
 use understudy_core::policy::Policy;
 use understudy_core::Millis;
 
@@ -105,42 +104,84 @@ impl Bindings for DevBindings {
 /// The simulated KV store: (binding, key) → (value, metadata).
 type Kv = HashMap<(String, String), (String, serde_json::Value)>;
 
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-enum Wake {
-    /// Request `i` arrives.
-    Arrive(u64),
-    /// Request `i`'s pending event is due.
-    Deliver(u64),
-}
-
-struct InFlight<'p> {
-    flight: Flight<'p>,
-    arrival_ms: u64,
-    mode: &'static str,
-    attempts: u32,
-    /// Calls made to the model (attempts and hedges).
-    calls: u32,
-    pending: Option<Event>,
-    /// Speculative tier reads this request started: (binding, key, when in ms).
-    prefetched: Vec<(String, String, u64)>,
-}
-
-/// Everything the run mutates, apart from the engine.
-struct World<'s> {
+/// The scenario's world as the virtual driver performs it: the model answers as the
+/// scenario scripts it ([`origin`]), KV holds the scenario's entries plus what the engine
+/// writes through and answers after the scenario's KV latency, the rate limiter counts
+/// fixed windows ([`limiter`]). It decides nothing: the engine times out, hedges, retries.
+struct ScenarioWorld<'s> {
     sc: &'s Scenario,
     start: Millis,
+    origin_url: &'s str,
     kv: Kv,
     limiter: limiter::Limiter,
-    queue: BinaryHeap<Reverse<(u64, u64, Wake)>>,
-    seq: u64,
     model_calls: u64,
     budget_ms: u64,
+    /// Per request: arrival (ms after the start), calls made to the model so far.
+    arrivals: Vec<u64>,
+    calls: Vec<u32>,
+    results: Vec<Option<RequestResult>>,
+    /// The breaker's mode when each request arrived (filled by the run loop).
+    modes: Vec<&'static str>,
 }
 
-impl World<'_> {
-    fn push(&mut self, at_us: u64, w: Wake) {
-        self.seq += 1;
-        self.queue.push(Reverse((at_us, self.seq, w)));
+impl<'p> World<'p> for ScenarioWorld<'_> {
+    fn perform(&mut self, request: u64, now: Millis, op: &Op<'p>) -> Option<(u64, Done)> {
+        let i = request as usize;
+        match op {
+            Op::Limit { key, .. } => Some((0, Done::Limited(Ok(self.limiter.allow(key, now))))),
+            Op::Fetch(o) if o.url.starts_with(self.origin_url) => {
+                let fault = self.sc.fault(request, self.arrivals[i]);
+                let call = u64::from(self.calls[i]);
+                self.calls[i] += 1;
+                self.model_calls += 1;
+                origin::attempt(fault, request, call).map(|(ms, o)| (ms, Done::Fetched(o)))
+            }
+            Op::Fetch(_) => Some((
+                1,
+                Done::Fetched(Observed::Connect(
+                    "simulated: HTTP tiers are not modelled".into(),
+                )),
+            )),
+            Op::ReadKv { binding, key } => {
+                let got = self.kv.get(&(binding.to_string(), key.clone()));
+                Some((
+                    self.sc.kv_latency_ms,
+                    Done::Kv(KvRead::Value {
+                        value: got.map(|g| g.0.clone()),
+                        metadata: got.map(|g| g.1.clone()),
+                    }),
+                ))
+            }
+        }
+    }
+
+    fn answered(&mut self, request: u64, now: Millis, reply: Reply) {
+        for wr in &reply.writes {
+            self.kv.insert(
+                (wr.binding.clone(), wr.key.clone()),
+                (wr.value.clone(), wr.metadata.clone()),
+            );
+        }
+        let i = request as usize;
+        let (source, reason) = source_of(reply.status, |h| reply.header(h).map(str::to_string));
+        let arrival_ms = self.arrivals[i];
+        let fault = self.sc.fault(request, arrival_ms);
+        // The engine's own count of the request's origin attempts, from its log line.
+        let attempts = serde_json::from_str::<serde_json::Value>(&reply.log)
+            .ok()
+            .and_then(|l| l["attempts"].as_u64())
+            .unwrap_or(0) as u32;
+        self.results[i] = Some(RequestResult {
+            index: request,
+            arrival_ms,
+            latency_ms: now.since(self.start).saturating_sub(arrival_ms),
+            status: reply.status,
+            source,
+            reason,
+            model_attempts: attempts,
+            mode: self.modes.get(i).copied().unwrap_or(""),
+            model_alone_ok: origin::alone_ok(fault, self.budget_ms, request),
+        });
     }
 }
 
@@ -167,78 +208,58 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
     let (limit, period) = policy.storm.as_ref().map_or((u32::MAX, 1), |s| {
         (understudy_core::storm::limit(s), s.window_ms)
     });
-    let mut w = World {
-        sc,
-        start,
-        kv: seed_kv(sc),
-        limiter: limiter::Limiter::new(limit, period),
-        queue: BinaryHeap::new(),
-        seq: 0,
-        model_calls: 0,
-        budget_ms: policy.budget.total_ms,
-    };
     let mut tokens = BTreeMap::new();
     let plans: Vec<request::Planned> = (0..sc.requests)
         .map(|i| request::plan(policy, sc, i, &mut tokens, sc.start_ms / 1000))
         .collect();
+    let n = sc.requests as usize;
+    let mut world = ScenarioWorld {
+        sc,
+        start,
+        origin_url: &policy.origin.url,
+        kv: seed_kv(sc),
+        limiter: limiter::Limiter::new(limit, period),
+        model_calls: 0,
+        budget_ms: policy.budget.total_ms,
+        arrivals: plans.iter().map(|p| p.due_us / 1000).collect(),
+        calls: vec![0; n],
+        results: vec![None; n],
+        modes: vec![""; n],
+    };
+    let mut v = Virtual::new();
     for p in &plans {
-        w.push(p.due_us, Wake::Arrive(p.index));
+        let (path, query) = p.path_and_query();
+        v.arrive(
+            sc.start_ms * 1000 + p.due_us,
+            p.index,
+            Arrival {
+                method: p.method.clone(),
+                path: path.to_string(),
+                query: query.to_string(),
+                headers: p.headers.clone(),
+                seed: p.index + 1,
+            },
+        );
     }
-    let mut flights: HashMap<u64, InFlight<'_>> = HashMap::new();
-    let mut results: Vec<Option<RequestResult>> = vec![None; sc.requests as usize];
     let mut events = Vec::new();
     let mut last_mode = engine.breaker_mode(start);
-
-    while let Some(Reverse((at_us, _, wake))) = w.queue.pop() {
-        let rel_ms = at_us / 1000;
-        let now = start.plus(rel_ms);
-        let (i, action) = match wake {
-            Wake::Arrive(i) => {
-                let p = &plans[i as usize];
-                let (path, query) = p.path_and_query();
-                let req = Incoming {
-                    method: &p.method,
-                    path,
-                    query,
-                    headers: &p.headers,
-                };
-                let mode = engine.breaker_mode(now);
-                let (flight, action) = engine.start(now, &req, &DevBindings, i + 1);
-                flights.insert(
-                    i,
-                    InFlight {
-                        flight,
-                        arrival_ms: rel_ms,
-                        mode,
-                        attempts: 0,
-                        calls: 0,
-                        pending: None,
-                        prefetched: Vec::new(),
-                    },
-                );
-                (i, action)
-            }
-            Wake::Deliver(i) => {
-                let Some(f) = flights.get_mut(&i) else {
-                    continue;
-                };
-                let Some(event) = f.pending.take() else {
-                    continue;
-                };
-                (i, engine.step(&mut f.flight, now, event))
-            }
-        };
-        let done = perform(&mut engine, &mut w, &mut flights, i, rel_ms, action);
-        if let Some(reply) = done {
-            if let Some(f) = flights.remove(&i) {
-                results[i as usize] = Some(result_of(&w, i, rel_ms, &f, &reply));
+    let mut seen = vec![false; n];
+    while let Some(stepped) = v.step(&mut engine, &DevBindings, &mut world) {
+        let now = stepped.at;
+        let i = stepped.request;
+        let mode = engine.breaker_mode(now);
+        if let Some(s) = seen.get_mut(i as usize).filter(|s| !**s) {
+            // The request's first step is its arrival: the mode it met.
+            *s = true;
+            world.modes[i as usize] = mode;
+            if let Some(Some(r)) = world.results.get_mut(i as usize) {
+                r.mode = mode;
             }
         }
-        let mode = engine.breaker_mode(now);
         if mode != last_mode {
             events.push(BreakerEvent {
                 request: i,
-                at_ms: rel_ms,
+                at_ms: now.since(start),
                 from: last_mode,
                 to: mode,
             });
@@ -246,143 +267,9 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
         }
     }
     Run {
-        results: results.into_iter().flatten().collect(),
+        results: world.results.into_iter().flatten().collect(),
         breaker: events,
-        model_calls: w.model_calls,
-    }
-}
-
-/// Performs `action` for request `i` at `rel_ms`: schedules what it will observe, or — for
-/// actions that take no time — steps the engine again at once. Returns the reply when the
-/// request is answered.
-fn perform<'p>(
-    engine: &mut Engine<'p>,
-    w: &mut World<'_>,
-    flights: &mut HashMap<u64, InFlight<'p>>,
-    i: u64,
-    rel_ms: u64,
-    mut action: Action<'p>,
-) -> Option<Reply> {
-    let now = w.start.plus(rel_ms);
-    loop {
-        let f = flights.get_mut(&i)?;
-        let (took, event) = match action {
-            Action::Limit { key, .. } => {
-                let allowed = w.limiter.allow(&key, now);
-                action = engine.step(&mut f.flight, now, Event::Limited(Ok(allowed)));
-                continue;
-            }
-            Action::FetchOrigin {
-                timeout_ms,
-                hedge_after_ms,
-                prefetch,
-                ..
-            } => {
-                // A speculative tier read is a KV read started now: a later read of its key
-                // ends when it does.
-                for p in prefetch {
-                    f.prefetched.push((p.binding.to_string(), p.key, rel_ms));
-                }
-                let fault = w.sc.fault(i, f.arrival_ms);
-                let call = u64::from(f.calls);
-                f.attempts += 1;
-                match hedge_after_ms {
-                    None => {
-                        w.model_calls += 1;
-                        f.calls += 1;
-                        let (took, observed) = origin::attempt(fault, timeout_ms, i, call);
-                        (took, Event::Origin(observed))
-                    }
-                    Some(after) => {
-                        let (took, observed, sent, won) =
-                            origin::hedged(fault, timeout_ms, after, i, call);
-                        let n = 1 + u32::from(sent);
-                        w.model_calls += u64::from(n);
-                        f.calls += n;
-                        (
-                            took,
-                            Event::OriginHedged {
-                                observed,
-                                sent,
-                                won,
-                            },
-                        )
-                    }
-                }
-            }
-            Action::Wait { ms } => (ms, Event::Woke),
-            Action::ReadKv {
-                binding,
-                key,
-                timeout_ms,
-                ..
-            } => {
-                let started = f
-                    .prefetched
-                    .iter()
-                    .find(|(b, k, _)| b == binding && *k == key)
-                    .map_or(rel_ms, |(_, _, at)| *at);
-                let latency = (started + w.sc.kv_latency_ms).saturating_sub(rel_ms);
-                if latency > timeout_ms {
-                    (timeout_ms, Event::Kv(KvRead::TimedOut))
-                } else {
-                    let got = w.kv.get(&(binding.to_string(), key));
-                    (
-                        latency,
-                        Event::Kv(KvRead::Value {
-                            value: got.map(|g| g.0.clone()),
-                            metadata: got.map(|g| g.1.clone()),
-                        }),
-                    )
-                }
-            }
-            Action::FetchHttp { .. } => (
-                1,
-                Event::Http(Observed::Connect(
-                    "simulated: HTTP tiers are not modelled".into(),
-                )),
-            ),
-            // Scenarios send no events: an event request is answered as if the outbox
-            // could not be reached (`understudy drill` runs events against the real edge).
-            Action::ReadBody { .. } => (0, Event::Body(Ok(Vec::new()))),
-            Action::CallShards { calls } => (
-                1,
-                Event::Shards(
-                    calls
-                        .iter()
-                        .map(|_| Err("simulated: the events outbox is not modelled".into()))
-                        .collect(),
-                ),
-            ),
-            Action::Respond(reply) => {
-                for wr in &reply.writes {
-                    w.kv.insert(
-                        (wr.binding.clone(), wr.key.clone()),
-                        (wr.value.clone(), wr.metadata.clone()),
-                    );
-                }
-                return Some(*reply);
-            }
-        };
-        f.pending = Some(event);
-        w.push((rel_ms + took) * 1000, Wake::Deliver(i));
-        return None;
-    }
-}
-
-fn result_of(w: &World<'_>, i: u64, rel_ms: u64, f: &InFlight<'_>, reply: &Reply) -> RequestResult {
-    let (source, reason) = source_of(reply.status, |h| reply.header(h).map(str::to_string));
-    let fault = w.sc.fault(i, f.arrival_ms);
-    RequestResult {
-        index: i,
-        arrival_ms: f.arrival_ms,
-        latency_ms: rel_ms - f.arrival_ms,
-        status: reply.status,
-        source,
-        reason,
-        model_attempts: f.attempts,
-        mode: f.mode,
-        model_alone_ok: origin::alone_ok(fault, w.budget_ms, i),
+        model_calls: world.model_calls,
     }
 }
 

@@ -1,6 +1,6 @@
-//! The scenario's model as a driver sees it: for each attempt, how long it takes and the raw
-//! [`Observed`] the Worker's fetch would report — a status and body, a hang cut off by the
-//! attempt's timeout, a reset. The engine classifies it, exactly as in the Worker.
+//! The scenario's model as a driver sees it: for each call, how long it takes and the raw
+//! [`Observed`] the Worker's fetch would report — a status and body, a reset — or that it
+//! never ends (a hang). The engine times it out and classifies it, exactly as in the Worker.
 
 use understudy_core::classify::Observed;
 
@@ -32,35 +32,24 @@ pub fn draw(i: u64, call: u64) -> u32 {
     ((z ^ (z >> 31)) % 1_000_000) as u32
 }
 
-/// One call to the model for request `i` (its `call`-th: attempts and hedges count) with
-/// `timeout_ms`: (how long until the driver knows, what it observed).
-pub fn attempt(fault: ModelFault, timeout_ms: u64, i: u64, call: u64) -> (u64, Observed) {
-    let within = |latency_ms: u64, o: Observed| {
-        if latency_ms <= timeout_ms {
-            (latency_ms, o)
-        } else {
-            (timeout_ms, Observed::TimedOut)
-        }
-    };
-    match fault {
-        ModelFault::Ok { latency_ms } => within(latency_ms, response(200, None, model_body(i))),
-        ModelFault::Hang => (timeout_ms, Observed::TimedOut),
-        ModelFault::Status { code, latency_ms } => {
-            within(latency_ms, response(code, None, Vec::new()))
-        }
+/// One call to the model for request `i` (its `call`-th: attempts and hedges count): how
+/// long until it ends and what the driver observes then — `None` when it never ends (a
+/// hang). No timeout here: when to stop waiting is the engine's decision (docs/adr/010).
+pub fn attempt(fault: ModelFault, i: u64, call: u64) -> Option<(u64, Observed)> {
+    Some(match fault {
+        ModelFault::Ok { latency_ms } => (latency_ms, response(200, None, model_body(i))),
+        ModelFault::Hang => return None,
+        ModelFault::Status { code, latency_ms } => (latency_ms, response(code, None, Vec::new())),
         ModelFault::RateLimited {
             retry_after_s,
             latency_ms,
-        } => within(latency_ms, response(429, retry_after_s, Vec::new())),
-        ModelFault::Reset => (
-            1.min(timeout_ms),
-            Observed::Connect("simulated: connection reset".into()),
-        ),
-        ModelFault::Malformed { latency_ms } => within(
+        } => (latency_ms, response(429, retry_after_s, Vec::new())),
+        ModelFault::Reset => (1, Observed::Connect("simulated: connection reset".into())),
+        ModelFault::Malformed { latency_ms } => (
             latency_ms,
             response(200, None, b"{\"items\": [1, 2,".to_vec()),
         ),
-        ModelFault::Empty { latency_ms } => within(
+        ModelFault::Empty { latency_ms } => (
             latency_ms,
             response(200, None, b"{\"model\":\"sim-1\",\"items\":[]}".to_vec()),
         ),
@@ -74,43 +63,9 @@ pub fn attempt(fault: ModelFault, timeout_ms: u64, i: u64, call: u64) -> (u64, O
             } else {
                 fast_ms
             };
-            within(latency, response(200, None, model_body(i)))
+            (latency, response(200, None, model_body(i)))
         }
-    }
-}
-
-/// A hedged call: the first request, and — if it has not answered within `after_ms` — a
-/// second; the first good answer wins. (took, observed, hedge sent, hedge won).
-pub fn hedged(
-    fault: ModelFault,
-    timeout_ms: u64,
-    after_ms: u64,
-    i: u64,
-    call: u64,
-) -> (u64, Observed, bool, bool) {
-    let (t1, o1) = attempt(fault, timeout_ms, i, call);
-    let good = |o: &Observed| {
-        matches!(
-            o,
-            Observed::Response {
-                status: 200..=299,
-                ..
-            }
-        )
-    };
-    if t1 <= after_ms {
-        return (t1, o1, false, false);
-    }
-    let (t2, o2) = attempt(fault, timeout_ms.saturating_sub(after_ms), i, call + 1);
-    let t2 = after_ms + t2;
-    match (good(&o1), good(&o2)) {
-        (true, true) if t2 < t1 => (t2, o2, true, true),
-        (true, _) => (t1, o1, true, false),
-        (false, true) => (t2, o2, true, true),
-        // Neither was good: the driver reports the last to end.
-        (false, false) if t2 > t1 => (t2.min(timeout_ms), o2, true, false),
-        (false, false) => (t1, o1, true, false),
-    }
+    })
 }
 
 /// Whether the model alone (no timeout of ours, no fallback) answers request `i` within
@@ -118,12 +73,7 @@ pub fn hedged(
 pub fn alone_ok(fault: ModelFault, budget_ms: u64, i: u64) -> bool {
     match fault {
         ModelFault::Ok { latency_ms } => latency_ms <= budget_ms,
-        ModelFault::Bimodal { .. } => {
-            matches!(
-                attempt(fault, budget_ms, i, 0).1,
-                Observed::Response { status: 200, .. }
-            )
-        }
+        ModelFault::Bimodal { .. } => attempt(fault, i, 0).is_some_and(|(ms, _)| ms <= budget_ms),
         _ => false,
     }
 }
@@ -133,40 +83,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slow_answers_are_cut_off_at_the_timeout() {
-        assert_eq!(
-            attempt(ModelFault::Ok { latency_ms: 500 }, 45, 1, 0),
-            (45, Observed::TimedOut)
-        );
+    fn each_fault_ends_as_scripted_and_a_hang_never_does() {
+        let (t, o) = attempt(ModelFault::Ok { latency_ms: 500 }, 1, 0).unwrap();
+        assert_eq!(t, 500, "slow, not cut off: the engine's timer does that");
+        assert!(matches!(o, Observed::Response { status: 200, .. }));
         let status = ModelFault::Status {
             code: 404,
             latency_ms: 3,
         };
-        let (t, o) = attempt(status, 45, 1, 0);
+        let (t, o) = attempt(status, 1, 0).unwrap();
         assert_eq!(t, 3);
         assert!(matches!(o, Observed::Response { status: 404, .. }));
-        assert_eq!(
-            attempt(ModelFault::Hang, 45, 1, 0),
-            (45, Observed::TimedOut)
-        );
+        assert_eq!(attempt(ModelFault::Hang, 1, 0), None);
     }
 
     #[test]
-    fn a_hedge_beats_a_slow_first_call_and_is_not_sent_for_a_fast_one() {
+    fn a_bimodal_model_is_slow_for_its_share_of_calls_drawn_per_call() {
         let f = ModelFault::Bimodal {
             fast_ms: 20,
             slow_ms: 300,
             slow_ppm: 100_000,
         };
-        let slow_call = (0..1000).find(|i| draw(*i, 0) < 100_000 && draw(*i, 1) >= 100_000);
-        let i = slow_call.expect("some request's first call is slow and its second fast");
-        let (t, o, sent, won) = hedged(f, 500, 40, i, 0);
-        assert_eq!((t, sent, won), (60, true, true));
-        assert!(matches!(o, Observed::Response { status: 200, .. }));
-        let fast = (0..1000).find(|i| draw(*i, 0) >= 100_000).unwrap();
-        assert!(!hedged(f, 500, 40, fast, 0).2);
-        // About a tenth of draws are slow.
-        let slow = (0..10_000).filter(|i| draw(*i, 0) < 100_000).count();
+        let slow = (0..10_000)
+            .filter(|i| attempt(f, *i, 0).is_some_and(|(t, _)| t == 300))
+            .count();
         assert!((800..1200).contains(&slow), "{slow}");
+        // A request's second call draws afresh: a hedge can be fast where the first was slow.
+        let i = (0..1000)
+            .find(|i| draw(*i, 0) < 100_000 && draw(*i, 1) >= 100_000)
+            .expect("some request's first call is slow and its second fast");
+        assert_eq!(attempt(f, i, 0).unwrap().0, 300);
+        assert_eq!(attempt(f, i, 1).unwrap().0, 20);
     }
 }

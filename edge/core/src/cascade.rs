@@ -6,13 +6,14 @@
 //! baked catalog directly, which needs no I/O) and [`Walker::on_kv`] / [`Walker::on_http`]
 //! take what the read returned.
 
-use serde_json::Value;
-
 use crate::catalog::Catalog;
 use crate::classify::{Failure, FailureReason, Items};
 use crate::deadline::Deadline;
 use crate::entry;
-use crate::policy::{EmbeddedTier, NoMatch, OnExpired, Policy, TierKind};
+use crate::http::Outbound;
+pub use crate::io::KvRead;
+use crate::io::Op;
+use crate::policy::{EmbeddedTier, HttpTier, NoMatch, OnExpired, Policy, TierKind};
 use crate::request::Params;
 use crate::staleness;
 use crate::time::Millis;
@@ -53,33 +54,15 @@ pub struct Fallback {
     pub catalog_expired: bool,
 }
 
-/// What a KV read returned.
-#[derive(Debug, Clone, PartialEq)]
-pub enum KvRead {
-    Value {
-        value: Option<String>,
-        metadata: Option<Value>,
-    },
-    /// The read did not finish within the tier's timeout (it could not be aborted).
-    TimedOut,
-    Error(String),
-}
-
 /// The next thing the walk needs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TierStep<'p> {
-    ReadKv {
+    /// Perform `op` (a KV read, an HTTP tier's fetch) for tier `tier`, waiting at most
+    /// `timeout_ms`; hand its result to [`Walker::on_kv`] or [`Walker::on_http`].
+    Read {
         tier: usize,
-        binding: &'p str,
-        key: String,
         timeout_ms: u64,
-    },
-    FetchHttp {
-        tier: usize,
-        url: &'p str,
-        timeout_ms: u64,
-        credential_secret: Option<&'p str>,
-        result_path: &'p [String],
+        op: Op<'p>,
     },
     Answer(Fallback),
     /// No tier answered.
@@ -156,7 +139,14 @@ impl Walker {
     }
 
     /// The next tier to try at `now`, with `open` connections still held by this request.
-    pub fn next<'p>(&mut self, ctx: &Ctx<'p>, now: Millis, open: u32) -> TierStep<'p> {
+    /// `fetch` builds an HTTP tier's request (the engine knows its headers and credential).
+    pub fn next<'p>(
+        &mut self,
+        ctx: &Ctx<'p>,
+        now: Millis,
+        open: u32,
+        fetch: impl Fn(usize, &HttpTier) -> Outbound,
+    ) -> TierStep<'p> {
         let tiers = &ctx.policy.cascade.tiers;
         while let Some(tier) = tiers.get(self.next) {
             let i = self.next;
@@ -178,11 +168,13 @@ impl Walker {
                         continue;
                     };
                     self.pending = Some(i);
-                    return TierStep::ReadKv {
+                    return TierStep::Read {
                         tier: i,
-                        binding: &kv.binding,
-                        key,
                         timeout_ms,
+                        op: Op::ReadKv {
+                            binding: &kv.binding,
+                            key,
+                        },
                     };
                 }
                 TierKind::Http(h) => {
@@ -190,12 +182,10 @@ impl Walker {
                         continue;
                     };
                     self.pending = Some(i);
-                    return TierStep::FetchHttp {
+                    return TierStep::Read {
                         tier: i,
-                        url: &h.url,
                         timeout_ms,
-                        credential_secret: h.credential_secret.as_deref(),
-                        result_path: &h.result_path,
+                        op: Op::Fetch(fetch(i, h)),
                     };
                 }
                 TierKind::Embedded(e) => match embedded(ctx, e, now) {
@@ -408,6 +398,10 @@ mod tests {
         }
     }
 
+    fn no_http(_: usize, _: &HttpTier) -> Outbound {
+        unreachable!("no HTTP tier in these policies")
+    }
+
     fn timeout() -> Failure {
         Failure::new(FailureReason::MlTimeout, "t")
     }
@@ -425,21 +419,22 @@ mod tests {
         let cx = ctx(&p, &c, &q, 45);
         let mut w = Walker::new(timeout());
         let now = Millis(NOW);
-        let TierStep::ReadKv {
-            binding,
-            key,
+        let TierStep::Read {
             timeout_ms,
+            op: Op::ReadKv { binding, key },
             ..
-        } = w.next(&cx, now, 0)
+        } = w.next(&cx, now, 0, no_http)
         else {
             panic!()
         };
         assert_eq!((binding, timeout_ms), ("RECS_KV", 8));
         assert_eq!(key, format!("user_rec:{}", identity_hash("alice")));
         assert_eq!(w.on_kv(&cx, now.plus(8), KvRead::TimedOut), None);
-        let TierStep::ReadKv {
-            key, timeout_ms, ..
-        } = w.next(&cx, now.plus(8), 1)
+        let TierStep::Read {
+            timeout_ms,
+            op: Op::ReadKv { key, .. },
+            ..
+        } = w.next(&cx, now.plus(8), 1, no_http)
         else {
             panic!()
         };
@@ -455,7 +450,7 @@ mod tests {
             ),
             None
         );
-        let TierStep::Answer(f) = w.next(&cx, now.plus(13), 1) else {
+        let TierStep::Answer(f) = w.next(&cx, now.plus(13), 1, no_http) else {
             panic!()
         };
         assert_eq!(f.tier, "stubs");
@@ -474,7 +469,7 @@ mod tests {
         let (p, c, q) = (seed_policy(), seed_catalog(), params());
         let cx = ctx(&p, &c, &q, 56);
         let mut w = Walker::new(timeout());
-        let TierStep::Answer(f) = w.next(&cx, Millis(NOW), 0) else {
+        let TierStep::Answer(f) = w.next(&cx, Millis(NOW), 0, no_http) else {
             panic!()
         };
         assert_eq!(f.tier, "stubs");
@@ -490,11 +485,11 @@ mod tests {
         let mut w = Walker::new(timeout());
         let now = Millis(NOW);
         assert!(matches!(
-            w.next(&cx, now, 0),
-            TierStep::ReadKv { timeout_ms: 8, .. }
+            w.next(&cx, now, 0, no_http),
+            TierStep::Read { timeout_ms: 8, .. }
         ));
         assert_eq!(w.on_kv(&cx, now.plus(8), KvRead::TimedOut), None);
-        let TierStep::Answer(f) = w.next(&cx, now.plus(8), 1) else {
+        let TierStep::Answer(f) = w.next(&cx, now.plus(8), 1, no_http) else {
             panic!()
         };
         assert_eq!(f.tier, "stubs");
@@ -507,7 +502,7 @@ mod tests {
         let cx = ctx(&p, &c, &q, 45);
         let mut w = Walker::new(timeout());
         let now = Millis(NOW);
-        w.next(&cx, now, 0);
+        w.next(&cx, now, 0, no_http);
         let f = w.on_kv(&cx, now.plus(2), hit(NOW - HOUR)).unwrap();
         assert_eq!(
             (f.tier.as_str(), f.per_user, f.age_ms),
@@ -523,12 +518,12 @@ mod tests {
         let cx = ctx(&p, &c, &q, 45);
         let mut w = Walker::new(timeout());
         let now = Millis(NOW);
-        w.next(&cx, now, 0);
+        w.next(&cx, now, 0, no_http);
         assert_eq!(
             w.on_kv(&cx, now.plus(1), hit(NOW - 4 * HOUR - 60_000)),
             None
         );
-        w.next(&cx, now.plus(1), 0);
+        w.next(&cx, now.plus(1), 0, no_http);
         let f = w.on_kv(&cx, now.plus(2), hit(NOW - HOUR)).unwrap();
         assert_eq!((f.tier.as_str(), f.per_user), ("category", false));
         assert_eq!(f.cache_control.as_deref(), Some("public, max-age=30"));
@@ -541,9 +536,9 @@ mod tests {
         let cx = ctx(&p, &c, &q, 45);
         let mut w = Walker::new(timeout());
         let now = Millis(NOW);
-        w.next(&cx, now, 0);
+        w.next(&cx, now, 0, no_http);
         assert_eq!(w.on_kv(&cx, now, hit(NOW + HOUR)), None);
-        w.next(&cx, now, 0);
+        w.next(&cx, now, 0, no_http);
         let garbage = KvRead::Value {
             value: Some("not json".into()),
             metadata: None,
@@ -558,7 +553,7 @@ mod tests {
         let (p, c, q) = (seed_policy(), seed_catalog(), params());
         let cx = ctx(&p, &c, &q, 45);
         let mut w = Walker::new(timeout());
-        let TierStep::Answer(_) = w.next(&cx, Millis(NOW), MAX_CONNECTIONS) else {
+        let TierStep::Answer(_) = w.next(&cx, Millis(NOW), MAX_CONNECTIONS, no_http) else {
             panic!()
         };
         assert_eq!(w.notes[0].code, "CONNECTION_LIMIT");
@@ -571,11 +566,11 @@ mod tests {
         c.validated_at_ms = NOW - 25 * HOUR;
         let cx = ctx(&p, &c, &q, 45);
         let mut w = Walker::new(timeout());
-        assert_eq!(w.next(&cx, Millis(NOW), 0), TierStep::Exhausted);
+        assert_eq!(w.next(&cx, Millis(NOW), 0, no_http), TierStep::Exhausted);
         assert_eq!(w.notes[0].code, "CATALOG_EXPIRED");
         p.catalog.as_mut().unwrap().on_expired = OnExpired::Disclose;
         let cx = ctx(&p, &c, &q, 45);
-        let TierStep::Answer(f) = Walker::new(timeout()).next(&cx, Millis(NOW), 0) else {
+        let TierStep::Answer(f) = Walker::new(timeout()).next(&cx, Millis(NOW), 0, no_http) else {
             panic!()
         };
         assert!(f.catalog_expired);
@@ -590,12 +585,12 @@ mod tests {
         c.snapshot_at_ms = NOW - 25 * HOUR;
         let cx = ctx(&p, &c, &q, 45);
         let mut w = Walker::new(timeout());
-        assert_eq!(w.next(&cx, Millis(NOW), 0), TierStep::Exhausted);
+        assert_eq!(w.next(&cx, Millis(NOW), 0, no_http), TierStep::Exhausted);
         assert_eq!(w.notes[0].code, "CATALOG_EXPIRED");
         c.snapshot_at_ms = NOW - 23 * HOUR;
         let cx = ctx(&p, &c, &q, 45);
         assert!(matches!(
-            Walker::new(timeout()).next(&cx, Millis(NOW), 0),
+            Walker::new(timeout()).next(&cx, Millis(NOW), 0, no_http),
             TierStep::Answer(_)
         ));
     }
@@ -629,7 +624,7 @@ mod tests {
         let (p, c) = (keyword_policy(NoMatch::NextTier), seed_catalog());
         let q = query("headphones");
         let cx = ctx(&p, &c, &q, 45);
-        let TierStep::Answer(f) = Walker::new(timeout()).next(&cx, Millis(NOW), 0) else {
+        let TierStep::Answer(f) = Walker::new(timeout()).next(&cx, Millis(NOW), 0, no_http) else {
             panic!()
         };
         assert_eq!(f.items.len(), 2);
@@ -644,7 +639,7 @@ mod tests {
         for q in [&zebra, &absent] {
             let p = keyword_policy(NoMatch::Curated);
             let TierStep::Answer(f) =
-                Walker::new(timeout()).next(&ctx(&p, &c, q, 45), Millis(NOW), 0)
+                Walker::new(timeout()).next(&ctx(&p, &c, q, 45), Millis(NOW), 0, no_http)
             else {
                 panic!("curated answers")
             };
@@ -652,7 +647,7 @@ mod tests {
 
             let p = keyword_policy(NoMatch::Empty);
             let TierStep::Answer(f) =
-                Walker::new(timeout()).next(&ctx(&p, &c, q, 45), Millis(NOW), 0)
+                Walker::new(timeout()).next(&ctx(&p, &c, q, 45), Millis(NOW), 0, no_http)
             else {
                 panic!("empty answers")
             };
@@ -661,7 +656,7 @@ mod tests {
             let p = keyword_policy(NoMatch::NextTier);
             let mut w = Walker::new(timeout());
             assert_eq!(
-                w.next(&ctx(&p, &c, q, 45), Millis(NOW), 0),
+                w.next(&ctx(&p, &c, q, 45), Millis(NOW), 0, no_http),
                 TierStep::Exhausted
             );
             assert_eq!(w.notes[0].code, "NO_MATCH");

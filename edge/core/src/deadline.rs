@@ -59,6 +59,11 @@ impl Deadline {
         (timeout_ms <= self.remaining(now)).then_some(timeout_ms)
     }
 
+    /// The instant the origin race ends.
+    pub fn origin_end(&self) -> Millis {
+        self.start.plus(self.origin_ms)
+    }
+
     /// The whole budget is spent.
     pub fn expired(&self, now: Millis) -> bool {
         self.remaining(now) == 0

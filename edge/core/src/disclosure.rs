@@ -6,8 +6,29 @@
 //! Errors use one envelope, `{code, message, correlationId, retryable}`.
 
 use crate::cascade::Fallback;
-use crate::exchange::Answer;
+use crate::classify::{Class, Failure, Items};
 use crate::policy::Policy;
+
+/// The request's answer, before it is rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Live {
+        items: Items,
+        personalized: bool,
+    },
+    Fallback(Fallback),
+    /// No tier answered: 504 when the time ran out, 503 otherwise. Never a made-up success.
+    Unavailable {
+        failure: Failure,
+        timed_out: bool,
+    },
+    /// The origin refused the caller's request ([`crate::classify::Class::Caller`]) and the
+    /// policy passes that through: the origin's status with the error envelope,
+    /// `retryable: false`.
+    Rejected {
+        failure: Failure,
+    },
+}
 
 /// What the adapter turns into a `Response`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,27 +91,40 @@ pub fn render(answer: &Answer, policy: &Policy, meta: &Meta<'_>) -> Rendered {
             r
         }
         Answer::Unavailable { failure, timed_out } => {
-            let (status, code, message) = if *timed_out {
-                (
+            // Whether calling again can help: not when the model refused the edge's own
+            // credential — no caller can fix that, and a Retry-After would invite a storm
+            // of requests that all fail the same way.
+            let retryable = match failure.reason.class() {
+                Class::Credential => false,
+                Class::Dependency | Class::Caller | Class::Shed | Class::Edge => true,
+            };
+            let (status, code, message) = match (*timed_out, retryable) {
+                (true, _) => (
                     504,
                     "DEPENDENCY_TIMEOUT",
                     "the model did not answer in time and no fallback could",
-                )
-            } else {
-                (
+                ),
+                (false, true) => (
                     503,
                     "DEPENDENCY_UNAVAILABLE",
                     "the model is unavailable and no fallback could answer",
-                )
+                ),
+                (false, false) => (
+                    503,
+                    "DEPENDENCY_UNAVAILABLE",
+                    "the model refused the edge's credential and no fallback could answer; retrying will not help until the credential is fixed",
+                ),
             };
-            let mut r = error(status, code, message, true, meta);
+            let mut r = error(status, code, message, retryable, meta);
             r.headers.push(("X-Degraded", "true".into()));
             r.headers
                 .push(("X-Degraded-Reason", failure.reason.code().into()));
-            r.headers.push((
-                "Retry-After",
-                retry_after(policy, failure.retry_after_s).to_string(),
-            ));
+            if retryable {
+                r.headers.push((
+                    "Retry-After",
+                    retry_after(policy, failure.retry_after_s).to_string(),
+                ));
+            }
             r
         }
     }
@@ -397,6 +431,29 @@ mod tests {
         assert_eq!(body(&r)["code"], "DEPENDENCY_UNAVAILABLE");
         assert_eq!(r.header("Retry-After"), Some("30"));
         assert_eq!(r.header("X-Degraded-Reason"), Some("ML_429"));
+    }
+
+    /// Issue 23: `ML_AUTH` with no tier left answered `retryable: true` and `Retry-After: 5`,
+    /// though no caller can fix a credential the model refuses (docs/observability.md).
+    #[test]
+    fn a_refused_credential_with_no_tier_left_is_not_retryable() {
+        let p = seed_policy();
+        let mut f = Failure::new(FailureReason::MlAuth, "origin answered 401");
+        f.status = Some(401);
+        let r = render(
+            &Answer::Unavailable {
+                failure: f,
+                timed_out: false,
+            },
+            &p,
+            &META,
+        );
+        assert_eq!(r.status, 503);
+        let b = body(&r);
+        assert_eq!(b["code"], "DEPENDENCY_UNAVAILABLE");
+        assert_eq!(b["retryable"], false);
+        assert_eq!(r.header("Retry-After"), None, "nothing to wait for");
+        assert_eq!(r.header("X-Degraded-Reason"), Some("ML_AUTH"));
     }
 
     #[test]

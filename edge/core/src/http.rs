@@ -2,7 +2,7 @@
 //! and the credential it may carry. Below the engine and the events flows, which both build
 //! requests; neither depends on the other for it.
 
-use crate::policy::Method;
+use serde::{Deserialize, Serialize};
 
 /// An HTTP request the driver sends as it is (the engine chose every header).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,5 +43,47 @@ impl Credential {
             header: header.to_string(),
             value,
         }
+    }
+}
+
+/// An HTTP method the edge routes or sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl Method {
+    pub const ALL: [(&'static str, Method); 6] = [
+        ("GET", Method::Get),
+        ("HEAD", Method::Head),
+        ("POST", Method::Post),
+        ("PUT", Method::Put),
+        ("PATCH", Method::Patch),
+        ("DELETE", Method::Delete),
+    ];
+
+    pub fn parse(s: &str) -> Option<Method> {
+        Self::ALL
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(s))
+            .map(|(_, m)| *m)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("GET")
+    }
+
+    /// RFC 9110 idempotent methods: retrying them cannot repeat a side effect.
+    pub fn is_idempotent(self) -> bool {
+        !matches!(self, Method::Post | Method::Patch)
     }
 }

@@ -12,7 +12,6 @@
 //! The random source is injected so tests assert exact waits.
 
 use crate::classify::Failure;
-use crate::exchange::RetryPolicy;
 use crate::policy::Origin;
 
 /// A source of uniform numbers in `[0, 1)`.
@@ -58,8 +57,11 @@ impl<'p, R: Random> Backoff<'p, R> {
     }
 }
 
-impl<R: Random> RetryPolicy for Backoff<'_, R> {
-    fn after_failure(
+impl<R: Random> Backoff<'_, R> {
+    /// Whether to try again after attempt `attempt` (1 after the first) failed with
+    /// `failure`, with `origin_left_ms` left before the race deadline: `Some(wait_ms)`
+    /// retries after `wait_ms` (always less than `origin_left_ms`).
+    pub fn after_failure(
         &mut self,
         attempt: u32,
         failure: &Failure,

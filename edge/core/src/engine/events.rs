@@ -3,12 +3,14 @@
 //! outcomes are counted per isolate (`counters.events`).
 
 use crate::disclosure::Rendered;
-use crate::events::flow::{self, Answered, Ctx, Flow, Heard, Request, Secrets, Step};
+use crate::events::flow::{self, Answered, Ctx, Flow, Request, Secrets, Step};
+use crate::io::IoId;
 use crate::policy::events::Events;
 use crate::time::Millis;
 
-use super::action::{Action, Event, Reply};
+use super::command::{Command, Input, Output, Reply};
 use super::flight::{Flight, Stage};
+use super::steps::output;
 use super::{Bindings, Engine, Incoming};
 
 fn ctx<'a>(engine: &'a Engine<'_>, f: &'a Flight<'_>, ev: &'a Events) -> Ctx<'a> {
@@ -27,7 +29,7 @@ pub(super) fn start<'p>(
     req: &Incoming<'_>,
     env: &dyn Bindings,
     ev: &'p Events,
-) -> Action<'p> {
+) -> Output<'p> {
     let policy = engine.policy();
     let mut nonce = [0u8; 12];
     let secrets = Secrets {
@@ -45,7 +47,7 @@ pub(super) fn start<'p>(
         content_type: req.header("content-type"),
     };
     let (flow, step) = flow::start(&ctx(engine, f, ev), now, &request, secrets);
-    drive(engine, f, now, flow, step, ev)
+    drive(engine, f, now, flow, step, ev, Vec::new())
 }
 
 /// The status endpoint with its events block.
@@ -55,22 +57,25 @@ pub(super) fn status<'p>(
     now: Millis,
     rendered: &Rendered,
     ev: &'p Events,
-) -> Action<'p> {
+) -> Output<'p> {
     let base = serde_json::from_str(&rendered.body).unwrap_or(serde_json::Value::Null);
     let (flow, step) = flow::status(base, ev);
-    drive(engine, f, now, flow, step, ev)
+    drive(engine, f, now, flow, step, ev, Vec::new())
 }
 
+/// The driver reported `input` for an event request waiting for operation `io`.
 pub(super) fn step<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
     now: Millis,
+    io: IoId,
     mut flow: Flow,
-    event: Event,
-) -> Action<'p> {
+    input: Input,
+    cmds: Vec<Command<'p>>,
+) -> Output<'p> {
     let policy = engine.policy();
     let Some(ev) = policy.events.as_ref() else {
-        return super::finish::finish_early(
+        let cmd = super::finish::finish_early(
             engine,
             f,
             now,
@@ -78,15 +83,21 @@ pub(super) fn step<'p>(
             crate::metrics::Outcome::BakeInvalid,
             None,
         );
+        return output(f, vec![cmd]);
     };
-    let heard = match event {
-        Event::Body(b) => Heard::Body(b),
-        Event::Shards(r) => Heard::Shards(r),
-        // A driver that reports something else: the call is treated as failed.
-        _ => Heard::Shards(vec![Err("no reply was reported".into())]),
+    let heard = match input {
+        Input::Heard(got, heard) if got == io => heard,
+        // Anything else is not what this request waits for: keep waiting.
+        _ => {
+            f.stage = Stage::Events {
+                io,
+                flow: Box::new(flow),
+            };
+            return output(f, cmds);
+        }
     };
     let next = flow.step(&ctx(engine, f, ev), now, heard);
-    drive(engine, f, now, flow, next, ev)
+    drive(engine, f, now, flow, next, ev, cmds)
 }
 
 fn drive<'p>(
@@ -96,18 +107,20 @@ fn drive<'p>(
     flow: Flow,
     step: Step,
     ev: &'p Events,
-) -> Action<'p> {
+    mut cmds: Vec<Command<'p>>,
+) -> Output<'p> {
     match step {
-        Step::ReadBody { max_bytes } => {
-            f.stage = Stage::Events(Box::new(flow));
-            Action::ReadBody { max_bytes }
+        Step::Io(op) => {
+            let io = engine.ios.next();
+            f.stage = Stage::Events {
+                io,
+                flow: Box::new(flow),
+            };
+            cmds.push(Command::Events { io, op });
         }
-        Step::Call(calls) => {
-            f.stage = Stage::Events(Box::new(flow));
-            Action::CallShards { calls }
-        }
-        Step::Answer(a) => finish(engine, f, now, *a, ev),
+        Step::Answer(a) => cmds.push(finish(engine, f, now, *a, ev)),
     }
+    output(f, cmds)
 }
 
 fn finish<'p>(
@@ -116,7 +129,7 @@ fn finish<'p>(
     now: Millis,
     a: Answered,
     ev: &'p Events,
-) -> Action<'p> {
+) -> Command<'p> {
     f.stage = Stage::Done;
     if a.outcome != "ops" {
         engine.counters.record_event(a.outcome);
@@ -127,7 +140,7 @@ fn finish<'p>(
         now.since(f.started),
         &engine.policy().service.name,
     );
-    Action::Respond(Box::new(Reply {
+    Command::Respond(Box::new(Reply {
         correlation_id: f.correlation_id.clone(),
         status: a.rendered.status,
         headers: a.rendered.headers,

@@ -1,33 +1,35 @@
 //! A request's end: the answer rendered, write-through planned, counted and logged.
 
-use crate::disclosure;
-use crate::exchange::Answer;
+use crate::cascade::KvRead;
+use crate::disclosure::{self, Answer};
 use crate::metrics::Outcome;
 use crate::time::Millis;
 use crate::writethrough;
 
-use super::action::Action;
-use super::flight::{Flight, Stage};
-use super::{meta, Engine, Facts, Race};
+use super::command::Command;
+use super::flight::{Flight, Req, Stage};
+use super::{meta, Engine, Facts};
 
 /// The race and the cascade gave their answer: render it, plan write-through, count, log.
 pub(super) fn answered<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
     now: Millis,
-    race: &Race<'p>,
+    req: Box<Req<'p>>,
     answer: Answer,
-) -> Action<'p> {
+    cmds: &mut Vec<Command<'p>>,
+) {
     engine.counters.kv_prefetch_unused += std::mem::take(&mut f.prefetched).len() as u64;
     let policy = engine.policy();
     let m = meta(&f.correlation_id, &engine.bake.release_id, f.credentialed);
     let rendered = disclosure::render(&answer, policy, &m);
     let mut writes = Vec::new();
+    let failure = req.walker.as_ref().map(|w| &w.failure);
     let (outcome, failure) = match &answer {
         Answer::Live { items, .. } => {
-            writes = writethrough::plan(policy, &race.ctx().params, items, now, &mut engine.writes);
+            writes = writethrough::plan(policy, &req.ctx.params, items, now, &mut engine.writes);
             for w in &writes {
-                let read = crate::cascade::KvRead::Value {
+                let read = KvRead::Value {
                     value: Some(w.value.clone()),
                     metadata: Some(w.metadata.clone()),
                 };
@@ -42,7 +44,7 @@ pub(super) fn answered<'p>(
                     tier: &fb.tier,
                     reason: fb.reason.code(),
                 },
-                race.failure(),
+                failure,
             )
         }
         Answer::Unavailable { failure, .. } => (
@@ -54,7 +56,9 @@ pub(super) fn answered<'p>(
         Answer::Rejected { failure } => (Outcome::OriginRejected, Some(failure)),
     };
     let mut notes = f.notes.clone();
-    notes.extend_from_slice(race.notes());
+    if let Some(w) = &req.walker {
+        notes.extend_from_slice(&w.notes);
+    }
     let facts = Facts {
         started: f.started,
         correlation_id: &f.correlation_id,
@@ -64,13 +68,13 @@ pub(super) fn answered<'p>(
         reason: failure.map(|x| format!("{}: {}", x.reason.code(), x.detail)),
         class: failure.map(|x| x.reason.class().as_str()),
         notes: &notes,
-        attempts: race.attempts().len(),
+        attempts: req.attempts.len(),
         origin_override: f.origin_override,
         writes,
     };
-    let action = engine.reply(now, rendered, facts);
+    let reply = engine.reply(now, rendered, facts);
+    cmds.push(Command::Respond(Box::new(reply)));
     f.stage = Stage::Done;
-    action
 }
 
 /// [E-STORM] The client is over its retry allowance: 429 with the envelope and
@@ -79,7 +83,8 @@ pub(super) fn storm_limited<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
     now: Millis,
-) -> Action<'p> {
+    cmds: &mut Vec<Command<'p>>,
+) {
     let policy = engine.policy();
     let (max, window_ms) = policy
         .storm
@@ -98,25 +103,39 @@ pub(super) fn storm_limited<'p>(
         &m,
     );
     r.headers.push(("Retry-After", retry_after.to_string()));
-    finish_early(
+    cmds.push(finish_early(
         engine,
         f,
         now,
         r,
         Outcome::Storm,
         Some("ERR_RETRY_STORM_DETECTED".into()),
-    )
+    ));
 }
 
-/// An answer given before the race (admin, 401, 400/404/405, 429).
+/// An answer given before the race (admin, 401, 400/404/405, 429) or instead of it.
 pub(super) fn finish_early<'p>(
     engine: &mut Engine<'p>,
-    f: &Flight<'p>,
+    f: &mut Flight<'p>,
     now: Millis,
     rendered: disclosure::Rendered,
     outcome: Outcome<'_>,
     reason: Option<String>,
-) -> Action<'p> {
+) -> Command<'p> {
+    Command::Respond(Box::new(early_reply(
+        engine, f, now, rendered, outcome, reason,
+    )))
+}
+
+/// [`finish_early`]'s reply.
+pub(super) fn early_reply<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    now: Millis,
+    rendered: disclosure::Rendered,
+    outcome: Outcome<'_>,
+    reason: Option<String>,
+) -> super::command::Reply {
     let facts = Facts {
         started: f.started,
         correlation_id: &f.correlation_id,
@@ -130,5 +149,7 @@ pub(super) fn finish_early<'p>(
         origin_override: f.origin_override,
         writes: Vec::new(),
     };
-    engine.reply(now, rendered, facts)
+    let reply = engine.reply(now, rendered, facts);
+    f.stage = Stage::Done;
+    reply
 }

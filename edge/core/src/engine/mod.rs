@@ -13,32 +13,39 @@
 //! [`Action::Limit`]) → breaker admission → the race and the cascade ([`Exchange`]) →
 //! rendering, write-through, counters, the data point and the log line ([`Reply`]).
 
-pub mod action;
+mod bulkhead;
+pub mod command;
 mod events;
 mod finish;
 mod flight;
 pub mod freshness;
+mod hedge;
 pub mod kvcache;
+mod lag;
 pub mod outbound;
+mod race;
+mod reads;
+mod record;
 pub mod report;
 pub mod rng;
+mod start;
 mod steps;
 pub mod trace;
 mod verdict;
+pub mod virtual_io;
+mod walk;
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 pub use crate::http::{Credential, Outbound};
-pub use action::{Action, Event, Prefetch, Reply};
+pub use crate::io::{Done, IoId, KvRead, Op};
+pub use command::{Command, Input, Output, Reply};
 pub use flight::Flight;
 
 use crate::bake::Bake;
 use crate::breaker::Breaker;
 use crate::correlation::{self, Provenance};
 use crate::disclosure::{self, Meta, Rendered};
-use crate::exchange::Exchange;
 use crate::metrics::{data_point, Counters, Outcome};
 use crate::policy::Policy;
 use crate::request::Validator;
@@ -47,9 +54,6 @@ use crate::writethrough::{KvWrite, WriteThrough};
 
 use self::rng::Rng;
 use self::trace::Trace;
-
-/// The window over which the origin's p95 (the hedge's default delay) is measured.
-pub const HEDGE_WINDOW_MS: u64 = 30_000;
 
 /// Wrangler `[vars]` entry that points the origin elsewhere (local dev, tests, drills).
 pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
@@ -119,33 +123,44 @@ pub struct Engine<'p> {
     breaker: Breaker,
     writes: WriteThrough,
     counters: Counters,
-    /// Origin calls in flight in this isolate (the bulkhead's count), shared with the
-    /// [`Lease`]s of the flights that hold one.
-    origin_in_flight: Rc<Cell<u32>>,
+    /// Origin attempts in flight in this isolate ([`bulkhead`]).
+    bulkhead: bulkhead::Bulkhead,
     /// When the isolate's first origin attempt ended: attempts started before it ran on a
-    /// cold isolate and are not the model's to answer for (see [`steps`]).
+    /// cold isolate and are not the model's to answer for ([`record`]).
     warm_since: Option<Millis>,
     /// Bearer tokens this isolate has verified (re-checked for time on every use).
     tokens: crate::token::Verified,
-    /// KV reads of the last second ([`kvcache`]).
+    /// KV reads of the last 30 s ([`kvcache`]).
     kv_cache: kvcache::KvCache,
+    /// KV reads in flight that other requests may join ([`reads`]).
+    reads: reads::Reads,
     /// Time left on the curated data, as last seen ([`freshness`]).
     freshness: freshness::Freshness,
-    /// Successful origin latencies of the last 30 s, for the hedge's delay.
-    origin_latency: crate::breaker::window::Window,
-    /// The hedge's token bucket.
-    hedge_tokens: f64,
-    /// The isolate's own scheduling delay, as the driver last measured it (ms): how late a
-    /// zero-delay timer fires. Subtracted from origin latencies before the breaker judges
-    /// them slow.
-    queue_delay_ms: u64,
+    /// The hedging budget and the origin's recent answer times ([`hedge`]).
+    hedger: hedge::Hedger,
+    /// How late the isolate's timers fire ([`lag`]).
+    lag: lag::Lag,
     /// When the model was last heard from, and the timeouts waiting for it ([`verdict`]).
     verdicts: verdict::Verdicts,
     /// When an origin attempt last ended in `ML_TIMEOUT`: with no answer from the model
-    /// since, new attempts start their tier reads alongside ([`Engine::model_silent`]).
+    /// since, new attempts start their tier reads alongside ([`record::model_silent`]).
     last_timeout: Option<Millis>,
     /// The request headers this policy's engine reads ([`Engine::request_headers`]).
     request_headers: Vec<String>,
+    /// Hands out operation handles.
+    ios: Ios,
+}
+
+/// Operation handles, unique in the isolate (wrapping after 2³² operations: by then every
+/// earlier one has long ended).
+#[derive(Debug, Default)]
+struct Ios(u32);
+
+impl Ios {
+    fn next(&mut self) -> IoId {
+        self.0 = self.0.wrapping_add(1);
+        IoId(self.0)
+    }
 }
 
 fn request_headers(policy: &Policy) -> Vec<String> {
@@ -165,25 +180,6 @@ fn request_headers(policy: &Policy) -> Vec<String> {
     names
 }
 
-/// One origin call's slot in the bulkhead, given back when the call ends — or when the
-/// flight is dropped without ending it (a client that went away), so a lost flight cannot
-/// leak a slot.
-#[derive(Debug)]
-pub struct Lease(Rc<Cell<u32>>);
-
-impl Lease {
-    fn take(count: &Rc<Cell<u32>>) -> Lease {
-        count.set(count.get().saturating_add(1));
-        Lease(Rc::clone(count))
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        self.0.set(self.0.get().saturating_sub(1));
-    }
-}
-
 impl<'p> Engine<'p> {
     /// An engine for `bake`. A pattern that does not compile is a bake the compiler should
     /// have refused; the driver answers [`unbaked`] with the message.
@@ -196,22 +192,18 @@ impl<'p> Engine<'p> {
             breaker: Breaker::new(&bake.policy.breaker),
             writes: WriteThrough::default(),
             counters: Counters::default(),
-            origin_in_flight: Rc::new(Cell::new(0)),
+            bulkhead: bulkhead::Bulkhead::default(),
             warm_since: None,
             tokens: crate::token::Verified::default(),
-            queue_delay_ms: 0,
             verdicts: verdict::Verdicts::default(),
             last_timeout: None,
             kv_cache: kvcache::KvCache::default(),
+            reads: reads::Reads::default(),
             freshness: freshness::Freshness::default(),
-            origin_latency: crate::breaker::window::Window::new(HEDGE_WINDOW_MS),
-            hedge_tokens: bake
-                .policy
-                .origin
-                .hedge
-                .as_ref()
-                .map_or(0.0, |h| f64::from(h.burst)),
+            hedger: hedge::Hedger::new(bake.policy.origin.hedge.as_ref()),
+            lag: lag::Lag::default(),
             request_headers: request_headers(&bake.policy),
+            ios: Ios::default(),
         })
     }
 
@@ -222,12 +214,11 @@ impl<'p> Engine<'p> {
         &self.request_headers
     }
 
-    /// The driver's measurement of the isolate's scheduling delay: how late a zero-delay
-    /// timer fires now (its recent average). A busy isolate takes the model's answer late;
-    /// that wait is the edge's, and the breaker does not count it as the model's latency.
-    /// (`simulate` has no queue and never sets it.)
-    pub fn set_queue_delay(&mut self, ms: u64) {
-        self.queue_delay_ms = ms;
+    /// The driver measured, at `now`, a zero-delay timer firing `late_ms` late: the isolate's
+    /// own queue ([`lag`]). The engine's own timers are measured without it. (`simulate`
+    /// has no queue and never reports one.)
+    pub fn lag_sample(&mut self, now: Millis, late_ms: u64) {
+        self.lag.sample(now, late_ms);
     }
 
     /// The latency at or under which the breaker judges no success slow — neither a call
@@ -239,59 +230,9 @@ impl<'p> Engine<'p> {
         }
     }
 
-    /// Origin calls in flight in this isolate.
+    /// Origin attempts in flight in this isolate.
     pub fn origin_in_flight(&self) -> u32 {
-        self.origin_in_flight.get()
-    }
-
-    /// When to hedge this attempt, taking a token: `None` when the policy does not hedge,
-    /// the request may not be repeated, the origin's p95 is not known yet or would not leave
-    /// the hedge time to run, or the bucket is empty. Every origin call refills the bucket by
-    /// `max_share`.
-    fn hedge_after(&mut self, now: Millis, timeout_ms: u64, repeatable: bool) -> Option<u64> {
-        let h = self.bake.policy.origin.hedge.as_ref()?;
-        self.hedge_tokens = (self.hedge_tokens + h.max_share).min(f64::from(h.burst));
-        if !repeatable {
-            return None;
-        }
-        let after = match h.after_ms {
-            Some(ms) => ms,
-            None => {
-                let s = self.origin_latency.summary(now);
-                if s.calls < h.min_calls {
-                    return None;
-                }
-                s.p95_ms.max(1)
-            }
-        };
-        if after >= timeout_ms || self.hedge_tokens < 1.0 {
-            return None;
-        }
-        self.hedge_tokens -= 1.0;
-        Some(after)
-    }
-
-    /// A hedge token taken for an attempt that sent no hedge goes back to the bucket.
-    fn refund_hedge(&mut self) {
-        if let Some(h) = &self.bake.policy.origin.hedge {
-            self.hedge_tokens = (self.hedge_tokens + 1.0).min(f64::from(h.burst));
-        }
-    }
-
-    /// Whether the bulkhead lets another origin call start now.
-    /// The model's last call timed out and it has answered no call since: a request that
-    /// calls it now will likely need its tiers at the deadline.
-    fn model_silent(&self) -> bool {
-        self.last_timeout
-            .is_some_and(|t| self.verdicts.heard().is_none_or(|h| h < t))
-    }
-
-    fn origin_open(&self) -> bool {
-        self.bake
-            .policy
-            .origin
-            .max_in_flight
-            .is_none_or(|cap| self.origin_in_flight.get() < cap)
+        self.bulkhead.in_flight()
     }
 
     pub fn policy(&self) -> &'p Policy {
@@ -341,17 +282,73 @@ impl<'p> Engine<'p> {
         req: &Incoming<'_>,
         env: &dyn Bindings,
         seed: u64,
-    ) -> (Flight<'p>, Action<'p>) {
-        flight::start(self, now, req, env, seed)
+    ) -> (Flight<'p>, Output<'p>) {
+        start::start(self, now, req, env, seed)
     }
 
-    /// The driver observed `event` at `now`; returns the next action.
-    pub fn step(&mut self, flight: &mut Flight<'p>, now: Millis, event: Event) -> Action<'p> {
-        steps::step(self, flight, now, event)
+    /// The driver reports `input` for `flight` at `now`; returns what to do next.
+    pub fn step(&mut self, flight: &mut Flight<'p>, now: Millis, input: Input) -> Output<'p> {
+        steps::step(self, flight, now, input)
+    }
+
+    /// An operation ended after its request was answered (and forgotten by the driver): what
+    /// it tells the isolate still counts — a KV read fills the cache — and no request hears
+    /// it. Returns the commands it needs (forgetting a shared read).
+    pub fn settle(&mut self, now: Millis, input: Input) -> Vec<Command<'p>> {
+        let mut cmds = Vec::new();
+        if let Input::Done(io, Done::Kv(read)) = &input {
+            self.kv_ended(now, *io, read, &mut cmds);
+        }
+        cmds
+    }
+
+    /// KV read `io` ended with `read`: the isolate remembers it and stops sharing it.
+    fn kv_ended(&mut self, now: Millis, io: IoId, read: &KvRead, cmds: &mut Vec<Command<'p>>) {
+        if let Some((binding, key)) = self.reads.ended(io) {
+            self.kv_cache.put(&binding, &key, now, read);
+            cmds.push(Command::Forget { io });
+        }
+    }
+
+    /// The answer for a request the driver could not carry on with (it lost track of it, or
+    /// performing a command failed): 503 with the envelope and every header, and its log
+    /// line. `why` is logged, never shown to the client.
+    pub fn failed(&mut self, flight: &mut Flight<'p>, now: Millis, why: &str) -> Reply {
+        let m = meta(
+            &flight.correlation_id,
+            &self.bake.release_id,
+            flight.credentialed,
+        );
+        let mut r = disclosure::error(
+            503,
+            "DEPENDENCY_UNAVAILABLE",
+            "the edge could not complete this request",
+            true,
+            &m,
+        );
+        r.headers.push((
+            "Retry-After",
+            self.bake
+                .policy
+                .disclosure
+                .retry_after_s
+                .unwrap_or(1)
+                .to_string(),
+        ));
+        flight.note("EDGE_FAILED", why.to_string());
+        flight.armed = None;
+        finish::early_reply(
+            self,
+            flight,
+            now,
+            r,
+            Outcome::Unavailable { reason: "" },
+            Some(format!("EDGE_FAILED: {}", crate::classify::bounded(why))),
+        )
     }
 
     /// Adds `X-Breaker-Mode`, counts, and writes the data point and the log line.
-    fn reply(&mut self, now: Millis, mut rendered: Rendered, facts: Facts<'_>) -> Action<'p> {
+    fn reply(&mut self, now: Millis, mut rendered: Rendered, facts: Facts<'_>) -> Reply {
         let mode = self.breaker.mode_name(now);
         rendered.headers.push(("X-Breaker-Mode", mode.to_string()));
         let policy = &self.bake.policy;
@@ -390,7 +387,7 @@ impl<'p> Engine<'p> {
             service: &policy.service.name,
         }
         .to_json();
-        Action::Respond(Box::new(Reply {
+        Reply {
             correlation_id: facts.correlation_id.to_string(),
             status: rendered.status,
             headers: rendered.headers,
@@ -398,7 +395,7 @@ impl<'p> Engine<'p> {
             writes: facts.writes,
             log,
             point,
-        }))
+        }
     }
 }
 
@@ -428,11 +425,22 @@ pub fn unbaked(now: Millis, req: &Incoming<'_>, message: &str, seed: u64) -> Rep
         req.header(trace::TRACESTATE),
         &mut rng,
     );
-    let r = disclosure::bake_invalid(message, &cid);
+    let _ = now; // the bake-less answer has nothing to time: it does no I/O
+    edge_down(&cid, provenance, &trace.trace_id, message)
+}
+
+/// The mode `X-Breaker-Mode` names when there is no breaker to ask: no usable bake.
+pub const MODE_UNKNOWN: &str = "UNKNOWN";
+
+/// 503 `BAKE_INVALID` with every header a response carries (`X-Breaker-Mode: UNKNOWN`:
+/// without a policy there is no breaker) and its log line.
+fn edge_down(cid: &str, provenance: Provenance, trace_id: &str, message: &str) -> Reply {
+    let mut r = disclosure::bake_invalid(message, cid);
+    r.headers.push(("X-Breaker-Mode", MODE_UNKNOWN.to_string()));
     let log = report::Line {
-        correlation_id: &cid,
+        correlation_id: cid,
         provenance,
-        trace_id: &trace.trace_id,
+        trace_id,
         outcome: Outcome::BakeInvalid.name(),
         status: r.status,
         tier: None,
@@ -443,13 +451,12 @@ pub fn unbaked(now: Millis, req: &Incoming<'_>, message: &str, seed: u64) -> Rep
         latency_ms: 0,
         origin_override: false,
         policy_version: "none",
-        breaker_mode: "UNKNOWN",
+        breaker_mode: MODE_UNKNOWN,
         service: "unknown",
     }
     .to_json();
-    let _ = now; // the bake-less answer has nothing to time: it does no I/O
     Reply {
-        correlation_id: cid,
+        correlation_id: cid.to_string(),
         status: r.status,
         headers: r.headers,
         body: r.body,
@@ -485,9 +492,6 @@ fn meta<'a>(cid: &'a str, release: &'a str, credentialed: bool) -> Meta<'a> {
         credentialed,
     }
 }
-
-/// The type the engine drives for the race and the cascade.
-type Race<'p> = Exchange<'p, crate::retry::Backoff<'p, Rng>>;
 
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,7 @@ pub mod events;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::http::Method;
 use crate::template::Template;
 
 /// One endpoint's fallback policy.
@@ -42,47 +43,6 @@ pub struct Service {
     pub methods: Vec<Method>,
     /// Declared peak traffic in requests per second (used to check the breaker can trigger).
     pub expected_rps: Option<u32>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Method {
-    Get,
-    Head,
-    Post,
-    Put,
-    Patch,
-    Delete,
-}
-
-impl Method {
-    pub const ALL: [(&'static str, Method); 6] = [
-        ("GET", Method::Get),
-        ("HEAD", Method::Head),
-        ("POST", Method::Post),
-        ("PUT", Method::Put),
-        ("PATCH", Method::Patch),
-        ("DELETE", Method::Delete),
-    ];
-
-    pub fn parse(s: &str) -> Option<Method> {
-        Self::ALL
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(s))
-            .map(|(_, m)| *m)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map(|(n, _)| *n)
-            .unwrap_or("GET")
-    }
-
-    /// RFC 9110 idempotent methods: retrying them cannot repeat a side effect.
-    pub fn is_idempotent(self) -> bool {
-        !matches!(self, Method::Post | Method::Patch)
-    }
 }
 
 /// Where a request parameter comes from.

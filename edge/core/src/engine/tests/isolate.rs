@@ -17,7 +17,7 @@ fn the_first_wave_of_a_cold_isolate_does_not_open_the_breaker() {
     // connection set-up, not the model).
     let mut wave: Vec<_> = (0..5).map(|i| begin(&mut e, 0, i + 1).0).collect();
     for f in &mut wave {
-        let _ = e.step(f, at(45), Event::Origin(Observed::TimedOut));
+        let _ = e.step(f, at(45), Input::Timer);
     }
     assert_eq!(e.breaker_mode(at(50)), "CLOSED");
     assert_eq!(e.counters().unrecorded, 5);
@@ -42,11 +42,9 @@ fn a_late_timer_is_the_edges_overload_while_the_model_answers_other_calls() {
     // Meanwhile the model answers another call…
     assert_eq!(run(&mut e, 110, "/recommendations/bob", ok()).status, 200);
     // …and this one's 45 ms timer runs 30 ms late: the isolate was busy.
-    let a = e.step(&mut f, at(175), Event::Origin(Observed::TimedOut));
-    let r = match a {
-        Action::Respond(r) => r,
-        other => panic!("no time was left for a KV read: {other:?}"),
-    };
+    let out = e.step(&mut f, at(175), Input::Timer);
+    assert!(kv_read(&out).is_none(), "no time was left for a KV read");
+    let r = reply(out);
     assert_eq!(r.header("X-Degraded-Reason"), Some("EDGE_OVERLOADED"));
     assert_eq!(log(&r)["class"], "edge");
     assert_eq!(e.breaker_mode(at(180)), "CLOSED", "the model is not blamed");
@@ -67,14 +65,8 @@ fn a_timer_a_few_ms_late_while_the_model_answers_others_blames_nobody() {
     warm(&mut e);
     let (mut f, _) = begin(&mut e, 100, 9);
     assert_eq!(run(&mut e, 110, "/recommendations/bob", ok()).status, 200);
-    let mut a = e.step(&mut f, at(154), Event::Origin(Observed::TimedOut));
-    let r = loop {
-        a = match a {
-            Action::Respond(r) => break r,
-            Action::ReadKv { .. } => e.step(&mut f, at(155), Event::Kv(KvRead::TimedOut)),
-            other => panic!("unexpected {other:?}"),
-        };
-    };
+    let out = e.step(&mut f, at(154), Input::Timer);
+    let r = finish(&mut e, &mut f, 154, out, &Observed::TimedOut);
     assert_eq!(r.header("X-Degraded-Reason"), Some("ML_TIMEOUT"));
     assert_eq!(e.breaker_mode(at(160)), "CLOSED", "the model is not blamed");
     assert_eq!(e.counters().unrecorded, 2, "the warm-up and this timeout");
@@ -84,7 +76,7 @@ fn a_timer_a_few_ms_late_while_the_model_answers_others_blames_nobody() {
     warm(&mut e);
     let (mut f, _) = begin(&mut e, 100, 9);
     assert_eq!(run(&mut e, 110, "/recommendations/bob", ok()).status, 200);
-    let _ = e.step(&mut f, at(147), Event::Origin(Observed::TimedOut));
+    let _ = e.step(&mut f, at(147), Input::Timer);
     assert_eq!(e.breaker_mode(at(150)), "OPEN");
 }
 
@@ -100,10 +92,7 @@ fn a_late_timer_on_a_model_that_answered_nobody_is_the_models_timeout() {
     warm(&mut e);
     let (mut f, _) = begin(&mut e, 100, 9);
     // The timer runs 30 ms late, and the model answered no call since this one began.
-    let r = match e.step(&mut f, at(175), Event::Origin(Observed::TimedOut)) {
-        Action::Respond(r) => r,
-        other => panic!("no time was left for a KV read: {other:?}"),
-    };
+    let r = reply(e.step(&mut f, at(175), Input::Timer));
     assert_eq!(r.header("X-Degraded-Reason"), Some("ML_TIMEOUT"));
     assert_eq!(log(&r)["class"], "dependency");
     // The verdict waits one more timeout-length for the model to answer anyone.
@@ -130,13 +119,10 @@ fn a_stalled_isolate_whose_queued_answers_come_after_its_timers_blames_nobody() 
     // Two calls start; the isolate stalls 60 ms; when it runs again, the first call's timer
     // is taken before the answer that arrived for the second during the stall.
     let (mut f1, _) = begin(&mut e, 100, 9);
-    let (mut f2, _) = begin(&mut e, 102, 10);
-    let r = match e.step(&mut f1, at(205), Event::Origin(Observed::TimedOut)) {
-        Action::Respond(r) => r,
-        other => panic!("no time was left for a KV read: {other:?}"),
-    };
+    let (mut f2, out2) = begin(&mut e, 102, 10);
+    let r = reply(e.step(&mut f1, at(205), Input::Timer));
     assert_eq!(r.header("X-Degraded-Reason"), Some("ML_TIMEOUT"));
-    let _ = e.step(&mut f2, at(206), Event::Origin(ok()));
+    let _ = e.step(&mut f2, at(206), fetched(fetch(&out2), ok()));
     // The model was alive: no verdict, and a later request calls it.
     let r = run(&mut e, 400, "/recommendations/bob", ok());
     assert_eq!(r.status, 200);
@@ -159,7 +145,7 @@ fn a_saturated_isolate_does_not_hide_a_hung_model_from_its_breaker() {
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
     // The isolate's timers run 40 ms late (64 hung requests end in bursts).
-    e.set_queue_delay(40);
+    e.lag_sample(at(100), 40);
     // On-time and late timeouts alike, the model answering no one: each is the model's.
     for t in [100, 200, 300] {
         run(&mut e, t, "/recommendations/alice", Observed::TimedOut);
@@ -173,14 +159,14 @@ fn a_saturated_isolate_does_not_hide_a_hung_model_from_its_breaker() {
     // timeouts there are the queue's, and no verdict.
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
-    e.set_queue_delay(40);
+    e.lag_sample(at(100), 40);
     for t in [100, 200, 300] {
         let (mut f, _) = begin(&mut e, t, t + 1);
         assert_eq!(
             run(&mut e, t + 10, "/recommendations/bob", ok()).status,
             200
         );
-        let _ = e.step(&mut f, at(t + 45), Event::Origin(Observed::TimedOut));
+        let _ = e.step(&mut f, at(t + 45), Input::Timer);
     }
     assert_eq!(e.breaker_mode(at(400)), "CLOSED");
     // The warm-up and the three timeouts (the successes count, never as slow calls).
@@ -200,37 +186,28 @@ fn the_bulkhead_caps_origin_calls_in_flight_and_frees_slots_of_dropped_flights()
     let mut e = Engine::new(&b).unwrap();
     let (f1, a1) = begin(&mut e, 0, 1);
     let (mut f2, a2) = begin(&mut e, 0, 2);
-    assert!(matches!(a1, Action::FetchOrigin { .. }));
-    assert!(matches!(a2, Action::FetchOrigin { .. }));
+    let _ = fetch(&a1);
+    let io2 = fetch(&a2);
     assert_eq!(e.origin_in_flight(), 2);
     // The third goes straight to the cascade, disclosed.
     let (_, a3) = begin(&mut e, 1, 3);
-    let Action::ReadKv { .. } = a3 else {
-        panic!("{a3:?}")
-    };
+    assert!(fetches(&a3).is_empty() && kv_read(&a3).is_some(), "{a3:?}");
     // A flight whose client went away (dropped by the driver) gives its slot back…
     drop(f1);
     assert_eq!(e.origin_in_flight(), 1);
     // …and one that ends gives its slot back too.
-    let _ = e.step(&mut f2, at(20), Event::Origin(ok()));
+    let _ = e.step(&mut f2, at(20), fetched(io2, ok()));
     assert_eq!(e.origin_in_flight(), 0);
     let (mut f4, a4) = begin(&mut e, 30, 4);
-    assert!(matches!(a4, Action::FetchOrigin { .. }));
-    let _ = e.step(&mut f4, at(40), Event::Origin(ok()));
+    let _ = e.step(&mut f4, at(40), fetched(fetch(&a4), ok()));
     // A request refused by the bulkhead says so.
-    let (mut g1, _) = begin(&mut e, 100, 5);
+    let (mut g1, b1) = begin(&mut e, 100, 5);
     let (_g2, _) = begin(&mut e, 100, 6);
-    let (mut g3, mut a) = begin(&mut e, 100, 7);
-    let r = loop {
-        a = match a {
-            Action::ReadKv { .. } => e.step(&mut g3, at(101), Event::Kv(KvRead::TimedOut)),
-            Action::Respond(r) => break r,
-            other => panic!("{other:?}"),
-        }
-    };
+    let (mut g3, out) = begin(&mut e, 100, 7);
+    let r = finish(&mut e, &mut g3, 100, out, &Observed::TimedOut);
     assert_eq!(r.header("X-Degraded-Reason"), Some("BULKHEAD_FULL"));
     assert_eq!(log(&r)["class"], "shed");
-    let _ = e.step(&mut g1, at(120), Event::Origin(ok()));
+    let _ = e.step(&mut g1, at(120), fetched(fetch(&b1), ok()));
 }
 
 /// A rate breaker on a short window: 45 ms slow-call bar, 40 ms probe bar.
@@ -261,10 +238,10 @@ fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
     // 40 ms, under the 45 ms bar.
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
-    e.set_queue_delay(20);
+    e.lag_sample(at(100), 20);
     for i in 1..=10 {
-        let (mut f, _) = begin(&mut e, i * 100, i);
-        let _ = e.step(&mut f, at(i * 100 + 60), Event::Origin(ok()));
+        let (mut f, out) = begin(&mut e, i * 100, i);
+        answer_ok(&mut e, &mut f, &out, i * 100 + 60);
     }
     assert_eq!(e.breaker_mode(at(1_100)), "PRIMARY_HEALTHY");
     assert_eq!(e.counters().unrecorded, 1, "only the cold warm-up");
@@ -272,18 +249,18 @@ fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
     for i in 1..=10 {
-        let (mut f, _) = begin(&mut e, i * 100, i);
-        let _ = e.step(&mut f, at(i * 100 + 60), Event::Origin(ok()));
+        let (mut f, out) = begin(&mut e, i * 100, i);
+        answer_ok(&mut e, &mut f, &out, i * 100 + 60);
     }
     assert_eq!(e.breaker_mode(at(1_100)), "DEGRADED_FALLBACK");
     // An isolate that knows it is saturated (its timers late beyond the tolerance) counts
     // its successes as successes, and never as slow calls.
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
-    e.set_queue_delay(40);
+    e.lag_sample(at(100), 40);
     for i in 1..=10 {
-        let (mut f, _) = begin(&mut e, i * 100, i);
-        let _ = e.step(&mut f, at(i * 100 + 95), Event::Origin(ok()));
+        let (mut f, out) = begin(&mut e, i * 100, i);
+        answer_ok(&mut e, &mut f, &out, i * 100 + 95);
     }
     assert_eq!(e.breaker_mode(at(1_100)), "PRIMARY_HEALTHY");
     assert_eq!(e.counters().unrecorded, 1, "only the cold warm-up");
@@ -298,10 +275,10 @@ fn a_busy_isolate_counts_its_successes_so_the_failure_ratio_does_not_lean_to_fai
     warm(&mut e);
     // Saturated: ten slow-looking successes and three 503s. Were the successes left out, the
     // three 503s would be 3 of 3 and open the breaker on a model answering 10 of 13.
-    e.set_queue_delay(40);
+    e.lag_sample(at(100), 40);
     for i in 1..=10 {
-        let (mut f, _) = begin(&mut e, i * 100, i);
-        let _ = e.step(&mut f, at(i * 100 + 70), Event::Origin(ok()));
+        let (mut f, out) = begin(&mut e, i * 100, i);
+        answer_ok(&mut e, &mut f, &out, i * 100 + 70);
     }
     for t in [1_100, 1_200, 1_300] {
         run(&mut e, t, "/recommendations/alice", status(503));
@@ -317,8 +294,8 @@ fn a_busy_isolate_counts_its_successes_so_the_failure_ratio_does_not_lean_to_fai
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
     for i in 1..=10 {
-        let (mut f, _) = begin(&mut e, i * 100, i);
-        let _ = e.step(&mut f, at(i * 100 + 40), Event::Origin(ok()));
+        let (mut f, out) = begin(&mut e, i * 100, i);
+        answer_ok(&mut e, &mut f, &out, i * 100 + 40);
     }
     assert_eq!(e.breaker_mode(at(1_100)), "DEGRADED_FALLBACK");
 }
@@ -334,8 +311,8 @@ fn a_success_takes_at_most_its_timeout_whatever_the_engines_clock_says() {
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
     for i in 1..=10 {
-        let (mut f, _) = begin(&mut e, i * 100, i);
-        let _ = e.step(&mut f, at(i * 100 + 70), Event::Origin(ok()));
+        let (mut f, out) = begin(&mut e, i * 100, i);
+        answer_ok(&mut e, &mut f, &out, i * 100 + 70);
     }
     assert_eq!(
         e.breaker_mode(at(1_100)),
@@ -363,11 +340,11 @@ fn a_busy_isolates_probes_are_not_failed_for_its_own_queue() {
     assert_eq!(e.breaker_mode(at(400)), "DEGRADED_FALLBACK");
     // After the hold-down the model is back, but the isolate is busy: its probes' answers
     // take 44 ms by its clock (over the 40 ms probe bar, under the 45 ms slow-call bar).
-    e.set_queue_delay(3);
+    e.lag_sample(at(1_500), 3);
     for i in 0..3u64 {
         let t = 1_500 + i * 100;
-        let (mut f, _) = begin(&mut e, t, 50 + i);
-        let _ = e.step(&mut f, at(t + 47), Event::Origin(ok()));
+        let (mut f, out) = begin(&mut e, t, 50 + i);
+        answer_ok(&mut e, &mut f, &out, t + 47);
     }
     assert_eq!(e.breaker_mode(at(2_000)), "PRIMARY_HEALTHY");
 }
@@ -375,32 +352,22 @@ fn a_busy_isolates_probes_are_not_failed_for_its_own_queue() {
 fn a_degraded_request_within_the_caches_ttl_reads_no_kv() {
     let b = bake(seed_policy());
     let mut e = Engine::new(&b).unwrap();
+    // KV reads a degraded request starts (the model hangs; KV misses).
     let reads = |e: &mut Engine<'_>, t: u64, seed: u64| {
-        let (mut f, mut a) = begin(e, t, seed);
+        let (mut f, mut out) = begin(e, t, seed);
         let mut n = 0;
-        loop {
-            a = match a {
-                Action::FetchOrigin { .. } => {
-                    e.step(&mut f, at(t + 45), Event::Origin(Observed::TimedOut))
-                }
-                Action::ReadKv { .. } => {
-                    n += 1;
-                    e.step(
-                        &mut f,
-                        at(t + 46),
-                        Event::Kv(KvRead::Value {
-                            value: None,
-                            metadata: None,
-                        }),
-                    )
-                }
-                Action::Respond(r) => {
-                    assert_eq!(r.header("X-Degraded"), Some("true"));
-                    return n;
-                }
-                other => panic!("{other:?}"),
+        for _ in 0..20 {
+            n += kv_keys(&out).len();
+            if let Some(r) = out.reply() {
+                assert_eq!(r.header("X-Degraded"), Some("true"));
+                return n;
             }
+            out = match kv_read(&out) {
+                Some(io) => e.step(&mut f, at(t + 46), kv_done(io, miss())),
+                None => e.step(&mut f, at(t + 45), Input::Timer),
+            };
         }
+        panic!("no answer");
     };
     assert_eq!(reads(&mut e, 0, 1), 2, "the user and the category tier");
     assert_eq!(
@@ -441,7 +408,7 @@ fn the_wave_after_the_breaker_closes_is_judged_like_a_fresh_isolates_first() {
     let before = e.counters().unrecorded;
     let mut wave: Vec<_> = (0..3).map(|i| begin(&mut e, 1_600, 70 + i).0).collect();
     for f in &mut wave {
-        let _ = e.step(f, at(1_645), Event::Origin(Observed::TimedOut));
+        let _ = e.step(f, at(1_645), Input::Timer);
     }
     assert_eq!(
         e.breaker_mode(at(1_650)),
@@ -468,15 +435,17 @@ fn a_write_through_kv_refused_is_not_served_from_the_isolates_cache() {
         .expect("the user tier is written through");
     let (binding, key) = (w.binding.clone(), w.key.clone());
     // The model hangs: the first KV read the cascade asks for, or the answer.
+    // The model hangs: the key of the first KV read started (speculatively or by the
+    // cascade), or the answer's tier when none is.
     let degraded = |e: &mut Engine<'_>, t: u64, seed: u64| {
-        let (mut f, a) = begin(e, t, seed);
-        let Action::FetchOrigin { .. } = a else {
-            panic!("{a:?}")
-        };
-        match e.step(&mut f, at(t + 45), Event::Origin(Observed::TimedOut)) {
-            Action::ReadKv { key, .. } => Err(key),
-            Action::Respond(r) => Ok(r.header("X-Fallback-Tier").map(String::from)),
-            other => panic!("{other:?}"),
+        let (mut f, out) = begin(e, t, seed);
+        let _ = fetch(&out);
+        let at_deadline = e.step(&mut f, at(t + 45), Input::Timer);
+        let started: Vec<String> = [kv_keys(&out), kv_keys(&at_deadline)].concat();
+        match (started.first(), at_deadline.reply()) {
+            (Some(key), _) => Err(key.clone()),
+            (None, Some(r)) => Ok(r.header("X-Fallback-Tier").map(String::from)),
+            (None, None) => panic!("{at_deadline:?}"),
         }
     };
     assert_eq!(

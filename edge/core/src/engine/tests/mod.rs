@@ -59,7 +59,116 @@ fn ok() -> Observed {
     }
 }
 
-/// Runs one request: the origin answers `origin` at `t0 + 5 ms`, KV misses.
+fn miss() -> KvRead {
+    KvRead::Value {
+        value: None,
+        metadata: None,
+    }
+}
+
+/// The fetches `out` starts: handle and request.
+fn fetches<'o>(out: &'o Output<'_>) -> Vec<(IoId, &'o Outbound)> {
+    out.starts()
+        .filter_map(|(io, op)| match op {
+            Op::Fetch(r) => Some((io, r)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The one fetch `out` starts.
+fn fetch(out: &Output<'_>) -> IoId {
+    match fetches(out).as_slice() {
+        [(io, _)] => *io,
+        other => panic!("one fetch expected, got {other:?} in {out:?}"),
+    }
+}
+
+/// The KV read `out` starts or joins for the cascade (the last one: speculative reads start
+/// alongside a fetch).
+fn kv_read(out: &Output<'_>) -> Option<IoId> {
+    out.commands.iter().rev().find_map(|c| match c {
+        Command::Start {
+            io,
+            op: Op::ReadKv { .. },
+        }
+        | Command::Join { io } => Some(*io),
+        _ => None,
+    })
+}
+
+/// The KV keys `out` starts reading.
+fn kv_keys(out: &Output<'_>) -> Vec<String> {
+    out.starts()
+        .filter_map(|(_, op)| match op {
+            Op::ReadKv { key, .. } => Some(key.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn reply(out: Output<'_>) -> Reply {
+    out.reply()
+        .cloned()
+        .unwrap_or_else(|| panic!("an answer expected, got {out:?}"))
+}
+
+/// The origin answers `out`'s fetch, if it started one (an open breaker starts none), at `t`.
+fn answer_ok<'p>(e: &mut Engine<'p>, f: &mut Flight<'p>, out: &Output<'p>, t: u64) {
+    if let Some((io, _)) = fetches(out).first() {
+        let _ = e.step(f, at(t), fetched(*io, ok()));
+    }
+}
+
+fn fetched(io: IoId, o: Observed) -> Input {
+    Input::Done(io, Done::Fetched(o))
+}
+
+fn kv_done(io: IoId, r: KvRead) -> Input {
+    Input::Done(io, Done::Kv(r))
+}
+
+/// Drives one request from `out`: each fetch answers `origin` 5 ms after it starts (never,
+/// for `Observed::TimedOut`: a hung model), each KV read misses 1 ms after, and the timer
+/// fires when it is due, whichever comes first.
+fn finish<'p>(
+    e: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    t0: u64,
+    mut out: Output<'p>,
+    origin: &Observed,
+) -> Reply {
+    let mut t = t0;
+    for _ in 0..100 {
+        if let Some(r) = out.reply() {
+            return r.clone();
+        }
+        let next = if let Some((io, _)) = fetches(&out).first() {
+            (*origin != Observed::TimedOut).then(|| (t + 5, fetched(*io, origin.clone())))
+        } else {
+            kv_read(&out).map(|io| (t + 1, kv_done(io, miss())))
+        };
+        let timer = out.wake_at.map(|w| w.since(Millis(NOW)));
+        out = match (next, timer) {
+            (Some((tn, input)), Some(tw)) if tn < tw => {
+                t = tn;
+                e.step(f, at(t), input)
+            }
+            (_, Some(tw)) => {
+                t = tw;
+                e.step(f, at(t), Input::Timer)
+            }
+            (Some((tn, input)), None) => {
+                t = tn;
+                e.step(f, at(t), input)
+            }
+            (None, None) => panic!("a request with nothing to wait for: {out:?}"),
+        };
+    }
+    panic!("no answer after 100 steps");
+}
+
+/// Runs one request: the origin answers `origin` 5 ms after each call, KV misses.
 fn run(engine: &mut Engine<'_>, t0: u64, path: &str, origin: Observed) -> Reply {
     let (path, headers) = get(path, &[]);
     let req = Incoming {
@@ -68,29 +177,8 @@ fn run(engine: &mut Engine<'_>, t0: u64, path: &str, origin: Observed) -> Reply 
         query: "",
         headers: &headers,
     };
-    let (mut f, mut a) = engine.start(at(t0), &req, &env(), t0 + 1);
-    let mut t = t0;
-    loop {
-        a = match a {
-            Action::FetchOrigin { .. } => {
-                t += 5;
-                engine.step(&mut f, at(t), Event::Origin(origin.clone()))
-            }
-            Action::ReadKv { timeout_ms, .. } => {
-                t += timeout_ms.min(1);
-                engine.step(
-                    &mut f,
-                    at(t),
-                    Event::Kv(KvRead::Value {
-                        value: None,
-                        metadata: None,
-                    }),
-                )
-            }
-            Action::Respond(r) => return *r,
-            other => panic!("unexpected {other:?}"),
-        };
-    }
+    let (mut f, out) = engine.start(at(t0), &req, &env(), t0 + 1);
+    finish(engine, &mut f, t0, out, &origin)
 }
 
 /// One healthy request, so the isolate is no longer cold: the breaker learns from what
@@ -99,8 +187,8 @@ fn warm(engine: &mut Engine<'_>) {
     assert_eq!(run(engine, 0, "/recommendations/warm", ok()).status, 200);
 }
 
-/// Starts a request and returns its flight and first action.
-fn begin<'p>(e: &mut Engine<'p>, t: u64, seed: u64) -> (Flight<'p>, Action<'p>) {
+/// Starts a request and returns its flight and first output.
+fn begin<'p>(e: &mut Engine<'p>, t: u64, seed: u64) -> (Flight<'p>, Output<'p>) {
     let headers = vec![];
     let req = Incoming {
         method: "GET",
@@ -136,16 +224,9 @@ fn a_live_answer_carries_trace_and_credential_to_the_origin_and_writes_through()
         query: "category=audio",
         headers: &headers,
     };
-    let (mut f, a) = e.start(at(0), &req, &env(), 9);
-    let Action::FetchOrigin {
-        request,
-        timeout_ms,
-        ..
-    } = a
-    else {
-        panic!("{a:?}")
-    };
-    assert_eq!(timeout_ms, 45);
+    let (mut f, out) = e.start(at(0), &req, &env(), 9);
+    let (io, request) = fetches(&out)[0];
+    assert_eq!(out.wake_at, Some(at(45)), "the race's end");
     assert_eq!(request.header("authorization"), Some("Bearer model-secret"));
     assert!(request
         .header("traceparent")
@@ -153,9 +234,9 @@ fn a_live_answer_carries_trace_and_credential_to_the_origin_and_writes_through()
         .starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
     assert_eq!(request.header("x-correlation-id"), Some(f.correlation_id()));
     assert!(request.url.contains("user_id=alice") && request.url.contains("category=audio"));
-    let Action::Respond(r) = e.step(&mut f, at(20), Event::Origin(ok())) else {
-        panic!()
-    };
+    let out = e.step(&mut f, at(20), fetched(io, ok()));
+    assert_eq!(out.wake_at, None, "answered: no timer left");
+    let r = reply(out);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("X-Degraded"), Some("false"));
     assert_eq!(body(&r)["is_personalized"], true);
@@ -181,10 +262,9 @@ fn bad_input_is_refused_before_any_io() {
         query: "",
         headers: &headers,
     };
-    let (_, a) = e.start(at(0), &req, &env(), 1);
-    let Action::Respond(r) = a else {
-        panic!("{a:?}")
-    };
+    let (_, out) = e.start(at(0), &req, &env(), 1);
+    assert!(out.starts().next().is_none(), "no I/O");
+    let r = reply(out);
     assert_eq!(r.status, 400);
     assert_eq!(body(&r)["retryable"], false);
     assert_eq!(log(&r)["outcome"], "bad_request");
@@ -291,19 +371,9 @@ fn a_shared_tier_answer_to_a_credentialed_request_is_private() {
         query: "",
         headers: &headers,
     };
-    let (mut f, mut a) = e.start(at(0), &req, &env(), 3);
-    let mut t = 0;
-    let r = loop {
-        a = match a {
-            Action::FetchOrigin { .. } => e.step(&mut f, at(45), Event::Origin(Observed::TimedOut)),
-            Action::ReadKv { .. } => {
-                t += 1;
-                e.step(&mut f, at(45 + t), Event::Kv(KvRead::TimedOut))
-            }
-            Action::Respond(r) => break r,
-            other => panic!("{other:?}"),
-        }
-    };
+    let (mut f, out) = e.start(at(0), &req, &env(), 3);
+    // The model hangs: its timer fires; KV misses.
+    let r = finish(&mut e, &mut f, 0, out, &Observed::TimedOut);
     assert_eq!(r.header("X-Fallback-Tier"), Some("stubs"));
     assert_eq!(r.header("Cache-Control"), Some("private, max-age=30"));
 }
@@ -325,31 +395,32 @@ fn the_storm_limiter_answers_429_and_an_unreachable_one_lets_the_request_through
         query: "",
         headers: &headers,
     };
-    let (mut f, a) = e.start(at(0), &req, &env(), 4);
-    assert!(matches!(
-        a,
-        Action::Limit {
-            binding: "STORM",
-            ..
-        }
-    ));
-    let Action::Respond(r) = e.step(&mut f, at(1), Event::Limited(Ok(false))) else {
-        panic!()
+    let (mut f, out) = e.start(at(0), &req, &env(), 4);
+    let Some((
+        io,
+        Op::Limit {
+            binding: "STORM", ..
+        },
+    )) = out.starts().next()
+    else {
+        panic!("{out:?}")
     };
+    let r = reply(e.step(&mut f, at(1), Input::Done(io, Done::Limited(Ok(false)))));
     assert_eq!(r.status, 429);
     assert_eq!(r.header("Retry-After"), Some("10"));
     assert_eq!(body(&r)["code"], "ERR_RETRY_STORM_DETECTED");
 
-    let (mut f, _) = e.start(at(5), &req, &env(), 5);
-    let a = e.step(
+    let (mut f, out) = e.start(at(5), &req, &env(), 5);
+    let (io, _) = out.starts().next().unwrap();
+    let out = e.step(
         &mut f,
         at(6),
-        Event::Limited(Err("binding not bound\n    at stack".into())),
+        Input::Done(
+            io,
+            Done::Limited(Err("binding not bound\n    at stack".into())),
+        ),
     );
-    assert!(matches!(a, Action::FetchOrigin { .. }));
-    let Action::Respond(r) = e.step(&mut f, at(20), Event::Origin(ok())) else {
-        panic!()
-    };
+    let r = reply(e.step(&mut f, at(20), fetched(fetch(&out), ok())));
     let notes = log(&r)["notes"].to_string();
     assert!(notes.contains("STORM_LIMITER_UNAVAILABLE"), "{notes}");
     assert!(
@@ -381,8 +452,8 @@ fn the_admin_endpoint_needs_its_token() {
             query: "",
             headers: &headers,
         };
-        let (_, a) = e.start(at(0), &req, &env(), 6);
-        let Action::Respond(r) = a else { panic!() };
+        let (_, out) = e.start(at(0), &req, &env(), 6);
+        let r = reply(out);
         assert_eq!(r.status, want);
         assert_eq!(log(&r)["outcome"], "admin");
         assert!(r.point.is_none());
@@ -391,7 +462,7 @@ fn the_admin_endpoint_needs_its_token() {
 }
 
 #[test]
-fn events_after_the_answer_do_not_panic() {
+fn reports_after_the_answer_answer_nothing_again() {
     let b = bake(seed_policy());
     let mut e = Engine::new(&b).unwrap();
     let (path, headers) = get("/recommendations/alice", &[]);
@@ -401,12 +472,13 @@ fn events_after_the_answer_do_not_panic() {
         query: "",
         headers: &headers,
     };
-    let (mut f, _) = e.start(at(0), &req, &env(), 7);
-    let _ = e.step(&mut f, at(10), Event::Origin(ok()));
-    assert!(matches!(
-        e.step(&mut f, at(11), Event::Woke),
-        Action::Respond(_)
-    ));
+    let (mut f, out) = e.start(at(0), &req, &env(), 7);
+    let io = fetch(&out);
+    assert!(e.step(&mut f, at(10), fetched(io, ok())).reply().is_some());
+    for input in [Input::Timer, fetched(io, ok()), kv_done(IoId(99), miss())] {
+        let out = e.step(&mut f, at(11), input);
+        assert_eq!(out, Output::default(), "the response is already out");
+    }
 }
 
 #[test]
@@ -446,3 +518,4 @@ mod headers;
 mod hedge;
 mod isolate;
 mod prefetch;
+mod retry;

@@ -1,10 +1,11 @@
 //! Speculative tier reads: once the model has gone silent, a request's KV tier reads start
-//! with its origin call (docs/adr/009-io-in-js.md).
+//! with its origin call, and the cascade's read of the key at the deadline joins them
+//! (docs/adr/009-io-in-js.md, docs/adr/010-the-engine-owns-time.md).
 
 use super::*;
 
 /// Starts a request for `user`'s recommendations at `t`.
-fn begin_for<'p>(e: &mut Engine<'p>, t: u64, user: &str) -> (Flight<'p>, Action<'p>) {
+fn begin_for<'p>(e: &mut Engine<'p>, t: u64, user: &str) -> (Flight<'p>, Output<'p>) {
     let path = format!("/recommendations/{user}");
     let headers = vec![];
     let req = Incoming {
@@ -17,31 +18,26 @@ fn begin_for<'p>(e: &mut Engine<'p>, t: u64, user: &str) -> (Flight<'p>, Action<
 }
 
 /// Feeds KV misses at `t` until the answer.
-fn kv_misses<'p>(e: &mut Engine<'p>, f: &mut Flight<'p>, t: u64, mut a: Action<'p>) -> Reply {
-    loop {
-        a = match a {
-            Action::ReadKv { .. } => e.step(
-                f,
-                at(t),
-                Event::Kv(KvRead::Value {
-                    value: None,
-                    metadata: None,
-                }),
-            ),
-            Action::Respond(r) => return *r,
-            other => panic!("unexpected {other:?}"),
-        };
+fn kv_misses<'p>(e: &mut Engine<'p>, f: &mut Flight<'p>, t: u64, mut out: Output<'p>) -> Reply {
+    for _ in 0..10 {
+        if let Some(r) = out.reply() {
+            return r.clone();
+        }
+        let io = kv_read(&out).unwrap_or_else(|| panic!("a KV read expected: {out:?}"));
+        out = e.step(f, at(t), kv_done(io, miss()));
     }
+    panic!("no answer")
 }
 
-fn prefetched(a: &Action<'_>) -> Vec<(String, String, u64)> {
-    match a {
-        Action::FetchOrigin { prefetch, .. } => prefetch
-            .iter()
-            .map(|p| (p.binding.to_string(), p.key.clone(), p.keep_ms))
-            .collect(),
-        other => panic!("expected the origin call, got {other:?}"),
-    }
+/// The KV reads `out` starts alongside its fetch: (binding, key).
+fn prefetched(out: &Output<'_>) -> Vec<(String, String)> {
+    assert_eq!(fetches(out).len(), 1, "expected the origin call: {out:?}");
+    out.starts()
+        .filter_map(|(_, op)| match op {
+            Op::ReadKv { binding, key } => Some((binding.to_string(), key.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 #[test]
@@ -50,49 +46,56 @@ fn once_the_model_has_gone_silent_calls_start_their_tier_reads_alongside() {
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
     // While the model answers, no speculative read.
-    let (mut f, a) = begin_for(&mut e, 100, "ann");
-    assert_eq!(prefetched(&a), vec![]);
-    let a = e.step(&mut f, at(145), Event::Origin(Observed::TimedOut));
+    let (mut f, out) = begin_for(&mut e, 100, "ann");
+    assert_eq!(prefetched(&out), vec![]);
+    let out = e.step(&mut f, at(145), Input::Timer);
     assert_eq!(
-        kv_misses(&mut e, &mut f, 146, a).header("X-Degraded"),
+        kv_misses(&mut e, &mut f, 146, out).header("X-Degraded"),
         Some("true")
     );
 
     // The model let that call time out and has answered no one since: the next call starts
     // the reads of its KV tiers (not the category's, which this isolate has just read) with
-    // the fetch, to keep for the rest of the request's budget.
-    let (mut f, a) = begin_for(&mut e, 200, "bob");
-    let p = prefetched(&a);
+    // the fetch.
+    let (mut f, out) = begin_for(&mut e, 200, "bob");
+    let p = prefetched(&out);
     assert_eq!(p.len(), 1, "{p:?}");
-    let (binding, user_key, keep_ms) = &p[0];
-    assert_eq!((binding.as_str(), *keep_ms), ("RECS_KV", 60));
+    let (binding, user_key) = &p[0];
+    assert_eq!(binding, "RECS_KV");
     assert!(user_key.starts_with("user_rec:"), "{user_key}");
-    // It times out too, and the cascade reads that key: the read was used.
-    let a = e.step(&mut f, at(245), Event::Origin(Observed::TimedOut));
-    let Action::ReadKv { ref key, .. } = a else {
-        panic!("{a:?}")
-    };
-    assert_eq!(key, user_key);
-    let _ = kv_misses(&mut e, &mut f, 246, a);
+    let read = kv_read(&out).unwrap();
+    // It times out too, and the cascade joins that read rather than starting another.
+    let out = e.step(&mut f, at(245), Input::Timer);
+    assert!(
+        out.commands.contains(&Command::Join { io: read }),
+        "{out:?}"
+    );
+    assert!(kv_keys(&out).is_empty(), "no second read of the key");
+    let _ = kv_misses(&mut e, &mut f, 246, out);
     assert_eq!(
         (e.counters().kv_prefetched, e.counters().kv_prefetch_unused),
         (1, 0)
     );
 
     // The model answers the next one after all: its speculative read was one KV read more.
-    let (mut f, a) = begin_for(&mut e, 300, "cat");
-    assert_eq!(prefetched(&a).len(), 1);
-    let Action::Respond(r) = e.step(&mut f, at(310), Event::Origin(ok())) else {
-        panic!("a live answer")
-    };
+    let (mut f, out) = begin_for(&mut e, 300, "cat");
+    assert_eq!(prefetched(&out).len(), 1);
+    let r = reply(e.step(&mut f, at(310), fetched(fetch(&out), ok())));
     assert_eq!(r.header("X-Degraded"), Some("false"));
     assert_eq!(
         (e.counters().kv_prefetched, e.counters().kv_prefetch_unused),
         (2, 1)
     );
+    // Its read ends after the answer: the isolate still keeps what it found, and the driver
+    // is told to forget the read.
+    let cmds = e.settle(at(320), kv_done(kv_read(&out).unwrap(), miss()));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Forget { .. }]),
+        "{cmds:?}"
+    );
     // The model is heard from again: no more speculative reads.
-    let (_, a) = begin_for(&mut e, 400, "dan");
-    assert_eq!(prefetched(&a), vec![]);
+    let (_, out) = begin_for(&mut e, 400, "dan");
+    assert_eq!(prefetched(&out), vec![]);
 }
 
 #[test]
@@ -101,23 +104,23 @@ fn no_speculative_read_behind_a_tier_the_isolate_holds_a_value_of() {
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
     // Eve's live answer is written through: the isolate holds her user-tier value.
-    let (mut f, _) = begin_for(&mut e, 100, "eve");
-    let Action::Respond(r) = e.step(&mut f, at(110), Event::Origin(ok())) else {
-        panic!("a live answer")
-    };
+    let (mut f, out) = begin_for(&mut e, 100, "eve");
+    let r = reply(e.step(&mut f, at(110), fetched(fetch(&out), ok())));
     assert!(
         !r.writes.is_empty(),
         "the seed policy writes the user tier through"
     );
     // Then the model goes silent (and KV with it: no read completes, none is kept).
     let (mut f, _) = begin_for(&mut e, 200, "ann");
-    let mut a = e.step(&mut f, at(245), Event::Origin(Observed::TimedOut));
-    while let Action::ReadKv { .. } = a {
-        a = e.step(&mut f, at(250), Event::Kv(KvRead::TimedOut));
+    let mut out = e.step(&mut f, at(245), Input::Timer);
+    let mut t = 245;
+    while out.reply().is_none() {
+        t = out.wake_at.expect("a tier's timeout").since(at(0));
+        out = e.step(&mut f, at(t), Input::Timer);
     }
-    assert!(matches!(a, Action::Respond(_)));
+    assert!(t <= 260, "inside the budget");
     // Eve's user tier will answer from memory: nothing to read ahead for her.
-    let (_, a) = begin_for(&mut e, 300, "eve");
-    assert_eq!(prefetched(&a), vec![]);
+    let (_, out) = begin_for(&mut e, 300, "eve");
+    assert_eq!(prefetched(&out), vec![]);
     assert_eq!(e.counters().kv_prefetched, 0);
 }

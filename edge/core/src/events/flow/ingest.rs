@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::{
     answer, error, first, json_answer, refused, store_failed, unavailable, with_event, Answered,
-    BodyError, Ctx, Flow, Request, Secrets, Step,
+    BodyError, Ctx, Flow, Io, Request, Secrets, Step,
 };
 use crate::events::envelope::{self, is_identifier, Envelope};
 use crate::events::outbox::{Claim, Record};
@@ -127,9 +127,9 @@ pub(super) fn start(
     }
     (
         Flow::IngestBody { tenant, key, nonce },
-        Step::ReadBody {
+        Step::Io(Io::ReadBody {
             max_bytes: ev.max_body_bytes,
-        },
+        }),
     )
 }
 
@@ -188,7 +188,7 @@ pub(super) fn body(
     let claim = claim_of(&env, &s.tenant);
     let shard = proto::claim_shard(&env.event_id, ev.shards);
     *next = Flow::IngestClaim { record, sealed };
-    Step::Call(vec![(shard, ShardRequest::Claim { claim })])
+    Step::Io(Io::Call(vec![(shard, ShardRequest::Claim { claim })]))
 }
 
 /// The claim shard answered: store the event with its aggregate (a duplicate too: the
@@ -209,7 +209,10 @@ pub(super) fn claimed(
                 new_claim: (v == Verdict::Stored).then(|| claim_of_record(&record)),
                 record: record.clone(),
             };
-            Step::Call(vec![(shard, ShardRequest::Store { record, sealed })])
+            Step::Io(Io::Call(vec![(
+                shard,
+                ShardRequest::Store { record, sealed },
+            )]))
         }
         Ok(ShardReply::Claim {
             verdict:
@@ -276,7 +279,7 @@ pub(super) fn stored(
                 Some(claim) => {
                     let shard = proto::claim_shard(&claim.event_id, cx.events.shards);
                     *next = Flow::IngestUnclaim(Box::new(refusal));
-                    Step::Call(vec![(shard, ShardRequest::Unclaim { claim })])
+                    Step::Io(Io::Call(vec![(shard, ShardRequest::Unclaim { claim })]))
                 }
                 None => refusal,
             }

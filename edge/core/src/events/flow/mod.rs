@@ -29,12 +29,20 @@ pub const OPS_PATH: &str = "/__understudy/events";
 /// What the engine does next for an event request.
 #[derive(Debug)]
 pub enum Step {
+    /// Perform this; report what it produced ([`Heard`]).
+    Io(Io),
+    /// Done.
+    Answer(Box<Answered>),
+}
+
+/// [V-INGEST] [V-STORE] The I/O of an event request, declared once: the engine starts it
+/// (`engine::Command::Events`) and the driver reports a [`Heard`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Io {
     /// Read the request body, at most `max_bytes`; report it (or why not).
     ReadBody { max_bytes: u64 },
     /// Send each request to its shard (in parallel); report the replies in order.
     Call(Vec<(String, ShardRequest)>),
-    /// Done.
-    Answer(Box<Answered>),
 }
 
 /// An answer with what the log line says about it.
@@ -208,7 +216,7 @@ pub fn start(cx: &Ctx<'_>, now: Millis, req: &Request<'_>, secrets: Secrets) -> 
 }
 
 /// What a flow hears back.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Heard {
     Body(Result<Vec<u8>, BodyError>),
     Shards(Vec<Result<ShardReply, String>>),

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::{
-    answer, first, json_answer, not_found, refused, store_failed, Ctx, Flow, Request, Secrets,
+    answer, first, json_answer, not_found, refused, store_failed, Ctx, Flow, Io, Request, Secrets,
     Step, OPS_PATH,
 };
 use crate::admin;
@@ -71,7 +71,7 @@ pub(super) fn start(cx: &Ctx<'_>, req: &Request<'_>, secrets: Secrets) -> (Flow,
                 .into_iter()
                 .map(|s| (s, ShardRequest::List { filter: filter.clone() }))
                 .collect();
-            (Flow::List, Step::Call(calls))
+            (Flow::List, Step::Io(Io::Call(calls)))
         }
         ["skip"] if post => {
             let (Some(tenant), Some(aggregate)) = (get("tenant"), get("aggregate")) else {
@@ -82,14 +82,14 @@ pub(super) fn start(cx: &Ctx<'_>, req: &Request<'_>, secrets: Secrets) -> (Flow,
                 tenant: tenant.to_string(),
                 aggregate: aggregate.to_string(),
             };
-            (Flow::Skip, Step::Call(vec![(shard, call)]))
+            (Flow::Skip, Step::Io(Io::Call(vec![(shard, call)])))
         }
         [id] if getm && is_identifier(id) => {
             let key = secrets.seal_key.as_deref().and_then(SealKey::from_secret);
             let shard = proto::claim_shard(id, ev.shards);
             (
                 Flow::InspectLookup { key },
-                Step::Call(vec![(shard, ShardRequest::Lookup { event_id: id.to_string() })]),
+                Step::Io(Io::Call(vec![(shard, ShardRequest::Lookup { event_id: id.to_string() })])),
             )
         }
         [id, "replay"] if post && is_identifier(id) => {
@@ -102,7 +102,7 @@ pub(super) fn start(cx: &Ctx<'_>, req: &Request<'_>, secrets: Secrets) -> (Flow,
             let shard = proto::claim_shard(id, ev.shards);
             (
                 Flow::ReplayLookup,
-                Step::Call(vec![(shard, ShardRequest::Lookup { event_id: id.to_string() })]),
+                Step::Io(Io::Call(vec![(shard, ShardRequest::Lookup { event_id: id.to_string() })])),
             )
         }
         _ => (
@@ -139,7 +139,7 @@ pub fn status(base: Value, events: &Events) -> (Flow, Step) {
         .into_iter()
         .map(|s| (s, ShardRequest::Stats))
         .collect();
-    (Flow::Status { base }, Step::Call(calls))
+    (Flow::Status { base }, Step::Io(Io::Call(calls)))
 }
 
 /// `GET …/{eventId}`: the claim shard says where the event lives; ask that shard.
@@ -153,12 +153,12 @@ pub(super) fn inspect_lookup(
         Ok(ShardReply::Lookup { claim: Some(c) }) => {
             let shard = proto::aggregate_shard(&c.tenant, &c.aggregate, cx.events.shards);
             *next = Flow::InspectGet { key };
-            Step::Call(vec![(
+            Step::Io(Io::Call(vec![(
                 shard,
                 ShardRequest::Get {
                     event_id: c.event_id,
                 },
-            )])
+            )]))
         }
         Ok(ShardReply::Lookup { claim: None }) => not_found(cx),
         other => store_failed(cx, other),
@@ -187,12 +187,12 @@ pub(super) fn replay_lookup(next: &mut Flow, cx: &Ctx<'_>, replies: Replies) -> 
         Ok(ShardReply::Lookup { claim: Some(c) }) => {
             let shard = proto::aggregate_shard(&c.tenant, &c.aggregate, cx.events.shards);
             *next = Flow::ReplayDo;
-            Step::Call(vec![(
+            Step::Io(Io::Call(vec![(
                 shard,
                 ShardRequest::Replay {
                     event_id: c.event_id,
                 },
-            )])
+            )]))
         }
         Ok(ShardReply::Lookup { claim: None }) => not_found(cx),
         other => store_failed(cx, other),

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::bake::Bake;
-use crate::engine::{Action, Engine, Event, Incoming, Reply};
+use crate::engine::{Command, Engine, Incoming, Input, Reply};
+use crate::events::flow::{Heard, Io};
 use crate::events::outbox::{Arrival, Record, State};
 use crate::events::protocol::{ShardReply, ShardRequest, Verdict};
 use crate::events::stats::ShardStats;
@@ -167,27 +168,31 @@ fn request(
         headers: &headers,
     };
     let now = Millis(NOW);
-    let (mut f, mut a) = e.start(now, &req, &env(), 9);
+    let (mut f, mut out) = e.start(now, &req, &env(), 9);
     for _ in 0..10 {
-        a = match a {
-            Action::ReadBody { max_bytes } => {
-                let b = if body.len() as u64 > max_bytes {
-                    Err(crate::events::flow::BodyError::TooLarge)
-                } else {
-                    Ok(body.to_vec())
-                };
-                e.step(&mut f, now, Event::Body(b))
-            }
-            Action::CallShards { calls } => {
-                let replies = calls
+        if let Some(r) = out.reply() {
+            return r.clone();
+        }
+        let Some((io, op)) = out.commands.iter().find_map(|c| match c {
+            Command::Events { io, op } => Some((*io, op.clone())),
+            _ => None,
+        }) else {
+            panic!("unexpected {out:?}")
+        };
+        let heard = match op {
+            Io::ReadBody { max_bytes } => Heard::Body(if body.len() as u64 > max_bytes {
+                Err(crate::events::flow::BodyError::TooLarge)
+            } else {
+                Ok(body.to_vec())
+            }),
+            Io::Call(calls) => Heard::Shards(
+                calls
                     .into_iter()
                     .map(|(s, r)| shards.answer(&s, r))
-                    .collect();
-                e.step(&mut f, now, Event::Shards(replies))
-            }
-            Action::Respond(r) => return *r,
-            other => panic!("unexpected {other:?}"),
+                    .collect(),
+            ),
         };
+        out = e.step(&mut f, now, Input::Heard(io, heard));
     }
     panic!("no answer")
 }
@@ -383,10 +388,8 @@ fn without_the_encryption_key_nothing_is_stored() {
         query: "",
         headers: &headers,
     };
-    let (_, a) = e.start(Millis(NOW), &req, &no_key, 1);
-    let Action::Respond(r) = a else {
-        panic!("{a:?}")
-    };
+    let (_, out) = e.start(Millis(NOW), &req, &no_key, 1);
+    let r = out.reply().cloned().expect("an answer");
     assert_eq!(r.status, 503);
     assert!(r.body.contains("EVENTS_KEY_MISSING"));
     assert!(s.answer("x", ShardRequest::Stats).is_ok());

@@ -1,0 +1,332 @@
+//! [E-RACE] The origin race of one request: each attempt, its timeout, its hedge, and each
+//! retry — every one of them decided here, from the driver's reports and the instants it
+//! reports them at (docs/adr/010-the-engine-owns-time.md).
+//!
+//! An attempt asks the breaker first — the first one and every retry (resilience4j's
+//! semantics: a retry is a call, and a call the breaker refuses is not made). It takes a
+//! bulkhead slot, sends the request (and maybe a hedge later), and ends at whichever comes
+//! first: the attempt's answer, or its timer. A failure the policy retries waits a
+//! full-jitter backoff inside the race deadline, unless the breaker has opened meanwhile;
+//! any other outcome is the answer or goes to the cascade.
+
+use crate::breaker::{Admission, Mode};
+use crate::cascade::KvRead;
+use crate::classify::{classify, timeout_failure, Class, Failure, FailureReason, Observed};
+use crate::disclosure::Answer;
+use crate::io::{IoId, Op};
+use crate::policy::{ClientErrors, TierKind};
+use crate::time::Millis;
+
+use super::command::Command;
+use super::flight::{Attempt, Calling, Flight, Req};
+use super::hedge::{Pair, Plan, Settled};
+use super::reads::Plan as ReadPlan;
+use super::{outbound, record, walk, Engine};
+
+/// Most speculative tier reads per attempt: with the origin call and a hedge a request stays
+/// well inside [`crate::cascade::MAX_CONNECTIONS`].
+const PREFETCH_MAX: usize = 2;
+
+/// Starts the next attempt at `now` — the breaker asked first — or, when none can be made,
+/// walks the cascade. `Some` when the request is answered.
+pub(super) fn attempt<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    engine.verdicts.sweep(now, &mut engine.breaker);
+    let admission = engine.breaker.admit(now);
+    if admission == Admission::Reject {
+        let failure = match req.last_failure.take() {
+            // A retry the breaker refuses: the request falls back with what the model did
+            // to it, and the log line says why it was not tried again.
+            Some(last) => {
+                f.note(
+                    "RETRY_REFUSED",
+                    format!("the breaker is {}", engine.breaker.mode_name(now)),
+                );
+                last
+            }
+            None => Failure::new(FailureReason::BreakerOpen, "circuit breaker open"),
+        };
+        return walk::enter(engine, f, req, now, failure, cmds);
+    }
+    let policy = engine.policy();
+    let Some(timeout_ms) = req
+        .ctx
+        .deadline
+        .origin_timeout(now, policy.origin.attempt_timeout_ms)
+    else {
+        engine.breaker.release(admission);
+        let failure = req
+            .last_failure
+            .take()
+            .unwrap_or_else(|| Failure::new(FailureReason::MlTimeout, "race deadline passed"));
+        return walk::enter(engine, f, req, now, failure, cmds);
+    };
+    let Some(lease) = engine.bulkhead.lease(policy.origin.max_in_flight) else {
+        engine.breaker.release(admission);
+        let failure = Failure::new(
+            FailureReason::BulkheadFull,
+            "the isolate's origin calls in flight are at the cap",
+        );
+        return walk::enter(engine, f, req, now, failure, cmds);
+    };
+    let io = engine.ios.next();
+    let hedge_after =
+        engine
+            .hedger
+            .plan(policy.origin.hedge.as_ref(), now, timeout_ms, f.repeatable);
+    cmds.push(Command::Start {
+        io,
+        op: Op::Fetch(origin_request(engine, f, req)),
+    });
+    req.open.push(io);
+    if record::model_silent(engine) || admission == Admission::Probe {
+        prefetch(engine, f, req, now, cmds);
+    }
+    req.last_failure = None;
+    req.calling = Some(Calling {
+        started: now,
+        timeout_ms,
+        due: now.plus(timeout_ms),
+        admission,
+        _lease: lease,
+        pair: Pair::new(io, now, hedge_after),
+    });
+    None
+}
+
+fn origin_request(engine: &Engine<'_>, f: &Flight<'_>, req: &Req<'_>) -> crate::http::Outbound {
+    outbound::origin(
+        engine.policy(),
+        &f.origin_url,
+        &req.ctx.params,
+        &f.common(),
+        f.idempotency_key.as_deref(),
+        f.origin_credential.as_ref(),
+    )
+}
+
+/// Fetch `io` ended with `observed`. `Some` when the request is answered.
+pub(super) fn fetched<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    io: IoId,
+    observed: Observed,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    let c = req.calling.as_mut()?;
+    let good = matches!(
+        observed,
+        Observed::Response {
+            status: 200..=299,
+            ..
+        }
+    );
+    match c.pair.settle(io, good)? {
+        Settled::Wait => None,
+        Settled::Answer { won, abort } => {
+            if let Some(other) = abort {
+                cmds.push(Command::Abort { io: other });
+                req.open.retain(|o| *o != other);
+            }
+            ended(engine, f, req, now, observed, won, cmds)
+        }
+    }
+}
+
+/// The request's timer fired at `now`: the attempt's end, its hedge, or the end of a
+/// retry's wait may be due. `Some` when the request is answered.
+pub(super) fn timer<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    if let Some(c) = req.calling.as_mut() {
+        if c.due <= now {
+            // The timer won: the fallback starts now; the requests still out are aborted.
+            let out: Vec<IoId> = c.pair.out().collect();
+            for io in out {
+                cmds.push(Command::Abort { io });
+                req.open.retain(|o| *o != io);
+            }
+            return ended(engine, f, req, now, Observed::TimedOut, false, cmds);
+        }
+        if c.pair.hedge_due().is_some_and(|at| at <= now) {
+            let io = engine.ios.next();
+            if c.pair.send(now, io) {
+                engine.counters.hedges_sent += 1;
+                let request = origin_request(engine, f, req);
+                cmds.push(Command::Start {
+                    io,
+                    op: Op::Fetch(request),
+                });
+                req.open.push(io);
+            }
+        }
+    }
+    if req.backoff_until.is_some_and(|until| until <= now) {
+        req.backoff_until = None;
+        return attempt(engine, f, req, now, cmds);
+    }
+    None
+}
+
+/// The attempt in flight ended at `now` with `observed` (`won`: its hedge's good answer).
+fn ended<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    observed: Observed,
+    won: bool,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    let c = req.calling.take()?;
+    let policy = engine.policy();
+    let o = &policy.origin;
+    let result = match &observed {
+        Observed::TimedOut => Err(timeout_failure(
+            now.since(c.started),
+            c.timeout_ms,
+            engine.verdicts.heard_since(c.started),
+        )),
+        other => classify(other, &o.result_path, o.max_body_bytes),
+    };
+    if let Plan::Due { .. } = c.pair.hedge {
+        // The hedge's token was taken but it never went out.
+        engine.hedger.refund(o.hedge.as_ref());
+    }
+    engine.counters.hedges_won += u64::from(won);
+    let attempt = Attempt {
+        started: c.started,
+        ended: now,
+        timeout_ms: c.timeout_ms,
+        result: result.as_ref().map(|_| ()).map_err(|x| x.reason),
+    };
+    record::record(
+        engine,
+        &attempt,
+        c.admission,
+        c.pair.sent_after().filter(|_| won),
+    );
+    req.attempts.push(attempt);
+    drop(c); // its bulkhead slot is free
+    let failure = match result {
+        Ok(items) => {
+            return Some(Answer::Live {
+                items,
+                personalized: req.ctx.params.is_personalized(),
+            })
+        }
+        Err(failure) => failure,
+    };
+    let retry = match failure.reason.class() {
+        Class::Caller => {
+            return match o.client_errors {
+                ClientErrors::PassThrough => Some(Answer::Rejected { failure }),
+                ClientErrors::Fallback => walk::enter(engine, f, req, now, failure, cmds),
+            };
+        }
+        // Only a dependency failure may be worth another attempt: a refused credential
+        // would be refused again, and the edge's own slowness is not the model's.
+        Class::Dependency => {
+            let left = req.ctx.deadline.origin_remaining(now);
+            let n = req.attempts.len() as u32;
+            req.retry
+                .after_failure(n, &failure, left)
+                .filter(|ms| *ms < left)
+        }
+        Class::Credential | Class::Shed | Class::Edge => None,
+    };
+    match retry {
+        // A retry is a call: once the breaker has opened, none is made.
+        Some(_) if engine.breaker.mode(now) == Mode::Open => {
+            f.note(
+                "RETRY_REFUSED",
+                format!("the breaker is {}", engine.breaker.mode_name(now)),
+            );
+            walk::enter(engine, f, req, now, failure, cmds)
+        }
+        Some(ms) => {
+            req.last_failure = Some(failure);
+            req.backoff_until = Some(now.plus(ms));
+            None
+        }
+        None => walk::enter(engine, f, req, now, failure, cmds),
+    }
+}
+
+/// [E-CASCADE] Speculative tier reads, asked for when the model has gone silent or the call
+/// is a probe: the request will likely need its tiers at the deadline, and a read started
+/// now is done by then (issue 13: deadline to answer from KV). The KV tiers up to the first
+/// embedded one (which answers from memory) or the first whose key the isolate holds a value
+/// of (which will likely answer), at most [`PREFETCH_MAX`], less the keys read lately, read
+/// now, or already asked for by this request.
+fn prefetch<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    cmds: &mut Vec<Command<'p>>,
+) {
+    let keep_until = now.plus(req.ctx.deadline.remaining(now));
+    let mut started = 0;
+    for tier in &req.ctx.policy.cascade.tiers {
+        match &tier.kind {
+            TierKind::Embedded(_) => break,
+            TierKind::Http(_) => continue,
+            TierKind::Kv(kv) => {
+                if started >= PREFETCH_MAX {
+                    break;
+                }
+                let Some(key) = kv.key.render(|n| req.ctx.params.lookup(n)) else {
+                    continue;
+                };
+                let binding = kv.binding.as_str();
+                match engine.kv_cache.get(binding, &key, now) {
+                    Some(KvRead::Value { value: Some(_), .. }) => break,
+                    Some(_) => continue,
+                    None => {}
+                }
+                if engine.reads.in_flight(binding, &key, now)
+                    || f.prefetched.iter().any(|(b, k)| *b == binding && *k == key)
+                {
+                    continue;
+                }
+                let mut forget = Vec::new();
+                let ios = &mut engine.ios;
+                let plan = engine.reads.plan(
+                    &engine.kv_cache,
+                    now,
+                    binding,
+                    &key,
+                    keep_until,
+                    || ios.next(),
+                    &mut forget,
+                );
+                cmds.extend(forget.into_iter().map(|io| Command::Forget { io }));
+                if let ReadPlan::Start(io) = plan {
+                    cmds.push(Command::Start {
+                        io,
+                        op: Op::ReadKv {
+                            binding,
+                            key: key.clone(),
+                        },
+                    });
+                    req.open.push(io);
+                    f.prefetched.push((binding, key));
+                    started += 1;
+                }
+            }
+        }
+    }
+    engine.counters.kv_prefetched += started as u64;
+}

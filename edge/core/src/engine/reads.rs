@@ -1,0 +1,192 @@
+//! [E-CASCADE] KV reads in the isolate: answered from the read cache ([`super::kvcache`]),
+//! joined while another request's read of the same key is in flight, or started.
+//!
+//! Why share reads? When the model first hangs, every request in flight meets its deadline
+//! at once and walks the same tiers; each found the cache empty and read the same category
+//! key itself (the bench's first slice at 64 connections: 64 reads of one key, answered at
+//! p50 466 ms). A request that needs a key whose read is in flight waits on that read with
+//! its own timeout instead. A read stops being shared when it ends — the cache takes over —
+//! or when the time of the request that started it is up: a KV read cannot be aborted, and
+//! a stuck one must not hold every later request; the next request reads afresh.
+//!
+//! The engine decides all of it; the driver keeps each read's handle from its start to the
+//! engine's `Forget` (the Worker: a promise kept alive by `waitUntil`, since workerd drops a
+//! finished request's pending I/O and a joined read would never settle).
+
+use std::collections::HashMap;
+
+use crate::io::{IoId, KvRead};
+use crate::time::Millis;
+
+use super::kvcache::KvCache;
+
+/// Most reads shared at once; past it, the expired ones are forgotten first.
+const MAX_SHARED: usize = 1_024;
+
+/// How a request gets a key's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// The isolate read it lately: no I/O.
+    Cached(KvRead),
+    /// Another request's read of it is in flight: await that one.
+    Join(IoId),
+    /// Start a read (its handle is given).
+    Start(IoId),
+}
+
+#[derive(Debug, Clone)]
+struct Shared {
+    io: IoId,
+    /// Shared until then: the starting request's time.
+    until: Millis,
+}
+
+#[derive(Debug, Default)]
+pub struct Reads {
+    by_key: HashMap<(String, String), Shared>,
+    keys: HashMap<IoId, (String, String)>,
+}
+
+impl Reads {
+    /// `key` of `binding` is needed at `now` by a request that waits for it until `until`.
+    /// `new_io` hands out a fresh handle; handles of shared reads that expired go to `forget`.
+    pub fn plan(
+        &mut self,
+        cache: &KvCache,
+        now: Millis,
+        binding: &str,
+        key: &str,
+        until: Millis,
+        new_io: impl FnOnce() -> IoId,
+        forget: &mut Vec<IoId>,
+    ) -> Plan {
+        if let Some(read) = cache.get(binding, key, now) {
+            return Plan::Cached(read);
+        }
+        let k = (binding.to_string(), key.to_string());
+        if let Some(s) = self.by_key.get(&k) {
+            if s.until > now {
+                return Plan::Join(s.io);
+            }
+            let io = s.io;
+            self.by_key.remove(&k);
+            self.keys.remove(&io);
+            forget.push(io);
+        }
+        if self.by_key.len() >= MAX_SHARED {
+            self.expire(now, forget);
+        }
+        let io = new_io();
+        if self.by_key.len() < MAX_SHARED {
+            self.by_key.insert(k.clone(), Shared { io, until });
+            self.keys.insert(io, k);
+        }
+        Plan::Start(io)
+    }
+
+    /// Whether a read of `key` is shared right now (a speculative read need not start).
+    pub fn in_flight(&self, binding: &str, key: &str, now: Millis) -> bool {
+        self.by_key
+            .get(&(binding.to_string(), key.to_string()))
+            .is_some_and(|s| s.until > now)
+    }
+
+    /// Read `io` ended: it is no longer shared. Returns its binding and key when it was.
+    pub fn ended(&mut self, io: IoId) -> Option<(String, String)> {
+        let k = self.keys.remove(&io)?;
+        if self.by_key.get(&k).is_some_and(|s| s.io == io) {
+            self.by_key.remove(&k);
+        }
+        Some(k)
+    }
+
+    fn expire(&mut self, now: Millis, forget: &mut Vec<IoId>) {
+        let keys = &mut self.keys;
+        self.by_key.retain(|_, s| {
+            let keep = s.until > now;
+            if !keep {
+                keys.remove(&s.io);
+                forget.push(s.io);
+            }
+            keep
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counter() -> impl FnMut() -> IoId {
+        let mut n = 0;
+        move || {
+            n += 1;
+            IoId(n)
+        }
+    }
+
+    #[test]
+    fn a_key_in_flight_is_joined_until_its_starters_time_is_up_then_read_afresh() {
+        let (mut r, cache, mut next, mut forget) =
+            (Reads::default(), KvCache::default(), counter(), Vec::new());
+        let t = Millis(1_000);
+        assert_eq!(
+            r.plan(&cache, t, "B", "k", t.plus(8), &mut next, &mut forget),
+            Plan::Start(IoId(1))
+        );
+        assert_eq!(
+            r.plan(
+                &cache,
+                t.plus(3),
+                "B",
+                "k",
+                t.plus(20),
+                &mut next,
+                &mut forget
+            ),
+            Plan::Join(IoId(1))
+        );
+        assert!(r.in_flight("B", "k", t.plus(7)));
+        // The starter's 8 ms are up: a stuck read is not joined any more.
+        assert_eq!(
+            r.plan(
+                &cache,
+                t.plus(8),
+                "B",
+                "k",
+                t.plus(16),
+                &mut next,
+                &mut forget
+            ),
+            Plan::Start(IoId(2))
+        );
+        assert_eq!(forget, [IoId(1)]);
+        assert_eq!(r.ended(IoId(1)), None, "already forgotten");
+        assert_eq!(r.ended(IoId(2)), Some(("B".into(), "k".into())));
+        assert!(!r.in_flight("B", "k", t.plus(9)));
+    }
+
+    #[test]
+    fn a_cached_read_needs_no_io() {
+        let (mut r, mut cache, mut next, mut forget) =
+            (Reads::default(), KvCache::default(), counter(), Vec::new());
+        let t = Millis(1_000);
+        let v = KvRead::Value {
+            value: Some("{}".into()),
+            metadata: None,
+        };
+        cache.put("B", "k", t, &v);
+        assert_eq!(
+            r.plan(
+                &cache,
+                t.plus(1),
+                "B",
+                "k",
+                t.plus(9),
+                &mut next,
+                &mut forget
+            ),
+            Plan::Cached(v)
+        );
+    }
+}

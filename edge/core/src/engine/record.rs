@@ -1,0 +1,152 @@
+//! [E-CLASSIFY] What an origin attempt tells the breaker, the counters and the hedge's
+//! latency window: dependency and credential failures count against the origin; a caller's
+//! 4xx is no news about it; and neither is an attempt the edge itself could not serve in
+//! time:
+//! - an attempt started while the isolate was still cold (before its first origin attempt
+//!   had ended: the first wave of a fresh isolate pays for instantiation and connection
+//!   set-up, and must not open the breaker on a healthy model);
+//! - a late timer while the model answered other calls (`EDGE_OVERLOADED`);
+//! - while the isolate is busy, a success's latency (it counts as a success, never as a slow
+//!   call: its latency is the queue's as much as the model's);
+//! - a timeout on a busy isolate (late timer, or saturated) unless the model stays silent
+//!   for one more timeout-length ([`super::verdict`]).
+//!
+//! What the model said is always its own: a status, a malformed body or a refused
+//! connection counts however busy the isolate, and so does a timeout after which it
+//! answered nobody — a saturated isolate must not hide a hung model from its breaker.
+
+use crate::breaker::{Admission, Mode, Outcome as BreakerOutcome};
+use crate::classify::{Class, FailureReason};
+
+use super::flight::Attempt;
+use super::Engine;
+
+/// The largest scheduling delay (ms) at which the isolate still measures the model's latency:
+/// above it, successes are never judged slow.
+const CALM_MS: u64 = 2;
+
+/// How late a timeout's timer may fire (or the isolate's timers run) and the timeout still
+/// be the model's at once. What an on-time timer shows on top of its timeout is the turn
+/// that armed it (the request's start, ~1 ms of CPU) and the runtime timer's own jitter (a
+/// no-op Worker's `setTimeout(45)`: p99 1.5–4 ms late on the bench machine). Later than
+/// that, the isolate was busy when the deadline came, and the model's answer may have sat
+/// in its queue: the timeout waits for the model's word ([`super::verdict`]). This is the
+/// breaker's evidence only; which reason the answer discloses (`ML_TIMEOUT` or
+/// `EDGE_OVERLOADED`) follows [`crate::classify::late_tolerance_ms`]. Measured: a healthy
+/// 25 ms model and a burst of 16 concurrent requests on a busy host gave timeouts whose
+/// timers fired 11–13 ms late — inside that tolerance (11 ms for 45 ms), so they counted
+/// as the model's; short benches opened the breaker on a healthy model in 7 runs of 12
+/// with that rule, 3 of 12 with this one (docs/observability.md).
+pub(super) const BUSY_MS: u64 = 5;
+
+/// What the breaker learns from attempt `a`, made under `admission`. `hedge_won_after`: the
+/// attempt's answer came from its hedge, sent that many ms after the first request.
+pub(super) fn record(
+    engine: &mut Engine<'_>,
+    a: &Attempt,
+    admission: Admission,
+    hedge_won_after: Option<u64>,
+) {
+    let latency = a.latency_ms();
+    let class = a.result.err().map(FailureReason::class);
+    if class == Some(Class::Credential) {
+        engine.counters.credential_refused += 1;
+    }
+    let heard_meanwhile = engine.verdicts.heard_since(a.started);
+    if a.result == Err(FailureReason::MlTimeout) {
+        engine.last_timeout = Some(engine.last_timeout.map_or(a.ended, |t| t.max(a.ended)));
+    }
+    if a.result
+        .map_or_else(FailureReason::model_answered, |()| true)
+    {
+        let acquitted = engine.verdicts.model_answered(a.ended, &mut engine.breaker);
+        engine.counters.unrecorded += u64::from(acquitted.acquitted);
+    }
+    engine.verdicts.sweep(a.ended, &mut engine.breaker);
+    let cold = match engine.warm_since {
+        None => {
+            engine.warm_since = Some(a.ended);
+            true
+        }
+        Some(warm) => a.started < warm,
+    };
+    if admission == Admission::Reject {
+        return;
+    }
+    // An isolate that knows it is busy — its timers fire more than [`BUSY_MS`] late —
+    // cannot tell the model's latency from its own queue.
+    let queue_delay = engine.lag.recent(a.ended);
+    let saturated = queue_delay > BUSY_MS;
+    if cold || class == Some(Class::Edge) {
+        engine.counters.unrecorded += 1;
+        engine.breaker.release(admission);
+        return;
+    }
+    // A timeout on a busy isolate: the model's only if it stays silent ([`super::verdict`]).
+    let late = latency > a.timeout_ms.saturating_add(BUSY_MS);
+    if a.result == Err(FailureReason::MlTimeout) && (saturated || late) {
+        let waiting = !heard_meanwhile
+            && engine.verdicts.timeout_in_silence(
+                a.started,
+                a.ended,
+                a.timeout_ms,
+                admission,
+                latency,
+            );
+        if !waiting {
+            engine.counters.unrecorded += 1;
+            engine.breaker.release(admission);
+        }
+        return;
+    }
+    // What the answer spent waiting in the isolate's own queue is the edge's, not the
+    // model's: the slow-call judgement sees the latency without it. A busy isolate (its
+    // timers run late at all) cannot see how long answers waited for it, so its successes
+    // count as successes — the failure ratio must not lean towards failures — but are never
+    // judged slow.
+    //
+    // And a success came before its attempt's timer fired: by the runtime's own clock it took
+    // at most the timeout. What the engine's clock adds on top is the request's start — the
+    // turn that armed the timer, which workerd counts from its end — and is the edge's too.
+    let mut model_latency = latency.saturating_sub(queue_delay).min(a.timeout_ms);
+    if queue_delay > CALM_MS {
+        model_latency = model_latency.min(engine.slow_call_ms());
+    }
+    if a.result.is_ok() {
+        // The hedge's delay follows the origin's own answer times: an answer the hedge won
+        // took what it took from when the hedge went out. Counted from the first request's
+        // start, every won hedge would push the p95 — and the next hedge — later, until the
+        // hedges came too late to win (the bench's long-tail case settled at 0.97 live).
+        let own =
+            hedge_won_after.map_or(model_latency, |after| model_latency.saturating_sub(after));
+        engine.hedger.answered(a.ended, own);
+    }
+    let outcome = match a.result {
+        Ok(()) => BreakerOutcome::success(model_latency),
+        Err(r) => match r.class() {
+            Class::Caller | Class::Shed | Class::Edge => {
+                engine.breaker.release(admission);
+                return;
+            }
+            Class::Dependency | Class::Credential => match r {
+                FailureReason::MlTimeout => BreakerOutcome::timeout(latency),
+                _ => BreakerOutcome::failure(latency),
+            },
+        },
+    };
+    let shunned = engine.breaker.mode(a.ended) != Mode::Healthy;
+    engine.breaker.record(a.ended, admission, outcome);
+    if shunned && engine.breaker.mode(a.ended) == Mode::Healthy {
+        // The breaker closed: the whole load turns to the model at once, on connections
+        // the open breaker let go cold. That wave is judged as a fresh isolate's first is.
+        engine.warm_since = None;
+    }
+}
+
+/// The model's last call timed out and it has answered no call since: a request that calls
+/// it now will likely need its tiers at the deadline (speculative reads, [`super::reads`]).
+pub(super) fn model_silent(engine: &Engine<'_>) -> bool {
+    engine
+        .last_timeout
+        .is_some_and(|t| engine.verdicts.heard().is_none_or(|h| h < t))
+}

@@ -1,0 +1,116 @@
+//! Retries in virtual time, through the same driver `simulate` uses: each retry is a call
+//! the breaker is asked about first (issue 23: retries in flight ignored the breaker).
+
+use super::*;
+use crate::engine::virtual_io::{Arrival, Virtual, World};
+
+/// A model that answers every call with `status` after `latency_ms`; KV misses after 1 ms.
+struct Failing {
+    status: u16,
+    latency_ms: u64,
+    calls: u64,
+    replies: Vec<Reply>,
+}
+
+impl<'p> World<'p> for Failing {
+    fn perform(&mut self, _: u64, _: Millis, op: &Op<'p>) -> Option<(u64, Done)> {
+        match op {
+            Op::Fetch(_) => {
+                self.calls += 1;
+                Some((self.latency_ms, Done::Fetched(status(self.status))))
+            }
+            Op::ReadKv { .. } => Some((1, Done::Kv(miss()))),
+            Op::Limit { .. } => Some((0, Done::Limited(Ok(true)))),
+        }
+    }
+
+    fn answered(&mut self, _: u64, _: Millis, reply: Reply) {
+        self.replies.push(reply);
+    }
+}
+
+/// Seed 004's orders API in short: 3 attempts, a 100 ms backoff base, retries on 5xx, a
+/// consecutive breaker of 5, and no tier (503 when the model fails).
+fn orders_api() -> crate::policy::Policy {
+    let mut p = seed_policy();
+    p.budget.total_ms = 10_000;
+    p.budget.deadline_ms = 9_000;
+    p.origin.attempt_timeout_ms = 5_000;
+    p.origin.attempts = 3;
+    p.origin.backoff_base_ms = 100;
+    p.origin.backoff_max_ms = 1_000;
+    p.origin.retry_on.status_5xx = true;
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 5,
+        cooldown_ms: 30_000,
+    };
+    p.cascade.tiers.clear();
+    p.cascade.promise = crate::policy::Promise::BestEffort;
+    p
+}
+
+fn arrival(seed: u64) -> Arrival {
+    Arrival {
+        method: "GET".into(),
+        path: format!("/recommendations/user{seed}"),
+        query: String::new(),
+        headers: Vec::new(),
+        seed,
+    }
+}
+
+#[test]
+fn once_the_breaker_opens_no_request_retries_an_origin_it_has_judged_down() {
+    let b = bake(orders_api());
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    // Eight concurrent requests against a model answering 503: the first five failures open
+    // the breaker. Every request had 3 attempts to spend; none is spent on a breaker that is
+    // open — neither a retry decided after the breaker opened nor one whose wait ended after.
+    let mut world = Failing {
+        status: 503,
+        latency_ms: 5,
+        calls: 0,
+        replies: Vec::new(),
+    };
+    let mut v = Virtual::new();
+    for i in 0..8 {
+        v.arrive((NOW + 100) * 1000, i, arrival(i + 1));
+    }
+    v.run(&mut e, &env(), &mut world);
+    assert_eq!(world.replies.len(), 8);
+    assert_eq!(
+        world.calls, 8,
+        "one call each: no retry once the breaker is open"
+    );
+    for r in &world.replies {
+        assert_eq!(r.status, 503);
+        let l = log(r);
+        assert_eq!(l["attempts"], 1, "{l}");
+        assert_eq!(l["breaker_mode"], "OPEN");
+        assert!(l["notes"].to_string().contains("RETRY_REFUSED"), "{l}");
+        assert_eq!(r.header("X-Degraded-Reason"), Some("ML_5XX"));
+    }
+}
+
+#[test]
+fn while_the_breaker_stays_closed_a_failed_call_is_retried_inside_the_budget() {
+    let b = bake(orders_api());
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    // One request at a time: two failures never reach the breaker's five.
+    let mut world = Failing {
+        status: 503,
+        latency_ms: 5,
+        calls: 0,
+        replies: Vec::new(),
+    };
+    let mut v = Virtual::new();
+    v.arrive((NOW + 100) * 1000, 0, arrival(1));
+    v.run(&mut e, &env(), &mut world);
+    assert_eq!(world.calls, 3, "all three attempts");
+    let l = log(&world.replies[0]);
+    assert_eq!(l["attempts"], 3);
+    assert_eq!(l["breaker_mode"], "CLOSED");
+    assert!(!l["notes"].to_string().contains("RETRY_REFUSED"));
+}

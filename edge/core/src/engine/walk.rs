@@ -1,0 +1,194 @@
+//! [E-CASCADE] The cascade of one request, driven: the [`Walker`] says which tier to try
+//! next; this performs its read — from the isolate's cache, by joining a read in flight, or
+//! by starting one — waits at most the tier's timeout (the engine's timer, not the
+//! driver's), and hands the result back to the walker.
+
+use crate::cascade::{KvRead, TierStep, Walker};
+use crate::classify::{classify, Failure, FailureReason, Observed};
+use crate::disclosure::Answer;
+use crate::io::{IoId, Op};
+use crate::time::Millis;
+
+use super::command::Command;
+use super::flight::{Flight, Req, TierWait};
+use super::reads::Plan;
+use super::{outbound, Engine};
+
+/// The origin failed with `failure` (or was never called): walk the cascade from its first
+/// tier. `Some` when the request is answered.
+pub(super) fn enter<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    failure: Failure,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    req.walker = Some(Walker::new(failure));
+    advance(engine, f, req, now, cmds)
+}
+
+/// Tries tiers until one needs I/O (then waits) or the walk ends (the answer).
+fn advance<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    loop {
+        let open = req.open.len() as u32;
+        let max_body = engine.policy().origin.max_body_bytes;
+        let walker = req.walker.as_mut()?;
+        let step = walker.next(&req.ctx, now, open, |tier, h| {
+            let secret = f.tier_secrets.get(tier).cloned().flatten();
+            outbound::tier(&h.url, &f.common(), secret.as_deref(), max_body)
+        });
+        match step {
+            TierStep::Answer(fb) => return Some(Answer::Fallback(fb)),
+            TierStep::Exhausted => {
+                let timed_out = walker.failure.reason == FailureReason::MlTimeout
+                    || req.ctx.deadline.expired(now);
+                return Some(Answer::Unavailable {
+                    failure: walker.failure.clone(),
+                    timed_out,
+                });
+            }
+            TierStep::Read { timeout_ms, op, .. } => {
+                let due = now.plus(timeout_ms);
+                match op {
+                    Op::ReadKv { binding, key } => {
+                        f.prefetched.retain(|(b, k)| !(*b == binding && *k == key));
+                        let mut forget = Vec::new();
+                        let ios = &mut engine.ios;
+                        let plan = engine.reads.plan(
+                            &engine.kv_cache,
+                            now,
+                            binding,
+                            &key,
+                            due,
+                            || ios.next(),
+                            &mut forget,
+                        );
+                        cmds.extend(forget.into_iter().map(|io| Command::Forget { io }));
+                        let io = match plan {
+                            // Read lately by this isolate: answered from memory, no I/O.
+                            Plan::Cached(read) => {
+                                if let Some(fb) = walker.on_kv(&req.ctx, now, read) {
+                                    return Some(Answer::Fallback(fb));
+                                }
+                                continue;
+                            }
+                            Plan::Join(io) => {
+                                cmds.push(Command::Join { io });
+                                io
+                            }
+                            Plan::Start(io) => {
+                                cmds.push(Command::Start {
+                                    io,
+                                    op: Op::ReadKv { binding, key },
+                                });
+                                req.open.push(io);
+                                io
+                            }
+                        };
+                        req.tier = Some(TierWait {
+                            io,
+                            due,
+                            http: false,
+                        });
+                        return None;
+                    }
+                    Op::Fetch(request) => {
+                        let io = engine.ios.next();
+                        cmds.push(Command::Start {
+                            io,
+                            op: Op::Fetch(request),
+                        });
+                        req.open.push(io);
+                        req.tier = Some(TierWait {
+                            io,
+                            due,
+                            http: true,
+                        });
+                        return None;
+                    }
+                    // A tier never asks for the rate limiter.
+                    Op::Limit { .. } => continue,
+                }
+            }
+        }
+    }
+}
+
+/// KV read `io` ended with `read` (the isolate's cache already has it). `Some` when the
+/// request is answered.
+pub(super) fn kv<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    io: IoId,
+    read: KvRead,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    if !req.tier.as_ref().is_some_and(|t| t.io == io && !t.http) {
+        return None; // a read this request no longer waits for (or a speculative one)
+    }
+    req.tier = None;
+    let walker = req.walker.as_mut()?;
+    if let Some(fb) = walker.on_kv(&req.ctx, now, read) {
+        return Some(Answer::Fallback(fb));
+    }
+    advance(engine, f, req, now, cmds)
+}
+
+/// HTTP tier fetch `io` ended with `observed`. `Some` when the request is answered.
+pub(super) fn http<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    io: IoId,
+    observed: Observed,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    if !req.tier.as_ref().is_some_and(|t| t.io == io && t.http) {
+        return None;
+    }
+    req.tier = None;
+    let max_body = engine.policy().origin.max_body_bytes;
+    let walker = req.walker.as_mut()?;
+    let result = walker.pending_http_path(&req.ctx).map_or_else(
+        || {
+            Err(Failure::new(
+                FailureReason::MlBadResponse,
+                "no HTTP tier pending",
+            ))
+        },
+        |path| classify(&observed, path, max_body),
+    );
+    if let Some(fb) = walker.on_http(&req.ctx, result) {
+        return Some(Answer::Fallback(fb));
+    }
+    advance(engine, f, req, now, cmds)
+}
+
+/// The request's timer fired at `now`: the tier read in flight may be out of time.
+pub(super) fn timer<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    let t = req.tier.as_ref().filter(|t| t.due <= now)?;
+    let (io, http) = (t.io, t.http);
+    if http {
+        cmds.push(Command::Abort { io });
+        req.open.retain(|o| *o != io);
+        return self::http(engine, f, req, now, io, Observed::TimedOut, cmds);
+    }
+    // A KV read cannot be aborted: it keeps its connection until it ends.
+    kv(engine, f, req, now, io, KvRead::TimedOut, cmds)
+}
