@@ -197,7 +197,10 @@ pub fn assemble(inputs: &Inputs<'_>, edge: &Edge) -> Result<Built> {
         .iter()
         .map(|d| d.class_name.as_str())
         .collect();
-    files.insert(entry::ENTRY.into(), entry::entry_js(&classes).into_bytes());
+    files.insert(
+        entry::ENTRY.into(),
+        entry::entry_js(&classes, &release_id).into_bytes(),
+    );
     files.insert(entry::BAKE_JS.into(), entry::bake_js().into_bytes());
     files.insert(edge::GLUE_JS.into(), edge.glue_js.clone());
 

@@ -54,8 +54,3 @@ pub fn sink(env: &Env) -> Box<dyn Sink> {
         }
     }
 }
-
-/// Writes `point` to this environment's sink.
-pub fn write(env: &Env, point: &DataPoint) {
-    sink(env).write(point);
-}

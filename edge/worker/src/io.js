@@ -1,3 +1,21 @@
+// The Worker's driver of the request engine (docs/adr/010-the-engine-owns-time.md): it
+// performs the engine's commands — fetch, abort, read KV, join a read, ask the rate
+// limiter — arms the one timer per request the engine asks for, and reports what ended,
+// with one call into the engine each time. It decides nothing: no timeout, no winner, no
+// retry. Its only branches are on what a command says and on what the runtime returned.
+//
+// The engine's output comes as ONE string (`decode` below documents the format) and each
+// report goes back as a few numbers, two strings and a byte array: one crossing each way
+// per step, no per-field `Array` calls (issue 23, point 5). Imported by crate::shim; its
+// unit tests (tests/io.test.mjs) drive it with a stand-in engine, no runtime needed.
+
+// What a report is about (the `kind` argument of `step`; the engine's `crate::wire`).
+export const FETCHED = 1, KV = 2, LIMITED = 3, TIMER = 4, HEARD = 5;
+// The flag added to `kind` while the request still waits for its response.
+const LIVE = 256;
+
+const firstLine = (e) => String((e && e.message) || e).split("\n")[0];
+
 function headersOf(flat) {
   const h = new Headers();
   if (flat.length === 0) return h;
@@ -7,40 +25,25 @@ function headersOf(flat) {
   }
   return h;
 }
-const firstLine = (e) => String((e && e.message) || e).split("\n")[0];
 
-// The isolate's scheduling delay: how late its timers fire, as the largest sample of the
-// last second (ten 100 ms buckets). Sampled with a zero-delay timer at each request (at most
-// every 10 ms) and from every race timer that fires. A busy or cold isolate takes every
-// answer late by about this much — the breaker must not count that as the model's latency —
-// and stays known as busy for a second after its last late timer.
-const lagBuckets = new Array(10).fill(0), lagAt = new Array(10).fill(0);
-let probing = false, lastProbe = 0;
-function sample(late) {
-  const now = Date.now(), slot = Math.floor(now / 100) % 10;
-  if (now - lagAt[slot] >= 100) { lagBuckets[slot] = 0; lagAt[slot] = now - (now % 100); }
-  if (late > lagBuckets[slot]) lagBuckets[slot] = late;
-}
+// --- The isolate's scheduling delay: a zero-delay timer at most every 10 ms, its lateness
+// handed to the engine with the next report (the engine keeps the window: `lag.rs`).
+let probing = false, lastProbe = 0, late = -1;
 function probe() {
   const t0 = Date.now();
   if (probing || t0 - lastProbe < 10) return;
   probing = true;
   lastProbe = t0;
-  setTimeout(() => { sample(Date.now() - t0); probing = false; }, 0);
+  setTimeout(() => { late = Math.max(late, Date.now() - t0); probing = false; }, 0);
 }
-export function us_lag() {
-  probe();
-  const now = Date.now();
-  let m = 0;
-  for (let i = 0; i < 10; i++) if (now - lagAt[i] < 1000 && lagBuckets[i] > m) m = lagBuckets[i];
-  return m;
-}
+function takeLate() { const l = late; late = -1; return l; }
 
-// The method, the URL, and the headers named in `names` that the request carries: the engine
-// reads no others (`Engine::request_headers`), and a `get` per name costs a fraction of
-// iterating every header the client and the platform sent (the profile: ~75 µs a request).
+// The method, the URL and the headers named in `names` that the request carries, after
+// the lateness of the last probe: the engine reads no other header, and a `get` per name
+// costs a fraction of iterating every header the client and the platform sent.
 export function us_incoming(req, names) {
-  let out = req.method + "\n" + req.url;
+  probe();
+  let out = takeLate() + "\n" + req.method + "\n" + req.url;
   const h = req.headers;
   for (let i = 0; i < names.length; i++) {
     const v = h.get(names[i]);
@@ -49,14 +52,38 @@ export function us_incoming(req, names) {
   return out;
 }
 
-export function us_response(status, head, body) {
-  return new Response(body, { status, headers: headersOf(head) });
+// --- The engine's output. A field is a number ending in ";" or a string as its length (in
+// UTF-16 units) ending in ";", then its text. The output is the instant to wake at (-1:
+// none), then commands, each a code and its fields:
+//   1 fetch  io url method head body max  (body's length -1: no body)
+//   2 kv     io binding key
+//   3 limit  io binding key
+//   4 join   io       5 abort io       6 forget io       7 events io (performed in Rust)
+//   8 respond status head body log cid point [index blob×5 double×3] writes [binding key value meta]×writes
+// `head` is `name\nvalue\n…` (names and values never contain a newline).
+class Reader {
+  constructor(s) { this.s = s; this.p = 0; }
+  more() { return this.p < this.s.length; }
+  num() { const j = this.s.indexOf(";", this.p); const v = +this.s.slice(this.p, j); this.p = j + 1; return v; }
+  str() { const n = this.num(); if (n < 0) return undefined; const v = this.s.slice(this.p, this.p + n); this.p += n; return v; }
 }
 
-// One request of a race: [kind, status, retryAfter, body], kind 0 timed out, 1 answered,
-// 2 body too large, 3 failed. `ctl` aborts it; `isTimedOut()` says whether the race's
-// timer fired.
-async function attempt(url, method, head, body, maxBody, ctl, isTimedOut) {
+// A request in flight: what its commands need, its timer, its fetches still wanted.
+// `engine` is { step, perform, failed, writeFailed }: the engine's closures.
+class Flight {
+  constructor(id, req, env, ctx, engine, resolve) {
+    this.id = id; this.req = req; this.env = env; this.ctx = ctx; this.engine = engine;
+    this.resolve = resolve; this.live = resolve !== null;
+    this.timer = undefined; this.due = -1; this.fetches = new Map();
+  }
+}
+
+// KV reads in flight that a request may join (the engine says which, and when to forget).
+const reads = new Map();
+
+// One fetch: [status, retry-after, body] once headers and (for a 2xx) the whole body are
+// in; [-2] past `max` bytes; [-1, message] when it failed. No timer: the engine's.
+async function fetchOne(url, method, head, body, max, ctl) {
   try {
     const res = await fetch(url, { method, headers: headersOf(head), body: body === undefined ? null : body, signal: ctl.signal });
     probe();
@@ -64,10 +91,10 @@ async function attempt(url, method, head, body, maxBody, ctl, isTimedOut) {
     if (status < 200 || status > 299) {
       const ra = res.headers.get("retry-after");
       ctl.abort(); // the unread body stops costing a connection
-      return [1, status, ra === null ? "" : ra, null];
+      return [status, ra === null ? undefined : ra, undefined];
     }
     const len = res.headers.get("content-length");
-    if (len !== null && Number(len) > maxBody) { ctl.abort(); return [2, status, "", null]; }
+    if (len !== null && Number(len) > max) { ctl.abort(); return [-2]; }
     let bytes;
     if (len !== null) {
       bytes = new Uint8Array(await res.arrayBuffer());
@@ -79,92 +106,34 @@ async function attempt(url, method, head, body, maxBody, ctl, isTimedOut) {
         const { done, value } = await reader.read();
         if (done) break;
         n += value.length;
-        if (n > maxBody) { ctl.abort(); return [2, status, "", null]; }
+        if (n > max) { ctl.abort(); return [-2]; }
         parts.push(value);
       }
       bytes = new Uint8Array(n);
       let at = 0;
       for (const p of parts) { bytes.set(p, at); at += p.length; }
     }
-    if (bytes.length > maxBody) return [2, status, "", null];
-    return [1, status, "", bytes];
+    if (bytes.length > max) return [-2];
+    return [status, undefined, bytes];
   } catch (e) {
-    if (isTimedOut()) return [0, 0, "", null];
-    ctl.abort();
-    return [3, 0, firstLine(e), null];
+    return [-1, firstLine(e)];
   }
 }
 
-const good = (r) => r[0] === 1 && r[1] >= 200 && r[1] <= 299;
-
-// The race: [kind, status, retryAfter, body, hedgeSent, hedgeWon]. With hedgeAfterMs >= 0,
-// the same request goes out once more if no answer came within it; the first good answer
-// wins and the other is aborted; a failure before the hedge is due is the answer. When the
-// timer fires, the race is answered at once (the fallback starts now, not when the aborted
-// fetch gets round to rejecting), and the requests are aborted once that answer is out.
-export function us_race(url, method, head, body, timeoutMs, maxBody, hedgeAfterMs) {
-  probe();
-  const ctls = [new AbortController(), new AbortController()];
-  let timedOut = false, sent = false, timer;
-  const due = Date.now() + timeoutMs;
-  const late = new Promise((resolve) => {
-    timer = setTimeout(() => {
-      timedOut = true;
-      sample(Date.now() - due);
-      resolve([0, 0, "", null, sent ? 1 : 0, 0]);
-      // Cancelling a subrequest is work for the runtime: it waits until the fallback answer
-      // has been handed over.
-      setTimeout(() => { ctls[0].abort(); ctls[1].abort(); }, 0);
-    }, timeoutMs);
-  });
-  const isTimedOut = () => timedOut;
-  let run;
-  if (!(hedgeAfterMs >= 0)) {
-    run = attempt(url, method, head, body, maxBody, ctls[0], isTimedOut).then((r) => { r.push(0, 0); return r; });
-  } else {
-    run = new Promise((resolve) => {
-      let done = false, pending = 1, hedgeTimer;
-      const finish = (i, r) => {
-        done = true;
-        clearTimeout(hedgeTimer);
-        ctls[1 - i].abort();
-        r.push(sent ? 1 : 0, sent && i === 1 ? 1 : 0);
-        resolve(r);
-      };
-      const settle = (i, r) => {
-        if (done) return;
-        pending--;
-        if (good(r) || !sent || pending === 0) finish(i, r);
-      };
-      attempt(url, method, head, body, maxBody, ctls[0], isTimedOut).then((r) => settle(0, r));
-      hedgeTimer = setTimeout(() => {
-        if (done || timedOut) return;
-        sent = true;
-        pending++;
-        attempt(url, method, head, body, maxBody, ctls[1], isTimedOut).then((r) => settle(1, r));
-      }, hedgeAfterMs);
-    });
-  }
-  run.then(() => clearTimeout(timer));
-  return Promise.race([run, late]);
-}
-
-// [E-LIVE] A write-through in the background: the put (its metadata as JSON text), kept
-// alive by `ctx.waitUntil`; a failure goes to `failed(binding, key, message, correlationId)`.
-export function us_put(ctx, ns, binding, key, value, meta, cid, failed) {
-  let p;
+// [0] absent, [1, value, metadata JSON] present, [2, message] failed.
+function readKv(ns, key) {
   try {
-    p = ns.put(key, value, meta === "" ? {} : { metadata: JSON.parse(meta) });
+    return ns.getWithMetadata(key, "text").then(
+      (got) => (got.value === null ? [0] : [1, got.value, got.metadata == null ? undefined : JSON.stringify(got.metadata)]),
+      (e) => [2, firstLine(e)],
+    );
   } catch (e) {
-    failed(binding, key, firstLine(e), cid);
-    return;
+    return Promise.resolve([2, firstLine(e)]);
   }
-  ctx.waitUntil(p.then(undefined, (e) => failed(binding, key, firstLine(e), cid)));
 }
 
-// [E-STORM] The Rate Limiting binding `binding`'s verdict for `key`: [1] within the limit,
-// [0] over it, [2, message] the call failed.
-export async function us_limit(env, binding, key) {
+// [1] within the limit, [0] over it, [2, message] the call failed.
+async function limit(env, binding, key) {
   try {
     const ns = env[binding];
     if (ns === undefined || ns === null || typeof ns.limit !== "function") return [2, `no Rate Limiting binding ${binding}`];
@@ -175,110 +144,187 @@ export async function us_limit(env, binding, key) {
   }
 }
 
-// The request's loop (crate::serve): perform the action `a` — [1, race args…] a fetch race,
-// [2, namespace, key, timeout, binding, ctx] a KV read, [3, ms] a wait, [5, binding, key] a rate-limit
-// call, [4] an action Rust performs itself (`perform(id)`) — then hand what happened to
-// `step(id, code, result)`, which steps the engine synchronously and returns the next
-// action, until it is [0, response]. Every await of the request is one of these; none wakes
-// a Rust future.
-export async function us_drive(id, a, env, step, perform) {
-  for (;;) {
-    let r;
-    switch (a[0]) {
-      case 0:
-        return a[1];
-      case 1:
-        try { r = await us_race(a[1], a[2], a[3], a[4], a[5], a[6], a[7]); }
-        catch (e) { r = [3, 0, firstLine(e), null, 0, 0]; }
-        break;
-      case 2:
-        r = await us_kv(a[1], a[2], a[3], a[4], a[5]);
-        break;
-      case 3:
-        await new Promise((res) => setTimeout(res, a[1]));
-        break;
-      case 5:
-        r = await us_limit(env, a[1], a[2]);
-        break;
-      default:
-        await perform(id);
-    }
-    a = step(id, a[0], r);
-  }
-}
-
-// [E-CASCADE] KV reads, one per key at a time. A burst of requests walking the same tier at
-// once (every request of an outage's first moment reads the same category key) shares one
-// `getWithMetadata` of that key instead of making one each: each request still waits at
-// most its own `timeoutMs` for it. A read is shared until it settles, and at most until its
-// first reader's time is up (a KV read cannot be aborted; a stuck one must not hold every
-// later request): the next request then reads afresh. A speculative read (`us_prefetch`)
-// is shared, settled or not, for the `keepMs` the engine gives it. Keyed by binding name
-// and key (docs/adr/009-io-in-js.md). The read belongs to the request that started it, and
-// workerd drops a finished request's pending I/O — the requests that joined would then
-// wait out their timeouts — so that request's `ctx.waitUntil` keeps it until it settles.
-// Entries carry their own end (`until`, by the runtime's clock), so no timer is needed to
-// drop them: a timer of a request that has ended never fires.
-const kvShared = new Map();
-function kvRead(ns, key) {
-  return ns.getWithMetadata(key, "text").then(
-    (got) => (got.value === null ? [1, "", ""] : [2, got.value, got.metadata == null ? "" : JSON.stringify(got.metadata)]),
-    (e) => [3, firstLine(e), ""],
-  );
-}
-function kvJoin(id, now) {
-  const e = kvShared.get(id);
-  if (e === undefined) return undefined;
-  if (e.until > now) return e.read;
-  kvShared.delete(id);
-  return undefined;
-}
-function kvStart(ns, key, id, until, ctx, dropWhenSettled) {
-  if (kvShared.size >= 1024) {
-    const now = Date.now();
-    for (const [k, e] of kvShared) if (e.until <= now) kvShared.delete(k);
-  }
-  const read = kvRead(ns, key);
-  const entry = { read, until };
-  kvShared.set(id, entry);
-  if (ctx != null) ctx.waitUntil(read);
-  if (dropWhenSettled) read.then(() => { if (kvShared.get(id) === entry) kvShared.delete(id); });
-  return read;
-}
-
-// [E-CASCADE] A speculative tier read (the engine's `prefetch`, asked for when the model has
-// gone silent): started now, so that the cascade's read of the key at the deadline finds it
-// done. Nothing is reported; a failure shows when the key is read.
-export function us_prefetch(ns, key, binding, ctx, keepMs) {
-  const id = `${binding}\n${key}`;
-  const now = Date.now();
-  if (kvJoin(id, now) !== undefined) return;
+// Hands what ended to the engine and performs what it says next.
+function report(f, kind, io, num, a, b, bytes) {
+  let out;
   try {
-    kvStart(ns, key, id, now + keepMs, ctx, false);
-  } catch (_) {
-    /* the read at the deadline will say what is wrong */
-  }
-}
-
-// [kind, value, metadata JSON]: kind 0 timed out, 1 absent, 2 present, 3 failed.
-export async function us_kv(ns, key, timeoutMs, binding, ctx) {
-  const id = `${binding}\n${key}`;
-  const now = Date.now();
-  let read = kvJoin(id, now);
-  if (read === undefined) {
-    try {
-      read = kvStart(ns, key, id, now + timeoutMs, ctx, true);
-    } catch (e) {
-      return [3, firstLine(e), ""];
-    }
-  }
-  let timer;
-  const late = new Promise((r) => { timer = setTimeout(() => r([0, "", ""]), timeoutMs); });
-  try {
-    return await Promise.race([read, late]);
+    out = f.engine.step(f.id, kind | (f.live ? LIVE : 0), io, num, a, b, bytes, takeLate());
   } catch (e) {
-    return [3, firstLine(e), ""];
-  } finally {
-    clearTimeout(timer);
+    return fail(f, e);
+  }
+  apply(f, out);
+}
+
+// Aborts run after the current turn: the answer a timeout leads to goes out first, and
+// cancelling a subrequest is work for the runtime.
+function abortSoon(ctl) { setTimeout(() => ctl.abort(), 0); }
+
+// Performs one output of the engine for request `f`.
+function apply(f, out) {
+  try {
+    const r = new Reader(out);
+    const wake = r.num();
+    while (r.more()) {
+      const code = r.num();
+      if (code === 8) { respond(f, r); continue; }
+      const io = r.num();
+      switch (code) {
+        case 1: {
+          const url = r.str(), method = r.str(), head = r.str(), body = r.str(), max = r.num();
+          const ctl = new AbortController();
+          f.fetches.set(io, ctl);
+          fetchOne(url, method, head, body, max, ctl).then((x) => {
+            // An aborted fetch is no longer wanted: nothing to report.
+            if (f.fetches.get(io) !== ctl) return;
+            f.fetches.delete(io);
+            report(f, FETCHED, io, x[0], x[1], undefined, x[2]);
+          });
+          break;
+        }
+        case 2: {
+          const binding = r.str(), key = r.str();
+          const ns = f.env[binding];
+          const p = ns == null ? Promise.resolve([2, `KV binding \`${binding}\` is not bound`]) : readKv(ns, key);
+          reads.set(io, p);
+          // workerd drops a finished request's pending I/O: the read must outlive its
+          // request for the requests that join it (and for the engine's cache).
+          if (f.ctx != null) f.ctx.waitUntil(p);
+          p.then((x) => report(f, KV, io, x[0], x[1], x[2]));
+          break;
+        }
+        case 3: {
+          const binding = r.str(), key = r.str();
+          limit(f.env, binding, key).then((x) => report(f, LIMITED, io, x[0], x[1]));
+          break;
+        }
+        case 4: {
+          const p = reads.get(io) ?? Promise.resolve([2, "the shared KV read is gone"]);
+          p.then((x) => report(f, KV, io, x[0], x[1], x[2]));
+          break;
+        }
+        case 5: {
+          const ctl = f.fetches.get(io);
+          if (ctl !== undefined) { f.fetches.delete(io); abortSoon(ctl); }
+          break;
+        }
+        case 6:
+          reads.delete(io);
+          break;
+        case 7:
+          f.engine.perform(f.id, io).then(() => report(f, HEARD, io, 0));
+          break;
+        default:
+          throw new Error(`unknown command ${code}`);
+      }
+    }
+    if (f.live && wake !== f.due) {
+      clearTimeout(f.timer);
+      f.due = wake;
+      if (wake >= 0) f.timer = setTimeout(() => report(f, TIMER, 0, 0), Math.max(0, wake - Date.now()));
+    }
+  } catch (e) {
+    fail(f, e);
   }
 }
+
+function respond(f, r) {
+  const status = r.num(), head = r.str(), body = r.str(), log = r.str(), cid = r.str();
+  let point;
+  if (r.num() === 1) {
+    const index = r.str(), blobs = [r.str(), r.str(), r.str(), r.str(), r.str()];
+    point = { indexes: [index], blobs, doubles: [r.num(), r.num(), r.num()] };
+  }
+  const writes = r.num();
+  const puts = [];
+  for (let i = 0; i < writes; i++) puts.push([r.str(), r.str(), r.str(), r.str()]);
+  if (!f.live) return; // answered already (by a failure path): nothing more to send
+  const res = new Response(body, { status, headers: headersOf(head) });
+  finish(f, res);
+  console.log(log);
+  if (point !== undefined) {
+    const ds = f.env[us_analytics];
+    if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
+  }
+  for (const [binding, key, value, meta] of puts) put(f, binding, key, value, meta, cid);
+}
+
+// [E-LIVE] A write-through in the background: the put, kept alive by `ctx.waitUntil`; a
+// failure goes back to the engine, which forgets the write (the next live answer writes
+// again) and prints its log line.
+function put(f, binding, key, value, meta, cid) {
+  const failed = (e) => f.engine.writeFailed(binding, key, firstLine(e), cid);
+  try {
+    const ns = f.env[binding];
+    if (ns == null) throw new Error(`KV binding \`${binding}\` is not bound`);
+    const p = ns.put(key, value, meta === "" ? {} : { metadata: JSON.parse(meta) });
+    if (f.ctx != null) f.ctx.waitUntil(p.then(undefined, failed));
+  } catch (e) {
+    failed(e);
+  }
+}
+
+function finish(f, res) {
+  f.live = false;
+  clearTimeout(f.timer);
+  f.due = -1;
+  const resolve = f.resolve;
+  f.resolve = null;
+  resolve(res);
+}
+
+// Something on this path threw (the runtime refused a value, the engine trapped): the
+// engine renders the answer, with every header; if the engine itself cannot run, the
+// entry's last resort does (`compiler/src/dist/entry.rs`).
+function fail(f, e) {
+  if (!f.live) return;
+  let out;
+  try {
+    out = f.engine.failed(f.id, firstLine(e));
+  } catch (_) {
+    out = undefined;
+  }
+  if (out !== undefined) {
+    try {
+      const r = new Reader(out);
+      r.num();
+      if (r.num() === 8) return respond(f, r);
+    } catch (_) { /* fall through to the last resort */ }
+  }
+  finish(f, lastResort(f.req, firstLine(e)));
+}
+
+// The binding name of the Analytics Engine dataset (`us_init`).
+let us_analytics = "UNDERSTUDY_ANALYTICS";
+// The answer when nothing else can render one: set by `us_init` from what the engine
+// rendered when the isolate started.
+let lastResort = (req, message) => new Response(JSON.stringify({ code: "EDGE_FAILED", message, retryable: true }), {
+  status: 503,
+  headers: { "Content-Type": "application/json", "Cache-Control": "no-store", "Retry-After": "1", "X-Breaker-Mode": "UNKNOWN", "X-Policy-Version": "unknown", "X-Correlation-ID": crypto.randomUUID() },
+});
+
+// Once per isolate: the dataset's binding name and the last-resort answer's template (the
+// engine's headers and body with `{cid}` for the correlation ID).
+export function us_init(analytics, head, body) {
+  us_analytics = analytics;
+  lastResort = (req, message) => {
+    const cid = crypto.randomUUID();
+    console.log(JSON.stringify({ event: "edge_failed", correlation_id: cid, error: message }));
+    return new Response(body.replaceAll("{cid}", cid), { status: 503, headers: headersOf(head.replaceAll("{cid}", cid)) });
+  };
+}
+
+// A request's driver: performs the engine's first output `out` for request `id` and every
+// one after, and settles with the response. `engine` is the engine's closures.
+export function us_run(id, out, req, env, ctx, engine) {
+  return new Promise((resolve) => {
+    const f = new Flight(id, req, env, ctx, engine, resolve);
+    apply(f, out);
+  });
+}
+
+// --- The outbox's deliveries (a Durable Object's alarm, off any client's path) race their
+// attempt's timeout in Rust (`outbox::alarm`): these are its primitives.
+export function us_fetch(url, method, head, body, max, ctl) { return fetchOne(url, method, head, body, max, ctl); }
+export function us_sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
+export function us_controller() { return new AbortController(); }
+export function us_abort(ctl) { ctl.abort(); }

@@ -1,18 +1,19 @@
 //! The Understudy Worker: the I/O around `understudy_core::engine`, and nothing else.
 //!
-//! The `fetch` export calls one [`serve::serve`], which drives the engine: it performs each
-//! action the engine asks for (a rate-limiter call, a fetch raced against its timeout and
-//! aborted when it loses, a KV read, a wait) and feeds back what happened with the time.
-//! Every decision — parameters, breaker, retries, cascade, disclosure, counters, the log
-//! line — is the engine's (docs/adr/005-one-engine.md). A handler returning `Err` becomes a
-//! bare 500 and a panic kills the isolate, so nothing on the served path returns `Err` or
-//! unwraps.
+//! The `fetch` export calls one [`serve::serve`], which starts the engine and hands its
+//! output to the JS driver (`src/io.js`): it performs each command the engine gives (a
+//! rate-limiter call, a fetch, an abort, a KV read), arms the one timer the engine asks for,
+//! and reports what ended, with the time. Every decision — parameters, breaker, races,
+//! hedges, retries, cascade, disclosure, counters, the log line — is the engine's
+//! (docs/adr/005-one-engine.md, docs/adr/010-the-engine-owns-time.md). A handler whose
+//! promise rejects becomes a bare 500 and a panic traps the module, so nothing on the
+//! served path returns `Err` or unwraps, and the driver renders any exception through the
+//! engine (or, when the engine cannot run, its last-resort answer).
 #![forbid(unsafe_code)]
 
 mod analytics;
 mod body;
 mod isolate;
-mod kv;
 mod outbox;
 mod serve;
 mod shards;
@@ -31,6 +32,7 @@ use worker::{web_sys, Env};
 #[wasm_bindgen(start)]
 pub fn understudy_warm() {
     let _ = isolate::with_engine(|_| ());
+    serve::init();
 }
 
 /// The raw `Request` and `Response` of the runtime: nothing on the way in or out is converted

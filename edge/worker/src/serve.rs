@@ -1,27 +1,25 @@
-//! The request path: hand the request to the engine, perform each action it asks for, feed
-//! back what happened with the time, and send its reply. Every branch ends in a response.
+//! The request path: hand the request to the engine and its output to the JS driver
+//! (`src/io.js`, docs/adr/010-the-engine-owns-time.md), which performs it and calls back
+//! [`on_step`] with each report. Every branch ends in a response rendered by the engine.
 //!
-//! JavaScript drives the loop (docs/adr/009-io-in-js.md, "The loop in JavaScript"): the
-//! fetch handler starts the engine synchronously and, unless the reply is already known,
-//! hands the first action to `us_drive` (`crate::shim`), which performs it, calls back
-//! [`on_step`] synchronously with what happened, and performs the next action it returns.
-//! No Rust future awaits a JS promise on the request path: each await is JavaScript's own,
-//! without wasm-bindgen-futures' closures and queued wake-ups. The flight waits between
-//! steps in [`FLIGHTS`]. The rarer actions (request body, outbox shards) are performed in
-//! Rust ([`on_perform`]) and their event handed to the next step.
+//! The flight waits between steps in [`FLIGHTS`]. A request the runtime cancels (the client
+//! went away) never reports again — its timers never fire — so past [`MAX_WAITING`] the
+//! flights whose wake-up is long overdue go first, then the oldest; a dropped flight's
+//! answer is rendered at once and kept, in case its driver reports after all.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use js_sys::{Array, Promise};
-use understudy_core::cascade::KvRead;
-use understudy_core::engine::{self, Action, Bindings, Event, Flight, Incoming, Reply};
-use understudy_core::events::protocol::ShardRequest;
+use understudy_core::engine::{self, Bindings, Flight, Incoming, Input, IoId, Output, Reply};
+use understudy_core::events::flow::{Heard, Io as EventIo};
+use understudy_core::wire;
+use understudy_core::Millis;
 use wasm_bindgen::prelude::*;
-use worker::{console_log, wasm_bindgen_futures, web_sys, Env};
+use worker::{wasm_bindgen_futures, web_sys, Env};
 
 use crate::isolate::{self, now};
-use crate::{analytics, body, kv, shards, shim};
+use crate::{analytics, body, shards, shim};
 
 /// Secrets and vars, as the engine reads them — each read from the environment once per
 /// isolate (a changed secret or var is a new deployment, hence a new isolate).
@@ -39,48 +37,27 @@ impl Bindings for WorkerEnv<'_> {
     }
 }
 
-/// The codes of the actions `us_drive` performs (the first element of each action array),
-/// and of the events it reports back with.
-const DONE: u32 = 0;
-const RACE: u32 = 1;
-const KV: u32 = 2;
-const WAIT: u32 = 3;
-const IN_RUST: u32 = 4;
-const LIMIT: u32 = 5;
-
-/// Flights waiting for their next event. A request the runtime cancels (the client went
-/// away) never reports back; past this many waiting, the oldest is dropped.
+/// Most flights waiting for their next report.
 const MAX_WAITING: usize = 4096;
+/// A flight whose wake-up is this far overdue was cancelled by the runtime (a live
+/// request's timer fires; a cancelled one's never does).
+const OVERDUE_MS: u64 = 10_000;
+/// Answers of dropped flights kept for a late report.
+const MAX_DROPPED: usize = 256;
 
 /// A request between two steps.
 struct Waiting {
     flight: Flight<'static>,
     req: web_sys::Request,
     env: Env,
-    /// The runtime's execution context (its `waitUntil` keeps the write-through alive).
-    ctx: JsValue,
-    incoming: shim::Incoming,
-    seed: u64,
-    doing: Doing,
-}
-
-/// What the driver is doing for a waiting flight: how to read what it reports.
-enum Doing {
-    Race {
-        origin: bool,
-        hedged: bool,
-        max_body: u64,
-    },
-    Kv,
-    Wait,
-    Limit,
-    InRust(Option<Slow>, Option<Event>),
-}
-
-/// The actions performed in Rust ([`on_perform`]).
-enum Slow {
-    Body { max_bytes: u64 },
-    Shards(Vec<(String, ShardRequest)>),
+    /// When the engine asked to be woken (for the eviction of cancelled requests).
+    wake_at: Option<Millis>,
+    /// Largest body an origin fetch of this request reads (a too-large report names it).
+    max_body: u64,
+    /// What an event operation performed in Rust ([`on_perform`]) heard.
+    heard: Option<(IoId, Heard)>,
+    /// The event operation to perform.
+    events: Option<(IoId, EventIo)>,
 }
 
 thread_local! {
@@ -92,12 +69,47 @@ thread_local! {
         names.iter().map(|n| JsValue::from_str(n)).collect()
     };
     static FLIGHTS: RefCell<BTreeMap<u32, Waiting>> = const { RefCell::new(BTreeMap::new()) };
-    static NEXT_ID: Cell<u32> = const { Cell::new(0) };
-    /// `on_step` and `on_perform` as JS functions, made once per isolate.
-    static DRIVER: (JsValue, JsValue) = (
-        Closure::<dyn Fn(u32, u32, JsValue) -> JsValue>::new(on_step).into_js_value(),
-        Closure::<dyn Fn(u32) -> Promise>::new(on_perform).into_js_value(),
+    static DROPPED: RefCell<BTreeMap<u32, Reply>> = const { RefCell::new(BTreeMap::new()) };
+    static NEXT_ID: Cell<u32> = const { Cell::new(1) };
+    /// The engine's closures for the driver (`step`, `perform`, `failed`, `writeFailed`),
+    /// made once per isolate, as one JS object.
+    static DRIVER: JsValue = driver();
+}
+
+fn driver() -> JsValue {
+    let o = js_sys::Object::new();
+    let set = |k: &str, v: JsValue| {
+        let _ = js_sys::Reflect::set(&o, &JsValue::from_str(k), &v);
+    };
+    set(
+        "step",
+        Closure::<
+            dyn Fn(
+                u32,
+                u32,
+                u32,
+                f64,
+                Option<String>,
+                Option<String>,
+                Option<Vec<u8>>,
+                f64,
+            ) -> String,
+        >::new(on_step)
+        .into_js_value(),
     );
+    set(
+        "perform",
+        Closure::<dyn Fn(u32, u32) -> Promise>::new(on_perform).into_js_value(),
+    );
+    set(
+        "failed",
+        Closure::<dyn Fn(u32, String) -> String>::new(on_failed).into_js_value(),
+    );
+    set(
+        "writeFailed",
+        Closure::<dyn Fn(String, String, String, String)>::new(write_failed).into_js_value(),
+    );
+    o.into()
 }
 
 fn incoming_of(r: &shim::Incoming) -> Incoming<'_> {
@@ -121,259 +133,235 @@ pub fn serve(req: web_sys::Request, env: Env, ctx: JsValue) -> Promise {
     let arrived = now();
     let r = HEADER_NAMES.with(|names| shim::incoming(&req, names));
     let seed = isolate::seed();
-    let started =
-        isolate::with_engine(|e| e.start(arrived, &incoming_of(&r), &WorkerEnv(&env), seed));
-    let (flight, action) = match started {
+    let started = isolate::with_engine(|e| {
+        if let Some(late) = r.late_ms {
+            e.lag_sample(arrived, late);
+        }
+        let (flight, out) = e.start(arrived, &incoming_of(&r), &WorkerEnv(&env), seed);
+        let max_body = e.policy().origin.max_body_bytes;
+        (flight, out, max_body)
+    });
+    let env_js = JsValue::from(env.clone());
+    let (flight, out, max_body) = match started {
         Ok(s) => s,
         Err(message) => {
             let reply = engine::unbaked(arrived, &incoming_of(&r), &message, seed);
-            return Promise::resolve(&JsValue::from(send(reply, &env, &ctx)));
+            let out = wire::encode(&Output {
+                commands: vec![engine::Command::Respond(Box::new(reply))],
+                wake_at: None,
+            });
+            return DRIVER.with(|d| shim::run(0, &out, &req, &env_js, &ctx, d));
         }
     };
-    let mut w = Waiting {
-        flight,
-        req,
-        env,
-        ctx,
-        incoming: r,
-        seed,
-        doing: Doing::Wait,
-    };
-    let next = dispatch(&mut w, action);
-    if next.get(0).as_f64() == Some(f64::from(DONE)) {
-        return Promise::resolve(&next.get(1));
+    let encoded = wire::encode(&out);
+    if flight.is_done() {
+        return DRIVER.with(|d| shim::run(0, &encoded, &req, &env_js, &ctx, d));
     }
-    let env = JsValue::from(w.env.clone());
-    let id = park(w);
-    DRIVER.with(|(step, perform)| shim::drive(id, &next, &env, step, perform))
+    let id = park(Waiting {
+        flight,
+        req: Clone::clone(&req),
+        env,
+        wake_at: out.wake_at,
+        max_body,
+        heard: None,
+        events: wire::events_op(&out),
+    });
+    DRIVER.with(|d| shim::run(id, &encoded, &req, &env_js, &ctx, d))
 }
 
-/// Keeps a flight until its next event.
+/// Keeps a flight until its next report.
 fn park(w: Waiting) -> u32 {
     let id = NEXT_ID.with(|n| {
         let id = n.get();
-        n.set(id.wrapping_add(1));
+        n.set(id.wrapping_add(1).max(1));
         id
     });
-    FLIGHTS.with(|f| {
+    let now = now();
+    let dropped = FLIGHTS.with(|f| {
         let mut f = f.borrow_mut();
-        while f.len() >= MAX_WAITING {
-            f.pop_first();
+        let mut dropped = Vec::new();
+        if f.len() >= MAX_WAITING {
+            let overdue: Vec<u32> = f
+                .iter()
+                .filter(|(_, w)| w.wake_at.is_none_or(|t| now.since(t) > OVERDUE_MS))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in overdue {
+                dropped.extend(f.remove(&id).map(|w| (id, w)));
+            }
+            while f.len() >= MAX_WAITING {
+                dropped.extend(f.pop_first());
+            }
         }
         f.insert(id, w);
+        dropped
     });
+    for (id, mut w) in dropped {
+        let why = "the isolate had too many requests waiting: this one was dropped";
+        if let Ok(reply) = isolate::with_engine(|e| e.failed(&mut w.flight, now, why)) {
+            DROPPED.with(|d| {
+                let mut d = d.borrow_mut();
+                while d.len() >= MAX_DROPPED {
+                    d.pop_first();
+                }
+                d.insert(id, reply);
+            });
+        }
+    }
     id
 }
 
-/// `us_drive` reports what action `kind` observed (`value`) for flight `id`: the engine
-/// steps, and the next action goes back (`[0, response]` when done).
-fn on_step(id: u32, kind: u32, value: JsValue) -> JsValue {
+fn respond_with(reply: Reply) -> String {
+    wire::encode(&Output {
+        commands: vec![engine::Command::Respond(Box::new(reply))],
+        wake_at: None,
+    })
+}
+
+/// The driver reports for flight `id` (see `wire::input`); the engine steps, and its
+/// output goes back encoded.
+#[allow(clippy::too_many_arguments)]
+fn on_step(
+    id: u32,
+    kind: u32,
+    io: u32,
+    num: f64,
+    a: Option<String>,
+    b: Option<String>,
+    bytes: Option<Vec<u8>>,
+    late: f64,
+) -> String {
+    let now = now();
+    let late = (late >= 0.0 && late.is_finite()).then_some(late as u64);
     let Some(mut w) = FLIGHTS.with(|f| f.borrow_mut().remove(&id)) else {
-        // Dropped as the oldest of too many waiting: nobody waits for it any more either.
-        return done(shim::response(503, &[], "")).into();
-    };
-    let event = match (&mut w.doing, kind) {
-        (
-            Doing::Race {
-                origin,
-                hedged,
-                max_body,
-            },
-            RACE,
-        ) => {
-            let r = shim::raced(&value, *max_body);
-            match (*origin, *hedged) {
-                (true, false) => Event::Origin(r.observed),
-                (true, true) => Event::OriginHedged {
-                    observed: r.observed,
-                    sent: r.hedge_sent,
-                    won: r.hedge_won,
-                },
-                (false, _) => Event::Http(r.observed),
-            }
+        // The request was answered (a late report only teaches the isolate), or dropped.
+        if kind & wire::LIVE != 0 {
+            let reply = DROPPED.with(|d| d.borrow_mut().remove(&id));
+            let reply = reply.unwrap_or_else(|| lost(now));
+            return respond_with(reply);
         }
-        (Doing::Kv, KV) => Event::Kv(shim::kv_read(&value)),
-        (Doing::Wait, WAIT) => Event::Woke,
-        (Doing::Limit, LIMIT) => Event::Limited(shim::limited(&value)),
-        (Doing::InRust(_, event), IN_RUST) => match event.take() {
-            Some(e) => e,
-            None => return finish(&mut w, "the action performed in Rust reported nothing"),
-        },
-        _ => {
-            return finish(
-                &mut w,
-                "the driver reported another action than it was given",
-            )
-        }
+        let input = wire::input(kind, io, num, a, b, bytes, 0);
+        let cmds = input
+            .and_then(|i| isolate::with_engine(|e| e.settle(now, i)).ok())
+            .unwrap_or_default();
+        return wire::encode(&Output {
+            commands: cmds,
+            wake_at: None,
+        });
     };
-    let action = step(&mut w, event);
-    let next = dispatch(&mut w, action);
-    if next.get(0).as_f64() != Some(f64::from(DONE)) {
+    let input = if kind & 0xff == wire::HEARD {
+        w.heard
+            .take()
+            .filter(|(got, _)| got.0 == io)
+            .map(|(got, heard)| Input::Heard(got, heard))
+    } else {
+        wire::input(kind, io, num, a, b, bytes, w.max_body)
+    };
+    let Some(input) = input else {
+        return finish_failed(
+            &mut w,
+            now,
+            "the driver reported something it was not asked for",
+        );
+    };
+    let stepped = isolate::with_engine(|e| {
+        if let Some(late) = late {
+            e.lag_sample(now, late);
+        }
+        e.step(&mut w.flight, now, input)
+    });
+    let out = match stepped {
+        Ok(out) => out,
+        Err(message) => return finish_failed(&mut w, now, &message),
+    };
+    let encoded = wire::encode(&out);
+    if !w.flight.is_done() {
+        w.wake_at = out.wake_at;
+        if let Some(op) = wire::events_op(&out) {
+            w.events = Some(op);
+        }
         FLIGHTS.with(|f| f.borrow_mut().insert(id, w));
     }
-    next.into()
+    encoded
 }
 
-/// An answer for a flight the driver lost track of: the engine's 503 for an edge that cannot
-/// serve, with the reason logged. Never expected; never a panic.
-fn finish(w: &mut Waiting, message: &str) -> JsValue {
-    let reply = engine::unbaked(now(), &incoming_of(&w.incoming), message, w.seed);
-    done(send(reply, &w.env, &w.ctx)).into()
+/// The answer for a request whose flight is gone from the isolate's memory (a new isolate,
+/// or dropped long ago): the engine's 503 with every header.
+fn lost(now: Millis) -> Reply {
+    let headers = Vec::new();
+    let req = Incoming {
+        method: "GET",
+        path: "/",
+        query: "",
+        headers: &headers,
+    };
+    engine::unbaked(
+        now,
+        &req,
+        "the request was lost by the isolate",
+        isolate::seed(),
+    )
 }
 
-/// Performs flight `id`'s action in Rust; its event waits for the next [`on_step`].
-fn on_perform(id: u32) -> Promise {
+fn finish_failed(w: &mut Waiting, now: Millis, why: &str) -> String {
+    match isolate::with_engine(|e| e.failed(&mut w.flight, now, why)) {
+        Ok(reply) => respond_with(reply),
+        Err(_) => respond_with(lost(now)),
+    }
+}
+
+/// Something on the driver's path threw for flight `id`: the engine's answer for it.
+fn on_failed(id: u32, why: String) -> String {
+    let now = now();
+    match FLIGHTS.with(|f| f.borrow_mut().remove(&id)) {
+        Some(mut w) => finish_failed(&mut w, now, &why),
+        None => respond_with(
+            DROPPED
+                .with(|d| d.borrow_mut().remove(&id))
+                .unwrap_or_else(|| lost(now)),
+        ),
+    }
+}
+
+/// A background KV write failed: the engine forgets it, and its log line goes out.
+fn write_failed(binding: String, key: String, error: String, cid: String) {
+    if let Ok(line) = isolate::with_engine(|en| en.write_failed(&binding, &key, &error, &cid)) {
+        worker::console_log!("{}", line);
+    }
+}
+
+/// Performs flight `id`'s event operation `io` in Rust (the request body, the outbox
+/// shards: off the hot path); what it heard waits for the driver's next report.
+fn on_perform(id: u32, io: u32) -> Promise {
     let taken = FLIGHTS.with(|f| {
         let mut f = f.borrow_mut();
         let w = f.get_mut(&id)?;
-        match &mut w.doing {
-            Doing::InRust(slow, _) => slow
-                .take()
-                .map(|s| (s, w.env.clone(), Clone::clone(&w.req))),
-            _ => None,
-        }
+        let (got, op) = w.events.take().filter(|(got, _)| got.0 == io)?;
+        Some((got, op, w.env.clone(), Clone::clone(&w.req)))
     });
     wasm_bindgen_futures::future_to_promise(async move {
-        let Some((slow, env, req)) = taken else {
+        let Some((got, op, env, req)) = taken else {
             return Ok(JsValue::UNDEFINED);
         };
-        let event = match slow {
-            Slow::Body { max_bytes } => Event::Body(body::read(&req, max_bytes).await),
-            Slow::Shards(calls) => Event::Shards(shards::call_all(&env, calls).await),
+        let heard = match op {
+            EventIo::ReadBody { max_bytes } => Heard::Body(body::read(&req, max_bytes).await),
+            EventIo::Call(calls) => Heard::Shards(shards::call_all(&env, calls).await),
         };
         FLIGHTS.with(|f| {
             if let Some(w) = f.borrow_mut().get_mut(&id) {
-                w.doing = Doing::InRust(None, Some(event));
+                w.heard = Some((got, heard));
             }
         });
         Ok(JsValue::UNDEFINED)
     })
 }
 
-/// One engine step with the time; an engine that cannot step answers 503 `BAKE_INVALID`.
-fn step(w: &mut Waiting, event: Event) -> Action<'static> {
-    let lag = matches!(event, Event::Origin(_) | Event::OriginHedged { .. }).then(shim::lag_ms);
-    match isolate::with_engine(|e| {
-        if let Some(ms) = lag {
-            e.set_queue_delay(ms);
-        }
-        e.step(&mut w.flight, now(), event)
-    }) {
-        Ok(a) => a,
-        Err(message) => Action::Respond(Box::new(engine::unbaked(
-            now(),
-            &incoming_of(&w.incoming),
-            &message,
-            w.seed,
-        ))),
-    }
-}
-
-fn done(response: web_sys::Response) -> Array {
-    let a = Array::new();
-    a.push(&JsValue::from(DONE));
-    a.push(&response.into());
-    a
-}
-
-/// The action for `us_drive`, stepping on at once where nothing needs awaiting.
-fn dispatch(w: &mut Waiting, mut action: Action<'static>) -> Array {
-    loop {
-        let a = Array::new();
-        match action {
-            Action::Respond(reply) => return done(send(*reply, &w.env, &w.ctx)),
-            Action::FetchOrigin {
-                timeout_ms,
-                request,
-                hedge_after_ms,
-                prefetch,
-                ..
-            } => {
-                for p in prefetch {
-                    // An unbound namespace is reported by the read at the deadline.
-                    if let Ok(ns) = kv::namespace(&w.env, p.binding) {
-                        shim::prefetch(&ns, &p.key, p.binding, &w.ctx, p.keep_ms);
-                    }
-                }
-                w.doing = Doing::Race {
-                    origin: true,
-                    hedged: hedge_after_ms.is_some(),
-                    max_body: request.max_body_bytes,
-                };
-                a.push(&JsValue::from(RACE));
-                shim::race_args(&a, &request, timeout_ms, hedge_after_ms);
-                return a;
-            }
-            Action::FetchHttp {
-                timeout_ms,
-                request,
-                ..
-            } => {
-                w.doing = Doing::Race {
-                    origin: false,
-                    hedged: false,
-                    max_body: request.max_body_bytes,
-                };
-                a.push(&JsValue::from(RACE));
-                shim::race_args(&a, &request, timeout_ms, None);
-                return a;
-            }
-            Action::ReadKv {
-                binding,
-                key,
-                timeout_ms,
-                ..
-            } => match kv::namespace(&w.env, binding) {
-                Ok(ns) => {
-                    w.doing = Doing::Kv;
-                    a.push(&JsValue::from(KV));
-                    a.push(&ns);
-                    a.push(&JsValue::from_str(&key));
-                    a.push(&JsValue::from(timeout_ms as f64));
-                    a.push(&JsValue::from_str(binding));
-                    a.push(&w.ctx);
-                    return a;
-                }
-                Err(e) => action = step(w, Event::Kv(KvRead::Error(e))),
-            },
-            Action::Wait { ms } => {
-                w.doing = Doing::Wait;
-                a.push(&JsValue::from(WAIT));
-                a.push(&JsValue::from(ms as f64));
-                return a;
-            }
-            Action::Limit { binding, key } => {
-                w.doing = Doing::Limit;
-                a.push(&JsValue::from(LIMIT));
-                a.push(&JsValue::from_str(binding));
-                a.push(&JsValue::from_str(&key));
-                return a;
-            }
-            Action::ReadBody { max_bytes } => {
-                w.doing = Doing::InRust(Some(Slow::Body { max_bytes }), None);
-                a.push(&JsValue::from(IN_RUST));
-                return a;
-            }
-            Action::CallShards { calls } => {
-                w.doing = Doing::InRust(Some(Slow::Shards(calls)), None);
-                a.push(&JsValue::from(IN_RUST));
-                return a;
-            }
-        }
-    }
-}
-
-/// Sends the engine's reply: the response, the log line, the data point, and the
-/// write-through in the background.
-fn send(reply: Reply, env: &Env, ctx: &JsValue) -> web_sys::Response {
-    console_log!("{}", reply.log);
-    if let Some(point) = &reply.point {
-        analytics::write(env, point);
-    }
-    if !reply.writes.is_empty() {
-        kv::write_all(env, ctx, reply.writes, &reply.correlation_id);
-    }
-    // The compiler validated every value the policy puts here; one the runtime still
-    // refuses is dropped, never fatal.
-    shim::response(reply.status, &reply.headers, &reply.body)
+/// Once per isolate, at start: the driver's Analytics Engine binding and the last-resort
+/// answer, rendered by the engine with every header (`engine::last_resort`).
+pub fn init() {
+    let release =
+        isolate::with_engine(|e| e.release_id().to_string()).unwrap_or_else(|_| "none".to_string());
+    let reply = engine::last_resort(&release);
+    let head = shim::flat(reply.headers.iter().map(|(k, v)| (*k, v.as_str())));
+    shim::init(analytics::BINDING, &head, &reply.body);
 }

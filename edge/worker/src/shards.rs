@@ -1,8 +1,8 @@
 //! [V-STORE] The Worker's side of the outbox: requests to the shards (Durable Objects named
-//! by the engine), all at once, each with a time limit — a shard that does not answer is a
-//! failed call (the engine answers 503 and nothing is acknowledged), never a hung request.
-//! Like the rest of the Worker's I/O ([`crate::shim`]) the calls run in JavaScript: one
-//! crossing and one awaited promise for all of them.
+//! by the engine), all at once. How long the request waits for them is the engine's
+//! decision (its timer: a shard that does not answer in time is a failed call, the engine
+//! answers 503 and nothing is acknowledged), never a hung request. The calls run in
+//! JavaScript: one crossing and one awaited promise for all of them.
 
 use js_sys::{Array, Promise, Uint8Array};
 use understudy_core::events::protocol::{self, ShardReply, ShardRequest, BINDING, SHARD_URL};
@@ -10,33 +10,22 @@ use wasm_bindgen::prelude::*;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
-/// Longest wait for one shard's answer.
-const SHARD_TIMEOUT_MS: f64 = 10_000.0;
-
 #[wasm_bindgen(inline_js = r#"
-// One [kind, bytes or message, status] per call: kind 1 answered, 0 timed out, 2 failed.
-export async function us_shards(ns, url, names, bodies, timeoutMs) {
+// One [kind, bytes or message, status] per call: kind 1 answered, 2 failed.
+export async function us_shards(ns, url, names, bodies) {
   return Promise.all(names.map(async (name, i) => {
-    let timer;
-    const late = new Promise((r) => { timer = setTimeout(() => r(null), timeoutMs); });
     try {
       const stub = ns.get(ns.idFromName(name));
-      const call = (async () => {
-        const res = await stub.fetch(url, { method: "POST", body: bodies[i] });
-        return [1, new Uint8Array(await res.arrayBuffer()), res.status];
-      })();
-      const got = await Promise.race([call, late]);
-      return got === null ? [0, "did not answer in time", 0] : got;
+      const res = await stub.fetch(url, { method: "POST", body: bodies[i] });
+      return [1, new Uint8Array(await res.arrayBuffer()), res.status];
     } catch (e) {
       return [2, String((e && e.message) || e).split("\n")[0], 0];
-    } finally {
-      clearTimeout(timer);
     }
   }));
 }
 "#)]
 extern "C" {
-    fn us_shards(ns: &JsValue, url: &str, names: Array, bodies: Array, timeout_ms: f64) -> Promise;
+    fn us_shards(ns: &JsValue, url: &str, names: Array, bodies: Array) -> Promise;
 }
 
 pub async fn call_all(
@@ -58,14 +47,13 @@ pub async fn call_all(
         names.push(&JsValue::from_str(shard));
         bodies.push(&Uint8Array::from(protocol::encode(req).as_slice()).into());
     }
-    let answers =
-        match JsFuture::from(us_shards(&ns, SHARD_URL, names, bodies, SHARD_TIMEOUT_MS)).await {
-            Ok(v) => Array::from(&v),
-            Err(e) => {
-                let e = understudy_core::classify::bounded(&format!("{e:?}"));
-                return calls.iter().map(|_| Err(e.clone())).collect();
-            }
-        };
+    let answers = match JsFuture::from(us_shards(&ns, SHARD_URL, names, bodies)).await {
+        Ok(v) => Array::from(&v),
+        Err(e) => {
+            let e = understudy_core::classify::bounded(&format!("{e:?}"));
+            return calls.iter().map(|_| Err(e.clone())).collect();
+        }
+    };
     calls
         .iter()
         .enumerate()

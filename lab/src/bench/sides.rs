@@ -129,7 +129,7 @@ pub fn bare_dist(
         // The same entry as the edge's, so the floor pays what the edge pays.
         format!(
             "export * from \"./index.js\";\n{}",
-            understudy_compiler::dist::entry::direct_fetch_js()
+            understudy_compiler::dist::entry::direct_fetch_js("bare")
         ),
     )?;
     side_files(

@@ -3,7 +3,9 @@
 //! outcomes are counted per isolate (`counters.events`).
 
 use crate::disclosure::Rendered;
-use crate::events::flow::{self, Answered, Ctx, Flow, Request, Secrets, Step};
+use crate::events::flow::{
+    self, Answered, Ctx, Flow, Heard, Io as EventIo, Request, Secrets, Step,
+};
 use crate::io::IoId;
 use crate::policy::events::Events;
 use crate::time::Millis;
@@ -63,12 +65,13 @@ pub(super) fn status<'p>(
     drive(engine, f, now, flow, step, ev, Vec::new())
 }
 
-/// The driver reported `input` for an event request waiting for operation `io`.
+/// The driver reported `input` for an event request waiting for operation `io` (until
+/// `due`, for `calls` shard calls).
 pub(super) fn step<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
     now: Millis,
-    io: IoId,
+    (io, due, calls): (IoId, Option<Millis>, usize),
     mut flow: Flow,
     input: Input,
     cmds: Vec<Command<'p>>,
@@ -87,11 +90,25 @@ pub(super) fn step<'p>(
     };
     let heard = match input {
         Input::Heard(got, heard) if got == io => heard,
+        // The shards took too long: every call failed (nothing is acknowledged, the caller
+        // gets 503 and sends the event again).
+        Input::Timer if due.is_some_and(|d| d <= now) => Heard::Shards(
+            (0..calls.max(1))
+                .map(|_| {
+                    Err(format!(
+                        "did not answer within {} ms",
+                        flow::SHARD_TIMEOUT_MS
+                    ))
+                })
+                .collect(),
+        ),
         // Anything else is not what this request waits for: keep waiting.
         _ => {
             f.stage = Stage::Events {
                 io,
                 flow: Box::new(flow),
+                due,
+                calls,
             };
             return output(f, cmds);
         }
@@ -112,9 +129,15 @@ fn drive<'p>(
     match step {
         Step::Io(op) => {
             let io = engine.ios.next();
+            let (due, calls) = match &op {
+                EventIo::Call(c) => (Some(now.plus(flow::SHARD_TIMEOUT_MS)), c.len()),
+                EventIo::ReadBody { .. } => (None, 0),
+            };
             f.stage = Stage::Events {
                 io,
                 flow: Box::new(flow),
+                due,
+                calls,
             };
             cmds.push(Command::Events { io, op });
         }

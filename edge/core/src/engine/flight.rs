@@ -52,10 +52,13 @@ pub(super) enum Stage<'p> {
     },
     /// Racing the origin (an attempt in flight, or waiting to retry) or walking the cascade.
     Serving(Box<Req<'p>>),
-    /// [V-*] An event request waiting for its operation `io`.
+    /// [V-*] An event request waiting for its operation `io`: until `due` for shard calls
+    /// (`calls` of them), with no limit for the body.
     Events {
         io: IoId,
         flow: Box<Flow>,
+        due: Option<Millis>,
+        calls: usize,
     },
     Done,
 }
@@ -157,7 +160,8 @@ impl Flight<'_> {
             Stage::Serving(req) => req,
             // The limiter's verdict is awaited at most until the race deadline.
             Stage::Limiting { req, .. } => return Some(req.ctx.deadline.origin_end()),
-            Stage::Events { .. } | Stage::Done => return None,
+            Stage::Events { due, .. } => return *due,
+            Stage::Done => return None,
         };
         let attempt = req
             .calling

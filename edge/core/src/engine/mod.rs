@@ -154,10 +154,10 @@ pub struct Engine<'p> {
 /// Operation handles, unique in the isolate (wrapping after 2³² operations: by then every
 /// earlier one has long ended).
 #[derive(Debug, Default)]
-struct Ios(u32);
+pub(crate) struct Ios(u32);
 
 impl Ios {
-    fn next(&mut self) -> IoId {
+    pub(crate) fn next(&mut self) -> IoId {
         self.0 = self.0.wrapping_add(1);
         IoId(self.0)
     }
@@ -428,6 +428,36 @@ pub fn unbaked(now: Millis, req: &Incoming<'_>, message: &str, seed: u64) -> Rep
     let _ = now; // the bake-less answer has nothing to time: it does no I/O
     edge_down(&cid, provenance, &trace.trace_id, message)
 }
+
+/// The answer a driver gives when even the engine cannot run for a request (its code
+/// trapped, the runtime threw): 503 `DEPENDENCY_UNAVAILABLE` with the envelope and every
+/// header a response carries, rendered once when the isolate starts. `{cid}` stands for the
+/// correlation ID the driver fills in; `release` is the bake's (`none` without one).
+pub fn last_resort(release: &str) -> Reply {
+    let cid = LAST_RESORT_CID;
+    let m = meta(cid, release, false);
+    let mut r = disclosure::error(
+        503,
+        "DEPENDENCY_UNAVAILABLE",
+        "the edge could not complete this request",
+        true,
+        &m,
+    );
+    r.headers.push(("Retry-After", "1".to_string()));
+    r.headers.push(("X-Breaker-Mode", MODE_UNKNOWN.to_string()));
+    Reply {
+        correlation_id: cid.to_string(),
+        status: r.status,
+        headers: r.headers,
+        body: r.body,
+        writes: Vec::new(),
+        log: String::new(),
+        point: None,
+    }
+}
+
+/// Where [`last_resort`]'s correlation ID goes.
+pub const LAST_RESORT_CID: &str = "{cid}";
 
 /// The mode `X-Breaker-Mode` names when there is no breaker to ask: no usable bake.
 pub const MODE_UNKNOWN: &str = "UNKNOWN";

@@ -302,14 +302,12 @@ fn prefetch<'p>(
                     continue;
                 }
                 let mut forget = Vec::new();
-                let ios = &mut engine.ios;
                 let plan = engine.reads.plan(
                     &engine.kv_cache,
                     now,
-                    binding,
-                    &key,
+                    (binding, &key),
                     keep_until,
-                    || ios.next(),
+                    &mut engine.ios,
                     &mut forget,
                 );
                 cmds.extend(forget.into_iter().map(|io| Command::Forget { io }));

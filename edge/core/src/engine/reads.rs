@@ -19,6 +19,7 @@ use crate::io::{IoId, KvRead};
 use crate::time::Millis;
 
 use super::kvcache::KvCache;
+use super::Ios;
 
 /// Most reads shared at once; past it, the expired ones are forgotten first.
 const MAX_SHARED: usize = 1_024;
@@ -49,15 +50,14 @@ pub struct Reads {
 
 impl Reads {
     /// `key` of `binding` is needed at `now` by a request that waits for it until `until`.
-    /// `new_io` hands out a fresh handle; handles of shared reads that expired go to `forget`.
+    /// `ios` hands out a fresh handle; handles of shared reads that expired go to `forget`.
     pub fn plan(
         &mut self,
         cache: &KvCache,
         now: Millis,
-        binding: &str,
-        key: &str,
+        (binding, key): (&str, &str),
         until: Millis,
-        new_io: impl FnOnce() -> IoId,
+        ios: &mut Ios,
         forget: &mut Vec<IoId>,
     ) -> Plan {
         if let Some(read) = cache.get(binding, key, now) {
@@ -76,7 +76,7 @@ impl Reads {
         if self.by_key.len() >= MAX_SHARED {
             self.expire(now, forget);
         }
-        let io = new_io();
+        let io = ios.next();
         if self.by_key.len() < MAX_SHARED {
             self.by_key.insert(k.clone(), Shared { io, until });
             self.keys.insert(io, k);
@@ -117,59 +117,44 @@ impl Reads {
 mod tests {
     use super::*;
 
-    fn counter() -> impl FnMut() -> IoId {
-        let mut n = 0;
-        move || {
-            n += 1;
-            IoId(n)
-        }
-    }
-
     #[test]
     fn a_key_in_flight_is_joined_until_its_starters_time_is_up_then_read_afresh() {
-        let (mut r, cache, mut next, mut forget) =
-            (Reads::default(), KvCache::default(), counter(), Vec::new());
+        let (mut r, cache, mut ios, mut forget) = (
+            Reads::default(),
+            KvCache::default(),
+            Ios::default(),
+            Vec::new(),
+        );
         let t = Millis(1_000);
-        assert_eq!(
-            r.plan(&cache, t, "B", "k", t.plus(8), &mut next, &mut forget),
-            Plan::Start(IoId(1))
-        );
-        assert_eq!(
-            r.plan(
-                &cache,
-                t.plus(3),
-                "B",
-                "k",
-                t.plus(20),
-                &mut next,
-                &mut forget
-            ),
-            Plan::Join(IoId(1))
-        );
-        assert!(r.in_flight("B", "k", t.plus(7)));
+        let mut plan = |now: Millis, until: Millis, forget: &mut Vec<IoId>| {
+            r.plan(&cache, now, ("B", "k"), until, &mut ios, forget)
+        };
+        let first = plan(t, t.plus(8), &mut forget);
+        let Plan::Start(io) = first else {
+            panic!("{first:?}")
+        };
+        assert_eq!(plan(t.plus(3), t.plus(20), &mut forget), Plan::Join(io));
         // The starter's 8 ms are up: a stuck read is not joined any more.
-        assert_eq!(
-            r.plan(
-                &cache,
-                t.plus(8),
-                "B",
-                "k",
-                t.plus(16),
-                &mut next,
-                &mut forget
-            ),
-            Plan::Start(IoId(2))
-        );
-        assert_eq!(forget, [IoId(1)]);
-        assert_eq!(r.ended(IoId(1)), None, "already forgotten");
-        assert_eq!(r.ended(IoId(2)), Some(("B".into(), "k".into())));
+        let again = plan(t.plus(8), t.plus(16), &mut forget);
+        let Plan::Start(second) = again else {
+            panic!("{again:?}")
+        };
+        assert_ne!(second, io);
+        assert_eq!(forget, [io]);
+        assert!(r.in_flight("B", "k", t.plus(9)));
+        assert_eq!(r.ended(io), None, "already forgotten");
+        assert_eq!(r.ended(second), Some(("B".into(), "k".into())));
         assert!(!r.in_flight("B", "k", t.plus(9)));
     }
 
     #[test]
     fn a_cached_read_needs_no_io() {
-        let (mut r, mut cache, mut next, mut forget) =
-            (Reads::default(), KvCache::default(), counter(), Vec::new());
+        let (mut r, mut cache, mut ios, mut forget) = (
+            Reads::default(),
+            KvCache::default(),
+            Ios::default(),
+            Vec::new(),
+        );
         let t = Millis(1_000);
         let v = KvRead::Value {
             value: Some("{}".into()),
@@ -180,10 +165,9 @@ mod tests {
             r.plan(
                 &cache,
                 t.plus(1),
-                "B",
-                "k",
+                ("B", "k"),
                 t.plus(9),
-                &mut next,
+                &mut ios,
                 &mut forget
             ),
             Plan::Cached(v)

@@ -57,8 +57,13 @@ pub(super) fn step<'p>(
         Stage::Serving(req) => serve(engine, f, now, req, &mut cmds, |e, f, r, c| {
             serving(e, f, r, now, input, c)
         }),
-        Stage::Events { io, flow } => {
-            return super::events::step(engine, f, now, io, *flow, input, cmds);
+        Stage::Events {
+            io,
+            flow,
+            due,
+            calls,
+        } => {
+            return super::events::step(engine, f, now, (io, due, calls), *flow, input, cmds);
         }
         // Reports after the answer: the response is out; only the isolate learns (above).
         Stage::Done => {}

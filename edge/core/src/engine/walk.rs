@@ -60,14 +60,12 @@ fn advance<'p>(
                     Op::ReadKv { binding, key } => {
                         f.prefetched.retain(|(b, k)| !(*b == binding && *k == key));
                         let mut forget = Vec::new();
-                        let ios = &mut engine.ios;
                         let plan = engine.reads.plan(
                             &engine.kv_cache,
                             now,
-                            binding,
-                            &key,
+                            (binding, &key),
                             due,
-                            || ios.next(),
+                            &mut engine.ios,
                             &mut forget,
                         );
                         cmds.extend(forget.into_iter().map(|io| Command::Forget { io }));

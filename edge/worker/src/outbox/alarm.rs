@@ -111,18 +111,7 @@ async fn deliver(shard: &OutboxShard) -> Result<(), String> {
         let timeout = events.delivery.attempt_timeout_ms;
         let outcomes = join_all(ready.iter().map(|r| async move {
             match &r.request {
-                Some(req) => Some(
-                    crate::shim::race(
-                        &req.url,
-                        req.method.as_str(),
-                        &req.headers,
-                        req.body.clone(),
-                        timeout,
-                        req.max_body_bytes,
-                    )
-                    .await
-                    .observed,
-                ),
+                Some(req) => Some(super::attempt::deliver(req, timeout).await),
                 None => None,
             }
         }))

@@ -8,6 +8,7 @@
 //! answers 503) and `alarm()` always returns `Ok`.
 
 mod alarm;
+mod attempt;
 mod rows;
 
 use std::cell::Cell;

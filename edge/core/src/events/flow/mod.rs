@@ -23,6 +23,10 @@ use crate::time::Millis;
 pub use ingest::aad_of;
 pub use ops::status;
 
+/// Longest wait for the outbox shards' answers to one request's calls: past it every call
+/// counts as failed (the engine's timer; the caller gets 503 and sends the event again).
+pub const SHARD_TIMEOUT_MS: u64 = 10_000;
+
 /// Where the operators' endpoints live (behind the `[admin]` secret).
 pub const OPS_PATH: &str = "/__understudy/events";
 

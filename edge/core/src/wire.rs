@@ -1,0 +1,226 @@
+//! The engine's outputs and the Worker driver's reports as they cross between Rust and
+//! JavaScript: one string out, a few plain values in, per step (docs/adr/010, issue 23
+//! point 5). The format is documented next to its reader, `edge/worker/src/io.js`
+//! (`Reader`): a number ends in `;`, a string is its length in UTF-16 units, `;`, then its
+//! text. Plain Rust, so its tests run natively.
+
+use crate::classify::Observed;
+use crate::engine::{Command, Done, Input, IoId, KvRead, Op, Output, Reply};
+use crate::events::flow::Io as EventIo;
+
+/// What a report is about (`kind` & 0xff; the constants of `src/io.js`).
+pub const FETCHED: u32 = 1;
+pub const KV: u32 = 2;
+pub const LIMITED: u32 = 3;
+pub const TIMER: u32 = 4;
+pub const HEARD: u32 = 5;
+/// Set in `kind` while the request still waits for its response.
+pub const LIVE: u32 = 256;
+
+struct Writer(String);
+
+impl Writer {
+    fn num(&mut self, n: impl std::fmt::Display) {
+        use std::fmt::Write;
+        let _ = write!(self.0, "{n};");
+    }
+
+    fn str(&mut self, s: &str) {
+        let units = if s.is_ascii() {
+            s.len()
+        } else {
+            s.encode_utf16().count()
+        };
+        self.num(units);
+        self.0.push_str(s);
+    }
+
+    fn none(&mut self) {
+        self.0.push_str("-1;");
+    }
+
+    fn flat<'a>(&mut self, headers: impl Iterator<Item = (&'a str, &'a str)> + Clone) {
+        let mut out = String::with_capacity(256);
+        for (i, (k, v)) in headers.enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str(k);
+            out.push('\n');
+            out.push_str(v);
+        }
+        self.str(&out);
+    }
+}
+
+/// `out` for `us_run`. Event operations (`Command::Events`) are performed in Rust: the
+/// driver calls back `perform` for them.
+pub fn encode(out: &Output<'_>) -> String {
+    let mut w = Writer(String::with_capacity(1024));
+    match out.wake_at {
+        Some(t) => w.num(t.0),
+        None => w.none(),
+    }
+    for c in &out.commands {
+        match c {
+            Command::Start { io, op } => match op {
+                Op::Fetch(o) => {
+                    w.num(1);
+                    w.num(io.0);
+                    w.str(&o.url);
+                    w.str(o.method.as_str());
+                    w.flat(o.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                    match &o.body {
+                        Some(b) => w.str(b),
+                        None => w.none(),
+                    }
+                    w.num(o.max_body_bytes);
+                }
+                Op::ReadKv { binding, key } => {
+                    w.num(2);
+                    w.num(io.0);
+                    w.str(binding);
+                    w.str(key);
+                }
+                Op::Limit { binding, key } => {
+                    w.num(3);
+                    w.num(io.0);
+                    w.str(binding);
+                    w.str(key);
+                }
+            },
+            Command::Join { io } => {
+                w.num(4);
+                w.num(io.0);
+            }
+            Command::Abort { io } => {
+                w.num(5);
+                w.num(io.0);
+            }
+            Command::Forget { io } => {
+                w.num(6);
+                w.num(io.0);
+            }
+            Command::Events { io, .. } => {
+                w.num(7);
+                w.num(io.0);
+            }
+            Command::Respond(r) => respond(&mut w, r),
+        }
+    }
+    w.0
+}
+
+fn respond(w: &mut Writer, r: &Reply) {
+    w.num(8);
+    w.num(r.status);
+    w.flat(r.headers.iter().map(|(k, v)| (*k, v.as_str())));
+    w.str(&r.body);
+    w.str(&r.log);
+    w.str(&r.correlation_id);
+    match &r.point {
+        Some(p) => {
+            w.num(1);
+            w.str(&p.index);
+            for b in &p.blobs {
+                w.str(b);
+            }
+            for d in p.doubles {
+                w.num(if d.is_finite() { d } else { 0.0 });
+            }
+        }
+        None => w.num(0),
+    }
+    w.num(r.writes.len());
+    for wr in &r.writes {
+        w.str(&wr.binding);
+        w.str(&wr.key);
+        w.str(&wr.value);
+        if wr.metadata.is_null() {
+            w.str("");
+        } else {
+            w.str(&wr.metadata.to_string());
+        }
+    }
+}
+
+/// The event operation a command of `out` asks for, by its handle.
+pub fn events_op(out: &Output<'_>) -> Option<(IoId, EventIo)> {
+    out.commands.iter().find_map(|c| match c {
+        Command::Events { io, op } => Some((*io, op.clone())),
+        _ => None,
+    })
+}
+
+/// A report of `src/io.js` as the engine's input. `None` for a kind it does not send.
+pub fn input(
+    kind: u32,
+    io: u32,
+    num: f64,
+    a: Option<String>,
+    b: Option<String>,
+    bytes: Option<Vec<u8>>,
+    max_body: u64,
+) -> Option<Input> {
+    let io = IoId(io);
+    let done = match kind & 0xff {
+        TIMER => return Some(Input::Timer),
+        FETCHED => Done::Fetched(match num {
+            -2.0 => Observed::TooLarge { limit: max_body },
+            n if n < 0.0 => Observed::Connect(a.unwrap_or_default()),
+            n => Observed::Response {
+                status: n as u16,
+                retry_after: a,
+                body: bytes.unwrap_or_default(),
+            },
+        }),
+        KV => Done::Kv(match num as u8 {
+            0 => KvRead::Value {
+                value: None,
+                metadata: None,
+            },
+            1 => KvRead::Value {
+                value: a,
+                metadata: b.and_then(|m| serde_json::from_str(&m).ok()),
+            },
+            _ => KvRead::Error(a.unwrap_or_default()),
+        }),
+        LIMITED => Done::Limited(match num as u8 {
+            1 => Ok(true),
+            0 => Ok(false),
+            _ => Err(a
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| "the rate limiter failed".into())),
+        }),
+        _ => return None,
+    };
+    Some(Input::Done(io, done))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::{Method, Outbound};
+    use crate::Millis;
+
+    #[test]
+    fn a_fetch_and_a_timer_encode_as_the_driver_reads_them() {
+        let out = Output {
+            commands: vec![Command::Start {
+                io: IoId(7),
+                op: Op::Fetch(Outbound {
+                    url: "https://m.example/r?q=é".into(),
+                    method: Method::Get,
+                    headers: vec![("A".into(), "1".into()), ("B".into(), "2".into())],
+                    body: None,
+                    max_body_bytes: 1024,
+                }),
+            }],
+            wake_at: Some(Millis(1_700_000_000_045)),
+        };
+        assert_eq!(
+            encode(&out),
+            "1700000000045;1;7;23;https://m.example/r?q=é3;GET7;A\n1\nB\n2-1;1024;"
+        );
+    }
+}

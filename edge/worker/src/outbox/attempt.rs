@@ -1,0 +1,56 @@
+//! [V-DELIVER] One delivery attempt from the shard's alarm: the request sent, raced against
+//! the attempt's timeout, the fetch aborted when the timer wins. The timeout is the policy's
+//! (`[events.delivery] attempt_timeout`, the lease `understudy_core::events::outbox` took);
+//! this runs in a Durable Object's alarm, off every client's path, so it awaits from Rust.
+
+use futures_util::future::{select, Either};
+use js_sys::{Array, Uint8Array};
+use understudy_core::classify::{bounded, Observed};
+use understudy_core::http::Outbound;
+use wasm_bindgen::JsCast;
+use worker::wasm_bindgen_futures::JsFuture;
+
+use crate::shim;
+
+/// What the consumer answered to `req`, or `TimedOut` after `timeout_ms`.
+pub async fn deliver(req: &Outbound, timeout_ms: u64) -> Observed {
+    let ctl = shim::controller();
+    let head = shim::flat(req.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let fetch = JsFuture::from(shim::fetch(
+        &req.url,
+        req.method.as_str(),
+        &head,
+        req.body.clone(),
+        req.max_body_bytes,
+        &ctl,
+    ));
+    let timer = JsFuture::from(shim::sleep(timeout_ms));
+    match select(fetch, timer).await {
+        Either::Left((Ok(v), _)) => observed(&v, req.max_body_bytes),
+        Either::Left((Err(e), _)) => Observed::Connect(bounded(&format!("{e:?}"))),
+        Either::Right(_) => {
+            shim::abort(&ctl);
+            Observed::TimedOut
+        }
+    }
+}
+
+/// `[status, retry-after, bytes]`, `[-2]` (too large) or `[-1, message]`.
+fn observed(v: &wasm_bindgen::JsValue, max_body: u64) -> Observed {
+    let Some(r) = v.dyn_ref::<Array>() else {
+        return Observed::Connect("the fetch reported no result".into());
+    };
+    match r.get(0).as_f64().unwrap_or(-1.0) {
+        -2.0 => Observed::TooLarge { limit: max_body },
+        n if n < 0.0 => Observed::Connect(r.get(1).as_string().unwrap_or_default()),
+        n => Observed::Response {
+            status: n as u16,
+            retry_after: r.get(1).as_string(),
+            body: r
+                .get(2)
+                .dyn_into::<Uint8Array>()
+                .map(|b| b.to_vec())
+                .unwrap_or_default(),
+        },
+    }
+}
