@@ -72,15 +72,16 @@ const RUNTIME_PREFIX = "understudy-runtime-";
 export const OWNER_FILE = ".understudy-owner";
 
 /**
- * When process `pid` started (clock ticks since boot, /proc/PID/stat's 22nd field), or
- * null where there is no /proc. With the PID it tells a process from a later one that
+ * Process `pid`'s state and start time (clock ticks since boot) from /proc/PID/stat, or
+ * null where there is no /proc. The start time tells a process from a later one that
  * reuses its PID.
  */
-function startOf(pid) {
+function procStat(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // The command name (field 2) may hold spaces and parentheses: count from its end.
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0], start: fields[19] ?? null };
   } catch {
     return null;
   }
@@ -94,8 +95,11 @@ function ownerAlive({ pid, start }) {
     // EPERM: it runs, as another user.
     if (e.code !== "EPERM") return false;
   }
-  const now = start == null ? null : startOf(pid);
-  return now == null || now === String(start);
+  const now = procStat(pid);
+  if (now == null) return true;
+  // A zombie (killed, not yet reaped by its parent) runs no more.
+  if (now.state === "Z") return false;
+  return start == null || now.start === String(start);
 }
 
 /**
@@ -143,7 +147,7 @@ export function runtimeDir(base = runtimeTmp()) {
   removeStaleRuntimeDirs(base);
   const dir = mkdtempSync(join(base, RUNTIME_PREFIX));
   scratch.add(dir);
-  writeFileSync(join(dir, OWNER_FILE), JSON.stringify({ pid: process.pid, start: startOf(process.pid) }));
+  writeFileSync(join(dir, OWNER_FILE), JSON.stringify({ pid: process.pid, start: procStat(process.pid)?.start ?? null }));
   return dir;
 }
 

@@ -65,6 +65,31 @@ test("a runtime removes the directories of killed runtimes and keeps the live on
   assert.ok(!existsSync(live.dir), `${live.dir}: removed by its owner on exit`);
 });
 
+test("a killed owner not yet reaped (a zombie) no longer owns its directory", async () => {
+  // `sh` starts the owner, then becomes `sleep`, which never reaps it: once killed, the
+  // owner stays a zombie — what a runtime is between its SIGKILL and its parent's wait.
+  const script = `import { runtimeDir } from ${JSON.stringify(SERVER)};
+    console.log(process.pid, runtimeDir(${JSON.stringify(base)}));
+    process.stdin.resume();`;
+  const sh = spawn("sh", ["-c", `"$0" --input-type=module -e "$1" & exec sleep 60`, process.execPath, script], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  try {
+    const [line] = await once(createInterface({ input: sh.stdout }), "line");
+    const [pid, dir] = line.trim().split(" ");
+    process.kill(Number(pid), "SIGKILL");
+    const end = Date.now() + 5_000;
+    const state = () => readFile(`/proc/${pid}/stat`, "utf8").then((t) => t.slice(t.lastIndexOf(")") + 2, t.lastIndexOf(")") + 3));
+    while ((await state()) !== "Z" && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(await state(), "Z", "the killed owner is a zombie");
+    const mine = runtimeDir(base);
+    await rm(mine, { recursive: true, force: true });
+    assert.ok(!existsSync(dir), `${dir}: its owner was killed, so it was removed`);
+  } finally {
+    sh.kill("SIGKILL");
+  }
+});
+
 test("a reused PID does not keep a dead owner's directory alive", async () => {
   // The recorded PID is now some other process (here: this one), started at another time.
   const reused = join(base, "understudy-runtime-reused");
