@@ -26,7 +26,7 @@
 // (`understudy dev --kv`), and the tests seed published tiers the same way.
 
 import { readFile } from "node:fs/promises";
-import { accessSync, constants, mkdtempSync, rmSync, statSync } from "node:fs";
+import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createHmac } from "node:crypto";
@@ -67,14 +67,97 @@ const removeScratch = (dir) => {
 };
 process.on("exit", () => [...scratch].forEach(removeScratch));
 
+const RUNTIME_PREFIX = "understudy-runtime-";
+/** The file in a runtime's storage directory that names the process owning it. */
+export const OWNER_FILE = ".understudy-owner";
+
+/**
+ * Process `pid`'s state and start time (clock ticks since boot) from /proc/PID/stat, or
+ * null where there is no /proc. The start time tells a process from a later one that
+ * reuses its PID.
+ */
+function procStat(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0], start: fields[19] ?? null };
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the process recorded as `owner` ({pid, start}) still runs. */
+function ownerAlive({ pid, start }) {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    // EPERM: it runs, as another user.
+    if (e.code !== "EPERM") return false;
+  }
+  const now = procStat(pid);
+  if (now == null) return true;
+  // A zombie (killed, not yet reaped by its parent) runs no more.
+  if (now.state === "Z") return false;
+  return start == null || now.start === String(start);
+}
+
+/**
+ * Removes the storage directories under `base` whose owner is gone. A runtime killed with
+ * SIGKILL (the events drill's kill, a test's timeout, a CI job cancelled) never runs the exit
+ * handler above, and on tmpfs what it leaves is RAM. Only a directory whose recorded owner no
+ * longer runs is removed: a live one is never touched, nor one without an owner file (an older
+ * runtime's, or one whose owner is still writing the file) — nothing says it is unused.
+ * Returns the directories removed.
+ */
+export function removeStaleRuntimeDirs(base) {
+  const removed = [];
+  let names;
+  try {
+    names = readdirSync(base);
+  } catch {
+    return removed;
+  }
+  for (const name of names.filter((n) => n.startsWith(RUNTIME_PREFIX))) {
+    const dir = join(base, name);
+    let owner;
+    try {
+      owner = JSON.parse(readFileSync(join(dir, OWNER_FILE), "utf8"));
+    } catch {
+      continue;
+    }
+    if (!Number.isInteger(owner?.pid) || owner.pid <= 0 || ownerAlive(owner)) continue;
+    try {
+      rmSync(dir, { recursive: true, force: true });
+      removed.push(dir);
+    } catch {
+      // Another runtime's cleanup got there first, or it is not ours to remove.
+    }
+  }
+  return removed;
+}
+
+/**
+ * A fresh storage directory for a runtime under `base` (default {@link runtimeTmp}), owned by
+ * this process (its PID and start time in {@link OWNER_FILE}), after removing the ones
+ * killed runtimes left behind. Removed when this process exits; by then the caller may
+ * have removed it already.
+ */
+export function runtimeDir(base = runtimeTmp()) {
+  removeStaleRuntimeDirs(base);
+  const dir = mkdtempSync(join(base, RUNTIME_PREFIX));
+  scratch.add(dir);
+  writeFileSync(join(dir, OWNER_FILE), JSON.stringify({ pid: process.pid, start: procStat(process.pid)?.start ?? null }));
+  return dir;
+}
+
 /**
  * `new Miniflare(options)` with its temporary storage in a directory of its own under
  * {@link runtimeTmp}, removed once it is disposed (Miniflare's own removal is
  * fire-and-forget and does not outlive `process.exit`, which left 2.8 MB per run behind).
  */
 function miniflare(options) {
-  const dir = mkdtempSync(join(runtimeTmp(), "understudy-runtime-"));
-  scratch.add(dir);
+  const dir = runtimeDir();
   const before = process.env.TMPDIR;
   process.env.TMPDIR = dir;
   let mf;

@@ -4,10 +4,11 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { createServer } from "node:http";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
-import { ROOT, UNDERSTUDY, EDGE_DIR, requireEdge, understudy, tempDir, preparePolicy, buildPolicy } from "./harness.mjs";
+import { ROOT, UNDERSTUDY, EDGE_DIR, requireEdge, understudy, tempDir, preparePolicy, buildPolicy, timedFetch, mintToken, devSecret } from "./harness.mjs";
 import { startEdge } from "../scripts/edge-server.mjs";
 
 requireEdge();
@@ -65,6 +66,138 @@ describe("understudy dev", () => {
     r = await run(["dev", good, "--demo", "--seed", join(tmp.dir, "nope.json")]);
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /--seed .*nope\.json/);
+  });
+});
+
+/**
+ * Starts `understudy dev ARGS` interactively (in its own process group, on free ports) and
+ * waits for its banner. Returns { edge, events (the URL deliveries go to), note (what the
+ * banner says about it), stdout(), stop() }.
+ */
+async function startDev(args, timeoutMs = 120_000) {
+  const child = spawn(UNDERSTUDY, ["dev", ...args, "--port", "0", "--origin-port", "0"], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  const stop = () => {
+    try {
+      process.kill(-child.pid, "SIGTERM");
+    } catch {}
+  };
+  process.once("exit", () => {
+    try {
+      process.kill(-child.pid, "SIGKILL");
+    } catch {}
+  });
+  const banner = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      stop();
+      reject(new Error(`understudy dev did not print its banner in ${timeoutMs} ms:\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.stdout.on("data", (d) => {
+      stdout += d;
+      const edge = /^ {2}edge {4}(http:\/\/127\.0\.0\.1:\d+)/m.exec(stdout);
+      // The events help is the banner's last part.
+      if (edge && /understudy events list/.test(stdout)) {
+        clearTimeout(timer);
+        const events = /^ {2}events {2}(\S+) +(.*)$/m.exec(stdout);
+        resolve({ edge: edge[1], events: events?.[1], note: events?.[2] ?? "" });
+      }
+    });
+    child.on("exit", (status) => {
+      clearTimeout(timer);
+      reject(new Error(`understudy dev exited ${status} before its banner:\n${stdout}\n${stderr}`));
+    });
+  });
+  return { ...banner, stdout: () => stdout, stop };
+}
+
+/** An event of policies/api.toml's `order.placed` version 2. */
+function orderPlaced(id) {
+  return {
+    eventId: id, type: "order.placed", schemaVersion: 2, aggregateId: `agg-${id}`, sequence: 1,
+    occurredAt: "2026-11-30T12:00:00Z", correlationId: `c-${id}`,
+    payload: { orderId: "o-1", total: 12.5, currency: "EUR" },
+  };
+}
+
+const eventToken = () =>
+  mintToken(devSecret("API_TOKEN_KEY"), { iss: "https://auth.mercado.example", aud: "orders-api", sub: "dev-test", tenant: "acme" });
+
+describe("understudy dev: where events are delivered", () => {
+  test("--events-url delivers to the developer's own consumer instead of the simulated one, and says so", { timeout: 180_000 }, async () => {
+    // The developer's consumer: records each delivery and acknowledges it.
+    const received = [];
+    const consumer = createServer((req, res) => {
+      let body = "";
+      req.on("data", (d) => (body += d));
+      req.on("end", () => {
+        received.push({ path: req.url, key: req.headers["idempotency-key"], body: JSON.parse(body) });
+        res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
+      });
+    });
+    await new Promise((r) => consumer.listen(0, "127.0.0.1", r));
+    const mine = `http://127.0.0.1:${consumer.address().port}/my/events`;
+    const policy = await preparePolicy("api", tmp.dir);
+    const dev = await startDev([policy, "--events-url", mine]);
+    try {
+      assert.equal(dev.events, mine, dev.stdout());
+      assert.match(dev.note, /--events-url/);
+      assert.match(dev.note, /https:\/\/orders\.internal\.example\/v1\/events/, "the overridden policy URL is named");
+      const id = `evt-dev-${process.pid}`;
+      const r = await timedFetch(`${dev.edge}/v1/events`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${eventToken()}`, "content-type": "application/json" },
+        body: JSON.stringify(orderPlaced(id)),
+      });
+      assert.equal(r.status, 202, r.text);
+      const end = Date.now() + 20_000;
+      while (received.length === 0 && Date.now() < end) await new Promise((res) => setTimeout(res, 100));
+      assert.equal(received.length, 1, "delivered once, to our consumer");
+      assert.deepEqual([received[0].path, received[0].key, received[0].body.eventId], ["/my/events", id, id]);
+    } finally {
+      dev.stop();
+      consumer.close();
+    }
+  });
+
+  test("by default events go to the simulated consumer, and the banner says the policy's URL is overridden", { timeout: 180_000 }, async () => {
+    const policy = await preparePolicy("api", tmp.dir);
+    const dev = await startDev([policy]);
+    try {
+      assert.match(dev.events, /^http:\/\/127\.0\.0\.1:\d+\/__events\/deliver$/, dev.stdout());
+      assert.match(dev.note, /simulated consumer/);
+      assert.match(dev.note, /https:\/\/orders\.internal\.example\/v1\/events/);
+      const id = `evt-dev-default-${process.pid}`;
+      const r = await timedFetch(`${dev.edge}/v1/events`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${eventToken()}`, "content-type": "application/json" },
+        body: JSON.stringify(orderPlaced(id)),
+      });
+      assert.equal(r.status, 202, r.text);
+      const ledgerUrl = dev.events.replace(/\/__events\/deliver$/, "/__origin/ledger");
+      const end = Date.now() + 20_000;
+      let ledger;
+      do {
+        ledger = (await timedFetch(ledgerUrl)).json;
+        if (ledger.delivered?.[id]) break;
+        await new Promise((res) => setTimeout(res, 100));
+      } while (Date.now() < end);
+      assert.equal(ledger.delivered[id], 1, JSON.stringify(ledger));
+    } finally {
+      dev.stop();
+    }
+  });
+
+  test("--events-url must be an http(s) URL, or `policy`", async () => {
+    const policy = await preparePolicy("api", tmp.dir);
+    const r = await run(["dev", policy, "--demo", "--events-url", "ftp://x"]);
+    assert.equal(r.status, 2, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stderr, /--events-url ftp:\/\/x/);
   });
 });
 

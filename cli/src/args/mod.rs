@@ -195,6 +195,11 @@ pub struct DevArgs {
     /// temporary one by default.
     #[arg(long)]
     pub persist: Option<PathBuf>,
+    /// Where the edge delivers events: a consumer of your own (an http or https URL), or
+    /// `policy` for the policy's `[events.delivery] url`. By default the simulated consumer
+    /// that `dev` starts, whose ledger shows what was committed.
+    #[arg(long, value_name = "URL|policy")]
+    pub events_url: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -3,6 +3,8 @@
 //! `scripts/edge-server.mjs`), both on 127.0.0.1, seed local KV, and print how to use and
 //! break it. `--demo` makes one healthy and one degraded request, prints both with their
 //! headers, and exits: 0 when the first answer is live and the second a disclosed fallback.
+//! With `[events]`, deliveries go to the origin's simulated consumer instead of the policy's
+//! URL, or where `--events-url` says; the banner's `events` line names where.
 //!
 //! Runs inside an Understudy checkout, after `scripts/setup.sh` (it needs `node` and the
 //! npm lockfile's Miniflare).
@@ -43,6 +45,9 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    if let Some(url) = &args.events_url {
+        check_events_url(url)?;
+    }
     let mut kv_files = Vec::new();
     for spec in &args.kv {
         let Some((binding, file)) = spec
@@ -98,6 +103,12 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     };
     let manifest = &built.built.manifest;
     let policy = &built.policy;
+    if args.events_url.is_some() && policy.events.is_none() {
+        bail!(
+            "--events-url: {} has no [events] section, so there is nothing to deliver",
+            args.policy.display()
+        );
+    }
 
     // --demo picks free ports: it exits right away, and must not fail on a busy 8787.
     let (edge_port, origin_port) = if args.demo {
@@ -133,9 +144,17 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     for kv in &kv_files {
         cmd.arg("--kv").arg(kv);
     }
-    // [V-*] Deliveries of the events outbox go to the simulated consumer.
-    if policy.events.is_some() {
-        cmd.args(["--events-url", &origin.events_url()]);
+    // [V-*] Deliveries of the events outbox go to the simulated consumer unless the
+    // developer names another (`--events-url`): the policy's own URL is a real service
+    // that a laptop usually cannot, and should not, reach.
+    let events = policy
+        .events
+        .as_ref()
+        .map(|ev| EventsTarget::choose(args.events_url.as_deref(), ev, &origin.events_url()));
+    if let Some(target) = &events {
+        if let Some(url) = &target.var {
+            cmd.args(["--events-url", url]);
+        }
         if let Some(dir) = &args.persist {
             cmd.arg("--persist").arg(dir);
         }
@@ -204,6 +223,9 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
         list(&manifest.bindings.kv)
     );
     println!("  origin  {origin_url}   simulated model (UNDERSTUDY_ORIGIN_URL points here)");
+    if let Some(t) = &events {
+        println!("  events  {}   {}", t.url, t.note);
+    }
     if !manifest.bindings.secrets.is_empty() {
         println!(
             "  secrets development values (`dev-` + the name in kebab case): {}",
@@ -215,8 +237,8 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     }
     if !args.demo {
         print!("{}", break_help(&origin_url));
-        if let Some(ev) = &policy.events {
-            print!("{}", events_help(&edge_url, &origin_url, ev, policy));
+        if let (Some(ev), Some(t)) = (&policy.events, &events) {
+            print!("{}", events_help(&edge_url, &origin_url, ev, policy, t));
         }
     }
     let status = child.wait().context("lost the edge server")?;
@@ -229,12 +251,79 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     })
 }
 
+/// `--events-url`: an http or https URL with a host, or `policy`.
+fn check_events_url(url: &str) -> Result<()> {
+    let host = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
+    match host {
+        _ if url == POLICY_URL => Ok(()),
+        Some(h) if !h.is_empty() && !h.contains(char::is_whitespace) => Ok(()),
+        _ => bail!(
+            "--events-url {url}: give the consumer's http:// or https:// URL, or `{POLICY_URL}` for the policy's [events.delivery] url"
+        ),
+    }
+}
+
+/// `--events-url policy`: deliver where the policy says.
+const POLICY_URL: &str = "policy";
+
+/// Where `dev` has the edge deliver events, and what its banner says about it.
+struct EventsTarget {
+    /// Deliveries go here.
+    url: String,
+    /// The `UNDERSTUDY_EVENTS_URL` the edge gets (`None`: the policy's URL stands).
+    var: Option<String>,
+    /// The banner's note: whose consumer it is, and what it overrides.
+    note: String,
+}
+
+impl EventsTarget {
+    fn choose(
+        arg: Option<&str>,
+        ev: &understudy_core::policy::events::Events,
+        simulated: &str,
+    ) -> EventsTarget {
+        let policy_url = &ev.delivery.url;
+        match arg {
+            Some(POLICY_URL) => EventsTarget {
+                url: policy_url.clone(),
+                var: None,
+                note: format!(
+                    "the policy's [events.delivery] url (--events-url {POLICY_URL}){}",
+                    ev.delivery
+                        .credential_secret
+                        .as_ref()
+                        .map(|s| format!("; its credential {s} is a development value"))
+                        .unwrap_or_default()
+                ),
+            },
+            Some(url) => EventsTarget {
+                url: url.to_string(),
+                var: Some(url.to_string()),
+                note: format!("your consumer, from --events-url (UNDERSTUDY_EVENTS_URL points here, instead of the policy's {policy_url})"),
+            },
+            None => EventsTarget {
+                url: simulated.to_string(),
+                var: Some(simulated.to_string()),
+                note: format!("simulated consumer (UNDERSTUDY_EVENTS_URL points here, instead of the policy's {policy_url}; --events-url URL|{POLICY_URL} to change)"),
+            },
+        }
+    }
+
+    fn simulated(&self, origin: &str) -> bool {
+        self.url == origin || self.url.starts_with(&format!("{origin}/"))
+    }
+}
+
 /// How to send events, break the consumer and operate the outbox.
 fn events_help(
     edge: &str,
     origin: &str,
     ev: &understudy_core::policy::events::Events,
     policy: &understudy_core::policy::Policy,
+    target: &EventsTarget,
 ) -> String {
     let admin = policy
         .admin
@@ -246,13 +335,23 @@ fn events_help(
         .as_ref()
         .map(|i| understudy_compiler::simulate::request::dev_secret(&i.secret))
         .unwrap_or_default();
+    let consumer = if target.simulated(origin) {
+        format!(
+            "\x20 curl -X PUT {origin}/__origin/consumer -d '{{\"rules\":[{{\"fault\":{{\"kind\":\"status\",\"code\":503}}}}]}}'\n\
+             \x20 curl {origin}/__origin/ledger               # what the consumer committed\n"
+        )
+    } else {
+        format!(
+            "\x20 (deliveries go to {}, not to the simulated consumer: its /__origin/ledger stays empty)\n",
+            target.url
+        )
+    };
     format!(
         "Events ({}): POST them with a token naming the tenant, then watch them delivered:\n\
          \x20 TOKEN=$(understudy token --policy POLICY --sub me --claim {}=acme --key {key})\n\
          \x20 curl -X POST {edge}{} -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' -d @event.json\n\
          \x20 understudy events list --edge {edge} --token {admin}\n\
-         \x20 curl -X PUT {origin}/__origin/consumer -d '{{\"rules\":[{{\"fault\":{{\"kind\":\"status\",\"code\":503}}}}]}}'\n\
-         \x20 curl {origin}/__origin/ledger               # what the consumer committed\n",
+         {consumer}",
         ev.route, ev.tenant_claim, ev.route
     )
 }

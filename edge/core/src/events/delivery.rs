@@ -52,7 +52,15 @@ pub fn outcome(observed: &Observed) -> Result<(), Failure> {
         // Only a 2xx body is read: its size says nothing about the acknowledgement.
         Observed::TooLarge { .. } => Ok(()),
         other => match classify::classify(other, &[], 0) {
-            Err(f) => Err(f),
+            // The table is the model path's too, and its detail names the origin; an
+            // event's `last_error` and delivery log line are read by whoever runs the
+            // consumer, so they name the consumer.
+            Err(mut f) => {
+                if let Some(status) = f.status {
+                    f.detail = format!("consumer answered {status}");
+                }
+                Err(f)
+            }
             // Unreachable for non-2xx observations; treated as a malformed answer.
             Ok(_) => Err(Failure::new(
                 FailureReason::MlBadResponse,
@@ -165,6 +173,23 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(f.retry_after_s, Some(7));
+    }
+
+    #[test]
+    fn failures_are_described_as_the_consumers_never_the_origins() {
+        // `last_error` and the delivery log line are read by whoever runs the consumer; the
+        // model's origin has nothing to do with an event's delivery.
+        for code in [302, 400, 401, 403, 408, 422, 429, 500, 503] {
+            let f = outcome(&status(code)).unwrap_err();
+            assert_eq!(f.detail, format!("consumer answered {code}"));
+        }
+        for o in [
+            Observed::TimedOut,
+            Observed::Connect("reset by peer".into()),
+        ] {
+            let f = outcome(&o).unwrap_err();
+            assert!(!f.detail.to_lowercase().contains("origin"), "{}", f.detail);
+        }
     }
 
     #[test]

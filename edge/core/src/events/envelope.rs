@@ -5,13 +5,15 @@
 //!
 //! - Shape (400): the body is a JSON object, every envelope field is present with its type,
 //!   identifiers are printable and bounded, `sequence` starts at 1, no unknown fields (a
-//!   typo such as `aggregateID` would otherwise drop a field silently).
+//!   typo such as `aggregateID` would otherwise drop a field silently), and no object, in
+//!   the envelope or its payload, holds a key twice ([`json`]).
 //! - Schema (422): the type is declared, its `schemaVersion` is one the policy accepts
 //!   (the current version and the ones before it that are declared), and the payload holds
 //!   every field that version requires.
 
 use serde_json::{Map, Value};
 
+use super::json;
 use crate::policy::events::Events;
 
 /// Longest event ID, aggregate ID, type and correlation ID.
@@ -168,8 +170,8 @@ pub fn lookup<'a>(payload: &'a Value, path: &str) -> Option<&'a Value> {
 
 /// Reads and checks `body` against the policy's declared types.
 pub fn parse(body: &[u8], events: &Events) -> Result<Envelope, Rejection> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        shape(
+    let value = json::parse(body).map_err(|e| match e {
+        json::Error::Syntax(e) => shape(
             "",
             "INVALID_JSON",
             format!(
@@ -177,7 +179,12 @@ pub fn parse(body: &[u8], events: &Events) -> Result<Envelope, Rejection> {
                 e.line(),
                 e.column()
             ),
-        )
+        ),
+        json::Error::Duplicate(path) => shape(
+            &path,
+            "DUPLICATE_FIELD",
+            format!("`{path}` appears twice in one object; send each key once"),
+        ),
     })?;
     let Value::Object(obj) = value else {
         return Err(shape(
@@ -442,6 +449,74 @@ mod tests {
         assert_eq!((r.status, r.code), (400, "INVALID_JSON"));
         let r = parse(b"[]", &events_policy()).unwrap_err();
         assert_eq!(r.code, "INVALID_ENVELOPE");
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_any_depth_naming_the_key() {
+        // JSON parsers disagree on which duplicate wins; the consumer must see what the edge
+        // checked, so a body with two of one key is refused instead of taking the last.
+        const HEAD: &str = r#""type":"order.placed","schemaVersion":2,"aggregateId":"order-7","sequence":1,"occurredAt":"2026-11-30T12:00:00Z","correlationId":"c-1""#;
+        let cases = [
+            (
+                format!(
+                    r#"{{"eventId":"evt-1",{HEAD},"eventId":"evt-2","payload":{{"orderId":"o","total":1,"currency":"EUR"}}}}"#
+                ),
+                "eventId",
+            ),
+            (
+                format!(
+                    r#"{{"eventId":"evt-1",{HEAD},"payload":{{"orderId":"o","total":1,"total":9999,"currency":"EUR"}}}}"#
+                ),
+                "payload.total",
+            ),
+            (
+                format!(
+                    r#"{{"eventId":"evt-1",{HEAD},"payload":{{"orderId":"o","total":1,"currency":"EUR","card":{{"last4":"4242","last4":"0000"}}}}}}"#
+                ),
+                "payload.card.last4",
+            ),
+            (
+                format!(
+                    r#"{{"eventId":"evt-1",{HEAD},"payload":{{"orderId":"o","total":1,"currency":"EUR","lines":[{{"sku":"A"}},{{"sku":"B","sku":"C"}}]}}}}"#
+                ),
+                "payload.lines[1].sku",
+            ),
+            // The same key spelled with an escape is the same key.
+            (
+                format!(
+                    r#"{{"eventId":"evt-1",{HEAD},"payload":{{"orderId":"o","total":1,"currency":"EUR","\u0063urrency":"USD"}}}}"#
+                ),
+                "payload.currency",
+            ),
+            // Duplicates are found before anything else is checked (here: an unknown field).
+            (
+                format!(
+                    r#"{{"eventId":"evt-1",{HEAD},"payload":{{"x":1,"x":2}},"payload":{{}},"extra":1}}"#
+                ),
+                "payload.x",
+            ),
+        ];
+        for (text, field) in cases {
+            let r = parse(text.as_bytes(), &events_policy()).unwrap_err();
+            assert_eq!(
+                (r.status, r.code, r.field.as_str()),
+                (400, "DUPLICATE_FIELD", field),
+                "{text}"
+            );
+            assert!(r.message.contains(field), "{}", r.message);
+            for value in ["9999", "0000", "USD", "evt-2", "\"C\""] {
+                assert!(
+                    !r.message.contains(value),
+                    "a value is echoed: {}",
+                    r.message
+                );
+            }
+        }
+        // Keys that differ only in case are different keys.
+        let ok = format!(
+            r#"{{"eventId":"evt-1",{HEAD},"payload":{{"orderId":"o","total":1,"currency":"EUR","Total":2}}}}"#
+        );
+        assert!(parse(ok.as_bytes(), &events_policy()).is_ok());
     }
 
     #[test]

@@ -152,17 +152,24 @@ fn error(
     field: Option<&str>,
 ) -> Rendered {
     let mut r = disclosure::error(status, code, message, retryable, &cx.meta());
-    if let Some(f) = field {
-        // The envelope with the field at fault: {code, message, correlationId, retryable, field}.
-        if let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(&r.body) {
-            m.insert("field".into(), Value::from(f));
-            r.body = Value::Object(m).to_string();
-        }
+    // Every refusal has one shape, {code, message, correlationId, retryable, field}, so a
+    // producer reads `field` from any 4xx: `""` when no envelope field is at fault (the
+    // method, the token, the media type, the body as a whole).
+    if let Some(f) = field.or((400..500).contains(&status).then_some("")) {
+        with_field(&mut r, f);
     }
     if retryable {
         r.headers.push(("Retry-After", "1".into()));
     }
     r
+}
+
+/// The error envelope `r` with the field at fault added.
+fn with_field(r: &mut Rendered, field: &str) {
+    if let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(&r.body) {
+        m.insert("field".into(), Value::from(field));
+        r.body = Value::Object(m).to_string();
+    }
 }
 
 fn answer(rendered: Rendered, outcome: &'static str, code: Option<&str>) -> Step {

@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    answer, first, json_answer, not_found, refused, store_failed, Ctx, Flow, Io, Request, Secrets,
-    Step, OPS_PATH,
+    answer, first, json_answer, not_found, refused, store_failed, with_field, Ctx, Flow, Io,
+    Request, Secrets, Step, OPS_PATH,
 };
 use crate::admin;
 use crate::events::envelope::is_identifier;
@@ -27,6 +27,8 @@ pub(super) fn start(cx: &Ctx<'_>, req: &Request<'_>, secrets: Secrets) -> (Flow,
         r.body = r
             .body
             .replace("the status endpoint needs", "the events endpoints need");
+        // The events endpoints' one refusal shape (see `error`).
+        with_field(&mut r, "");
         return (Flow::Done, answer(r, "refused", Some("ADMIN_UNAUTHORIZED")));
     }
     let q: Vec<(String, String)> = form_urlencoded::parse(req.query.as_bytes())

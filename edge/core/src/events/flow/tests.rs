@@ -481,3 +481,89 @@ fn the_status_endpoint_carries_the_events_block_and_its_alerts() {
     assert!(v["breaker"].is_object());
     let _ = Record::new;
 }
+
+#[test]
+fn every_refusal_carries_the_field_key_empty_when_no_envelope_field_is_at_fault() {
+    // README: bad input gets `{code, message, correlationId, retryable: false, field}`, so a
+    // producer reads `field` from every 4xx, not only from the envelope's own refusals.
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    let body = event_body("evt-f", 1);
+    let json = ("Content-Type", "application/json".to_string());
+    let mut answers = vec![
+        request(
+            &mut e,
+            &mut s,
+            "GET",
+            "/v1/events",
+            &[("Authorization", token(Some("acme")))],
+            b"",
+        ),
+        request(&mut e, &mut s, "POST", "/v1/events", &[], &body),
+        request(
+            &mut e,
+            &mut s,
+            "POST",
+            "/v1/events",
+            &[("Authorization", "Bearer x.y.z".into())],
+            &body,
+        ),
+        post(&mut e, &mut s, None, &body),
+        request(
+            &mut e,
+            &mut s,
+            "POST",
+            "/v1/events",
+            &[
+                ("Authorization", token(Some("acme"))),
+                ("Content-Type", "text/plain".into()),
+            ],
+            &body,
+        ),
+        request(
+            &mut e,
+            &mut s,
+            "POST",
+            "/v1/events",
+            &[
+                ("Authorization", token(Some("acme"))),
+                json.clone(),
+                ("Content-Length", "999999".into()),
+            ],
+            b"",
+        ),
+        post(&mut e, &mut s, Some("acme"), &vec![b' '; 70 * 1024]),
+        post(&mut e, &mut s, Some("acme"), b"{nope"),
+        // The operators' endpoints are events endpoints too.
+        request(&mut e, &mut s, "GET", "/__understudy/events", &[], b""),
+        request(
+            &mut e,
+            &mut s,
+            "GET",
+            "/__understudy/events?state=LOST",
+            &[("Authorization", "Bearer admin-secret".into())],
+            b"",
+        ),
+    ];
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [405, 401, 401, 403, 415, 413, 413, 400, 401, 400]);
+    for r in answers.drain(..) {
+        let v = json_of(&r);
+        assert_eq!(v["field"], "", "{}: {}", r.status, r.body);
+        assert_eq!(v["retryable"], false, "{}", r.body);
+        assert!(
+            v["code"].is_string() && v["correlationId"].is_string(),
+            "{}",
+            r.body
+        );
+    }
+    // A refusal that names a field still names it.
+    let mut v: Value = serde_json::from_slice(&body).unwrap();
+    v["sequence"] = json!(0);
+    let r = post(&mut e, &mut s, Some("acme"), v.to_string().as_bytes());
+    assert_eq!(
+        (r.status, json_of(&r)["field"].as_str()),
+        (400, Some("sequence"))
+    );
+}

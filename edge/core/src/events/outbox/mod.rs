@@ -72,7 +72,7 @@ pub struct Record {
     pub attempts: u32,
     /// `dependency`, `credential` or `caller` ([`crate::classify::Class`]).
     pub last_error_class: Option<String>,
-    /// The code and a one-line detail: `HTTP_5XX: origin answered 503`.
+    /// The code and a one-line detail: `HTTP_5XX: consumer answered 503`.
     pub last_error: Option<String>,
     pub last_status: Option<u16>,
     pub next_attempt_at: Option<u64>,

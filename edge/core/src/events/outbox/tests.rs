@@ -240,7 +240,7 @@ fn exhausted_events_dead_letter_after_the_eighth_attempt_inside_the_window() {
     assert_eq!((r.state, r.attempts), (State::DeadLetter, 8));
     assert_eq!(
         r.last_error.as_deref(),
-        Some("HTTP_5XX: origin answered 503")
+        Some("HTTP_5XX: consumer answered 503")
     );
     let first = r.first_attempt_at.unwrap();
     assert!(first == 1_000);
