@@ -21,7 +21,7 @@ mod operator;
 
 pub use operator::{replay, skip, Refusal, Skip};
 
-use super::delivery::{self, class_name};
+use super::attempt::{self, class_name};
 use super::schedule;
 use crate::policy::events::{DeadLetter, Events};
 
@@ -382,7 +382,7 @@ pub fn settle(
 ) -> Settled {
     let mut r = rec.clone();
     let is_head = r.sequence == cursor + 1;
-    match delivery::outcome(observed) {
+    match attempt::outcome(observed) {
         Ok(()) => {
             r.state = State::Delivered;
             r.delivered_at = Some(now.0);
@@ -397,7 +397,7 @@ pub fn settle(
         Err(f) => {
             let class = f.reason.class();
             r.last_error_class = Some(class_name(class).to_string());
-            r.last_error = Some(format!("{}: {}", delivery::code(f.reason), f.detail));
+            r.last_error = Some(format!("{}: {}", attempt::code(f.reason), f.detail));
             r.last_status = f.status;
             let retryable =
                 class == Class::Dependency && f.reason.retryable(&events.retry.retry_on);
