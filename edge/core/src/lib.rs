@@ -30,6 +30,7 @@ pub mod storm;
 pub mod template;
 pub mod time;
 pub mod token;
+pub mod words;
 pub mod writethrough;
 
 #[cfg(test)]
