@@ -127,7 +127,7 @@ pub struct Engine<'p> {
     warm_since: Option<Millis>,
     /// Bearer tokens this isolate has verified (re-checked for time on every use).
     tokens: crate::token::Verified,
-    /// KV reads of the last second ([`kvcache`]).
+    /// KV reads of the last 30 s ([`kvcache::TTL_MS`]).
     kv_cache: kvcache::KvCache,
     /// Time left on the curated data, as last seen ([`freshness`]).
     freshness: freshness::Freshness,
@@ -222,10 +222,10 @@ impl<'p> Engine<'p> {
         &self.request_headers
     }
 
-    /// The driver's measurement of the isolate's scheduling delay: how late a zero-delay
-    /// timer fires now (its recent average). A busy isolate takes the model's answer late;
-    /// that wait is the edge's, and the breaker does not count it as the model's latency.
-    /// (`simulate` has no queue and never sets it.)
+    /// The driver's measurement of the isolate's scheduling delay: the largest lateness of
+    /// its timers in the last second (zero-delay probes and race timers), not an average. A
+    /// busy isolate takes the model's answer late; that wait is the edge's, and the breaker
+    /// does not count it as the model's latency. (`simulate` has no queue and never sets it.)
     pub fn set_queue_delay(&mut self, ms: u64) {
         self.queue_delay_ms = ms;
     }
