@@ -1,41 +1,105 @@
 //! One exit-code mechanism for every command, documented in the README's "Exit codes"
-//! table (a test keeps the two equal):
+//! table, which mirrors the table below row by row (a test keeps the two equal):
 //!
-//! - every command returns `Ok(Exit::…)` for what it decided — `Ok` (warnings allowed) or
-//!   `Invalid` (the input is invalid, diagnostics shown);
-//! - an error that reaches `main` is a usage or I/O problem (exit 2), unless it is an
-//!   [`Invalid`] (or the release registry's `Invalid`): then the input was invalid (exit 1).
+//! - every command returns `Ok(Exit::…)` for what it decided: `Ok` (warnings allowed), or
+//!   why it refuses (`Invalid` input, a `simulate` expectation not met, a damaged registry,
+//!   …);
+//! - an error that reaches `main` means the command could not run (`UsageOrIo`, exit 2),
+//!   unless it is an [`Invalid`] (or the release registry's `Invalid`): then the input was
+//!   invalid (exit 1).
 //!
 //! clap's own usage errors also exit 2.
+//!
+//! Why one row per reason rather than per code: the README once said 2 meant "usage error,
+//! or a file cannot be read or written" while `releases verify` exited 2 on a damaged
+//! registry. A reason of its own is a row of its own, and a test checks that each command
+//! only names the reasons whose row names it.
 
 use std::process::ExitCode;
 
-/// What a command's run means for its caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// Done; warnings may have been printed.
-    Ok,
-    /// The input (policy, catalog, scenario, drill invariant, …) is invalid.
-    Invalid,
-    /// Usage error, or a file or network operation failed.
-    UsageOrIo,
+macro_rules! exits {
+    ($( $(#[$doc:meta])* $variant:ident = $code:literal, $commands:expr, $meaning:literal; )*) => {
+        /// Why a command exits, each with its code and its row in the README's table.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Exit { $( $(#[$doc])* $variant, )* }
+
+        // `ALL`, `name`, `commands` and `meaning` are read by the tests that keep the
+        // README's table equal to this one.
+        impl Exit {
+            /// Every reason, in the README table's order.
+            #[cfg_attr(not(test), allow(dead_code))]
+            pub const ALL: &'static [Exit] = &[ $( Exit::$variant, )* ];
+
+            pub const fn code(self) -> u8 {
+                match self { $( Exit::$variant => $code, )* }
+            }
+
+            /// The variant's name, as the commands' code writes it (`Exit::Invalid`).
+            #[cfg_attr(not(test), allow(dead_code))]
+            pub const fn name(self) -> &'static str {
+                match self { $( Exit::$variant => stringify!($variant), )* }
+            }
+
+            /// The commands that exit this way, as the README names them.
+            #[cfg_attr(not(test), allow(dead_code))]
+            pub const fn commands(self) -> &'static str {
+                match self { $( Exit::$variant => $commands, )* }
+            }
+
+            /// What the code means for this reason, as the README says it.
+            #[cfg_attr(not(test), allow(dead_code))]
+            pub const fn meaning(self) -> &'static str {
+                match self { $( Exit::$variant => $meaning, )* }
+            }
+        }
+    };
 }
 
-impl Exit {
-    /// The README's table: code and meaning.
-    pub const TABLE: [(Exit, &'static str); 3] = [
-        (Exit::Ok, "success (warnings may have been printed; `--deny-warnings` makes them exit 1)"),
-        (Exit::Invalid, "invalid input: a policy, catalog, inventory, scenario or token input is wrong, or a drill invariant broke"),
-        (Exit::UsageOrIo, "usage error, or a file named on the command line cannot be read or written (missing, not a regular file, not UTF-8)"),
-    ];
+/// Reasons that apply to every command say so in their commands cell.
+const EVERY_COMMAND: &str = "every command";
 
-    pub const fn code(self) -> u8 {
-        match self {
-            Exit::Ok => 0,
-            Exit::Invalid => 1,
-            Exit::UsageOrIo => 2,
-        }
-    }
+exits! {
+    /// Done; warnings may have been printed.
+    Ok = 0, EVERY_COMMAND,
+        "success (warnings may have been printed; `--deny-warnings` makes them exit 1)";
+    /// The input is invalid; the diagnostics name every problem.
+    Invalid = 1,
+        "`check`, `build`, `bake`, `publish`, `releases add`, `releases promote`, \
+         `releases rollback`, `simulate`, `drill`, `token`, `dev`",
+        "invalid input, every problem named: a policy (or its warnings, under \
+         `--deny-warnings`), its catalog or inventory snapshot, the lists to publish, a module \
+         over the size budget, a release whose catalog is past its ceiling (without \
+         `--force`), a policy without `[identity]` (`token`)";
+    /// `simulate`: the scenario's `[expect]` is not met.
+    ExpectationUnmet = 1, "`simulate`",
+        "the scenario's `[expect]` is not met (each unmet expectation is printed)";
+    /// `drill`: an invariant broke, or `--find-rate` found no rate the edge sustains.
+    InvariantBroken = 1, "`drill`",
+        "an invariant broke (each is named on stderr), or `--find-rate` found no rate the \
+         edge sustains";
+    /// `events`: the edge refused the operator's request.
+    Refused = 1, "`events`",
+        "the edge refused the operator's request with a 4xx other than 401 (replay switched \
+         off, not a dead letter, nothing to skip, an unknown event, a bad filter)";
+    /// `dev`: the edge server stopped with an error, or the demo did not show a working
+    /// edge.
+    EdgeFailed = 1, "`dev`",
+        "the edge server stopped with an error; with `--demo`, its two answers were not a \
+         live one and a disclosed fallback";
+    /// `releases verify` / `repair`: the registry is damaged.
+    RegistryDamaged = 2, "`releases verify`, `releases repair`",
+        "the registry is damaged: `verify` names every problem and what `repair` would do; \
+         `repair` names what it could not fix";
+    /// The command could not run: usage, I/O, a registry it cannot use, a program or server
+    /// that is missing or failed.
+    UsageOrIo = 2, EVERY_COMMAND,
+        "the command could not run: a usage error (clap's own, a flag's value, an unknown \
+         code for `explain`); a file it reads or writes (missing, not a regular file, not \
+         UTF-8, not writable), a scenario or origin script that does not parse; a registry \
+         it cannot use (locked by another understudy without `--wait`, no such release, a \
+         release or its history damaged); something it needs that is missing or failed (the \
+         prebuilt edge, `node`, the edge, the origin; for `events`: no admin token, or the \
+         edge refused it with 401 or failed with a 5xx)";
 }
 
 impl From<Exit> for ExitCode {
@@ -80,33 +144,104 @@ pub fn of(result: anyhow::Result<ExitCode>) -> ExitCode {
 mod tests {
     use super::*;
 
-    /// The README documents exactly these exit codes (issue 9: docs that mirror code are
-    /// checked against it).
-    #[test]
-    fn the_readme_table_lists_every_exit_code() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-            .expect("README.md");
+    fn readme() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+            .expect("README.md")
+    }
+
+    /// The README's exit-code table, row by row: code, commands, meaning.
+    fn readme_rows() -> Vec<(u8, String, String)> {
+        let readme = readme();
         let section = readme
             .split("### Exit codes")
             .nth(1)
             .expect("README has an `### Exit codes` section");
-        let rows: Vec<(u8, String)> = section
+        section
             .lines()
             .skip_while(|l| !l.starts_with('|'))
             .take_while(|l| l.starts_with('|'))
             .skip(2)
             .filter_map(|l| {
-                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-                Some((cells.get(1)?.parse().ok()?, cells.get(2)?.to_string()))
+                let cells: Vec<&str> = l.split(" | ").map(|c| c.trim_matches(['|', ' '])).collect();
+                Some((
+                    cells.first()?.parse().ok()?,
+                    cells.get(1)?.to_string(),
+                    cells.get(2)?.to_string(),
+                ))
             })
-            .collect();
-        let expected: Vec<(u8, String)> = Exit::TABLE
+            .collect()
+    }
+
+    /// The README documents exactly these exit reasons (issue 9: docs that mirror code are
+    /// checked against it; issue 23: the table said what 2 meant and `releases verify`
+    /// exited 2 for something else).
+    #[test]
+    fn the_readme_table_is_the_exit_table() {
+        let expected: Vec<(u8, String, String)> = Exit::ALL
             .iter()
-            .map(|(e, meaning)| (e.code(), meaning.to_string()))
+            .map(|e| (e.code(), e.commands().to_string(), e.meaning().to_string()))
             .collect();
         assert_eq!(
-            rows, expected,
-            "README's exit-code table and Exit::TABLE differ"
+            readme_rows(),
+            expected,
+            "README's exit-code table and the `exits!` table differ; the README's rows are:\n{}",
+            Exit::ALL
+                .iter()
+                .map(|e| format!("| {} | {} | {} |", e.code(), e.commands(), e.meaning()))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
+    }
+
+    /// Each command exits only for the reasons whose row names it: a command that starts
+    /// returning a reason documented for others fails here until its row says so.
+    #[test]
+    fn each_command_exits_only_as_its_rows_say() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/cmd");
+        let mut wrong = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("src/cmd") {
+            let path = entry.expect("entry").path();
+            let command = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            if command == "mod" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("source");
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for used in code.split("Exit::").skip(1) {
+                let name: String = used
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric())
+                    .collect();
+                let Some(e) = Exit::ALL.iter().find(|e| e.name() == name) else {
+                    wrong.push(format!("{command}: Exit::{name} is no exit reason"));
+                    continue;
+                };
+                let named = e.commands() == EVERY_COMMAND
+                    || e.commands().contains(&format!("`{command}`"))
+                    || e.commands().contains(&format!("`{command} "));
+                if !named {
+                    wrong.push(format!(
+                        "{command} exits with Exit::{name}, whose row names only {}",
+                        e.commands()
+                    ));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn every_command_is_named_as_the_readme_names_it() {
+        for e in Exit::ALL {
+            if e.commands() != EVERY_COMMAND {
+                for c in e.commands().split(", ") {
+                    assert!(
+                        c.starts_with('`') && c.ends_with('`'),
+                        "{}: write commands as `name`, comma-separated: {c}",
+                        e.name()
+                    );
+                }
+            }
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! `understudy`: the policy compiler's command line. `main` is thin: it parses arguments and
 //! hands off to one module per subcommand, each a shell over `understudy-compiler` (the
 //! product) or `understudy-lab` (origin, drill, bench). Exit codes: one mechanism for every
-//! command (see `exit`): 0 ok, 1 invalid input, 2 usage or I/O.
+//! command (see `exit`, one row per reason): 0 ok, 1 the input or the run was refused, 2 the
+//! command could not run.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;

@@ -1,5 +1,8 @@
 //! One exit-code mechanism across commands (issue 10): 0 ok (warnings allowed), 1 invalid
-//! input, 2 usage or I/O — the README's table, command by command.
+//! input, 2 usage or I/O — the README's table, command by command. Where a row names a
+//! command, the binary is run into that row and must exit with the code the README gives
+//! (issue 23: the table said 2 was usage or I/O while `releases verify` exited 2 on a
+//! damaged registry).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -15,6 +18,31 @@ fn understudy(args: &[&str]) -> Output {
 
 fn code(args: &[&str]) -> i32 {
     understudy(args).status.code().unwrap_or(-1)
+}
+
+/// The code of the README's exit-code row whose `column` (1: commands, 2: meaning) contains
+/// `text`; exactly one row must.
+fn documented(column: usize, text: &str) -> i32 {
+    let readme = std::fs::read_to_string("../README.md").unwrap();
+    let section = readme.split("### Exit codes").nth(1).unwrap();
+    let rows: Vec<Vec<String>> = section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.split(" | ")
+                .map(|c| c.trim_matches(['|', ' ']).to_string())
+                .collect()
+        })
+        .collect();
+    let found: Vec<&Vec<String>> = rows.iter().filter(|r| r[column].contains(text)).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "README exit-code rows with {text:?}: {found:?}"
+    );
+    found[0][0].parse().unwrap()
 }
 
 const NOW: &str = "2026-11-30T12:00:00Z";
@@ -71,6 +99,34 @@ fn build_exits_like_check() {
 fn explain_exits_2_on_an_unknown_code() {
     assert_eq!(code(&["explain", "ERR_BUDGET_EXCEEDED"]), 0);
     assert_eq!(code(&["explain", "ERR_NO_SUCH_CODE"]), 2);
+    assert_eq!(documented(2, "unknown code for `explain`"), 2);
+}
+
+/// Issue 23: `releases verify` and `repair` exit 2 on a damaged registry, as the README's
+/// row for them says (it once said 2 meant a usage error or an unreadable file only).
+#[test]
+fn a_damaged_registry_exits_as_the_readme_says() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("releases")).unwrap();
+    // ACTIVE names no release, and there is no history to tell which one was active.
+    std::fs::write(dir.path().join("ACTIVE"), "0123456789ab\n").unwrap();
+    let reg = dir.path().to_str().unwrap();
+    let verify = understudy(&["releases", "verify", "--registry", reg]);
+    assert_eq!(
+        verify.status.code(),
+        Some(documented(1, "`releases verify`")),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    assert!(String::from_utf8_lossy(&verify.stdout).contains("ACTIVE"));
+    let repair = understudy(&["releases", "repair", "--registry", reg]);
+    assert_eq!(
+        repair.status.code(),
+        Some(documented(1, "`releases repair`")),
+        "{}",
+        String::from_utf8_lossy(&repair.stdout)
+    );
+    assert_eq!(documented(1, "`releases verify`"), 2);
 }
 
 /// Issue 10: `check` hung forever when a catalog path was a FIFO.

@@ -292,7 +292,7 @@ fn a_minified_catalog_with_a_thousand_duplicates_gives_a_small_report() {
 /// A nightly re-bake of a built policy warns with the new expiry instant too.
 #[test]
 fn a_rebake_warns_when_its_stubs_will_expire() {
-    use understudy_compiler::validate::explicit::{check_policy_catalog, CatalogFiles};
+    use understudy_compiler::validate::{explicit::check_policy_catalog, CatalogFiles};
     let path = Path::new("../policies/recommendations.toml");
     let policy = load_policy(path, NOW).policy.expect("valid");
     let files = CatalogFiles {

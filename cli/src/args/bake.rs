@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::values::{parse_publish, parse_wait};
 use super::SizeArgs;
 
 #[derive(Debug, clap::Args)]
@@ -29,7 +30,7 @@ pub struct BakeArgs {
     #[arg(long, requires = "registry")]
     pub promote: bool,
     /// Wait this long (e.g. 30s) for another understudy holding the registry's lock.
-    #[arg(long, value_name = "DURATION", requires = "registry", value_parser = super::releases::parse_wait)]
+    #[arg(long, value_name = "DURATION", requires = "registry", value_parser = parse_wait)]
     pub wait: Option<std::time::Duration>,
     #[command(flatten)]
     pub size: SizeArgs,
@@ -37,14 +38,4 @@ pub struct BakeArgs {
     /// inventory (docs/publish.md); the release's deploy.sh loads them. Repeatable.
     #[arg(long = "publish", value_name = "TIER=LISTS", value_parser = parse_publish)]
     pub publish: Vec<(String, PathBuf)>,
-}
-
-/// `--publish TIER=LISTS`.
-pub fn parse_publish(s: &str) -> Result<(String, PathBuf), String> {
-    match s.split_once('=') {
-        Some((t, f)) if !t.is_empty() && !f.is_empty() => Ok((t.to_string(), PathBuf::from(f))),
-        _ => Err(format!(
-            "`{s}`: write TIER=LISTS, e.g. category=top-sellers.csv"
-        )),
-    }
 }

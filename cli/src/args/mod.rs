@@ -4,6 +4,7 @@ mod bake;
 mod events;
 mod publish;
 mod releases;
+mod values;
 
 use std::path::PathBuf;
 

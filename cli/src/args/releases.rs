@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 
+use super::values::{parse_publish, parse_wait};
 use super::{Format, SizeArgs};
 
 #[derive(Debug, clap::Args)]
@@ -44,11 +45,6 @@ pub struct RegistryArg {
     pub wait: Option<Duration>,
 }
 
-/// `--wait DURATION`.
-pub fn parse_wait(s: &str) -> Result<Duration, String> {
-    understudy_core::time::parse_duration(s).map(Duration::from_millis)
-}
-
 #[derive(Debug, clap::Args)]
 pub struct AddArgs {
     pub policy: PathBuf,
@@ -64,7 +60,7 @@ pub struct AddArgs {
     #[arg(long)]
     pub promote: bool,
     /// Publish a KV tier with the release (TIER=LISTS, repeatable; docs/publish.md).
-    #[arg(long = "publish", value_name = "TIER=LISTS", value_parser = super::bake::parse_publish)]
+    #[arg(long = "publish", value_name = "TIER=LISTS", value_parser = parse_publish)]
     pub publish: Vec<(String, PathBuf)>,
     #[command(flatten)]
     pub size: SizeArgs,

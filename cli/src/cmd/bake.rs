@@ -20,7 +20,7 @@ use understudy_compiler::release::pipeline::{self, PolicySource, Request};
 use understudy_compiler::release::record::Kind;
 use understudy_compiler::release::registry::{LockOptions, Registry};
 use understudy_compiler::release::size;
-use understudy_compiler::validate::explicit::CatalogFiles;
+use understudy_compiler::validate::CatalogFiles;
 
 pub fn run(args: BakeArgs) -> Result<ExitCode> {
     bake(&args)

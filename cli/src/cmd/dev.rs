@@ -247,7 +247,7 @@ pub fn run(args: DevArgs) -> Result<ExitCode> {
     Ok(if status.success() {
         Exit::Ok.into()
     } else {
-        Exit::Invalid.into()
+        Exit::EdgeFailed.into()
     })
 }
 

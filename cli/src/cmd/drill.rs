@@ -1,7 +1,8 @@
 //! `understudy drill POLICY --scenario FILE [--report DIR] [--time-scale F]`: the scenario
 //! against the real edge in workerd (see [`understudy_lab::drill`]). Prints the same table as
 //! `simulate`, then every invariant's verdict. Exit 0 when every checked invariant holds;
-//! 1 when one breaks (named on stderr) or the policy is invalid; 2 on usage or I/O errors.
+//! 1 when one breaks (named on stderr), `--find-rate` finds no sustained rate, or the policy
+//! is invalid; 2 on usage or I/O errors.
 
 use crate::exit::Exit;
 use std::process::ExitCode;
@@ -66,12 +67,11 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
         return Ok(if found.sustained_rps.is_some() {
             Exit::Ok.into()
         } else {
-            Exit::Invalid.into()
+            Exit::InvariantBroken.into()
         });
     }
-    let outcome = match drill::run(&opts)? {
-        Ok(o) => o,
-        Err(code) => return Ok(code),
+    let Some(outcome) = drill::run(&opts)? else {
+        return Ok(Exit::Invalid.into()); // the policy's diagnostics were printed
     };
     if let Some(dir) = &opts.report {
         drill::write_report(dir, &outcome)?;
@@ -110,7 +110,7 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
         for v in &broken {
             eprintln!("error: invariant {} broken: {}", v.name, v.detail);
         }
-        Ok(Exit::Invalid.into())
+        Ok(Exit::InvariantBroken.into())
     }
 }
 
@@ -154,6 +154,6 @@ fn events(args: DrillArgs) -> anyhow::Result<ExitCode> {
         for v in &broken {
             eprintln!("error: invariant {} broken: {}", v.name, v.detail);
         }
-        Ok(Exit::Invalid.into())
+        Ok(Exit::InvariantBroken.into())
     }
 }

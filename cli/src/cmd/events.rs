@@ -73,7 +73,7 @@ pub fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
             Ok(if s >= 500 {
                 Exit::UsageOrIo
             } else {
-                Exit::Invalid
+                Exit::Refused
             }
             .into())
         }

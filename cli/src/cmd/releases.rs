@@ -3,7 +3,8 @@
 //!
 //! Exit codes: 0 done, 1 refused input (an invalid policy or catalog, a module over the
 //! size limit, a catalog past its ceiling without --force), 2 usage or I/O (an unknown
-//! release, a tampered registry, a lock held). Every refusal leaves `ACTIVE` as it was.
+//! release, a tampered registry, a lock held) or, for `verify` and `repair`, a damaged
+//! registry. Every refusal leaves `ACTIVE` as it was.
 
 use std::process::ExitCode;
 
@@ -332,7 +333,7 @@ fn verify(args: &RegistryArg) -> Result<ExitCode> {
             reg.root.display()
         );
     }
-    Ok(Exit::UsageOrIo.into())
+    Ok(Exit::RegistryDamaged.into())
 }
 
 fn repair(args: &RegistryArg) -> Result<ExitCode> {
@@ -360,5 +361,5 @@ fn repair(args: &RegistryArg) -> Result<ExitCode> {
     }
     println!("could not fix {} problem(s):", r.after.findings.len());
     print_findings(&r.after);
-    Ok(Exit::UsageOrIo.into())
+    Ok(Exit::RegistryDamaged.into())
 }

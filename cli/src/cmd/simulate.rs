@@ -46,6 +46,6 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     Ok(if unmet.is_empty() {
         Exit::Ok.into()
     } else {
-        Exit::Invalid.into()
+        Exit::ExpectationUnmet.into()
     })
 }

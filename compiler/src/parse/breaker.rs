@@ -11,20 +11,18 @@ use super::origin::{HOUR, MINUTE};
 use super::route::bug;
 use super::table::{Problems, Table, Unknown};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Off,
-    Consecutive,
-    Rate,
+understudy_core::words! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Mode {
+        Off = "off",
+        Consecutive = "consecutive",
+        Rate = "rate",
+    }
 }
 
 impl Words for Mode {
     const NAME: &'static str = "BreakerMode";
-    const ALL: &'static [(&'static str, Mode)] = &[
-        ("off", Mode::Off),
-        ("consecutive", Mode::Consecutive),
-        ("rate", Mode::Rate),
-    ];
+    const ALL: &'static [(&'static str, Mode)] = Mode::ALL;
 }
 
 /// [P-BREAKER] Circuit breaker: off, consecutive (seed 002) or rate (seed 000).

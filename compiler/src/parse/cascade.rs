@@ -21,31 +21,25 @@ use crate::codes::Code;
 
 impl Words for Promise {
     const NAME: &'static str = "Promise";
-    const ALL: &'static [(&'static str, Promise)] = &[
-        ("always_answer", Promise::AlwaysAnswer),
-        ("best_effort", Promise::BestEffort),
-    ];
+    const ALL: &'static [(&'static str, Promise)] = Promise::ALL;
 }
 
 impl Words for NoMatch {
     const NAME: &'static str = "NoMatch";
-    const ALL: &'static [(&'static str, NoMatch)] = &[
-        ("curated", NoMatch::Curated),
-        ("empty", NoMatch::Empty),
-        ("next_tier", NoMatch::NextTier),
-    ];
+    const ALL: &'static [(&'static str, NoMatch)] = NoMatch::ALL;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Curated,
-    Keyword,
+understudy_core::words! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Mode {
+        Curated = "curated",
+        Keyword = "keyword",
+    }
 }
 
 impl Words for Mode {
     const NAME: &'static str = "EmbeddedMode";
-    const ALL: &'static [(&'static str, Mode)] =
-        &[("curated", Mode::Curated), ("keyword", Mode::Keyword)];
+    const ALL: &'static [(&'static str, Mode)] = Mode::ALL;
 }
 
 /// [P-TIERS] The fallback cascade.
@@ -276,20 +270,18 @@ pub struct RawHttp {
     pub unknown: Unknown,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Kv,
-    Embedded,
-    Http,
+understudy_core::words! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        Kv = "kv",
+        Embedded = "embedded",
+        Http = "http",
+    }
 }
 
 impl Words for Kind {
     const NAME: &'static str = "TierKind";
-    const ALL: &'static [(&'static str, Kind)] = &[
-        ("kv", Kind::Kv),
-        ("embedded", Kind::Embedded),
-        ("http", Kind::Http),
-    ];
+    const ALL: &'static [(&'static str, Kind)] = Kind::ALL;
 }
 
 impl<'de> Deserialize<'de> for RawTier {

@@ -150,10 +150,7 @@ impl RawStorm {
 
 impl Words for OnExpired {
     const NAME: &'static str = "OnExpired";
-    const ALL: &'static [(&'static str, OnExpired)] = &[
-        ("refuse", OnExpired::Refuse),
-        ("disclose", OnExpired::Disclose),
-    ];
+    const ALL: &'static [(&'static str, OnExpired)] = OnExpired::ALL;
 }
 
 /// [P-CATALOG] The stub catalog.

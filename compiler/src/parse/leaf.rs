@@ -11,7 +11,7 @@ use toml_span::{DeserError, Deserialize, Error};
 use understudy_core::time::format_duration as fmt;
 
 use super::duration;
-use super::problem::Problem;
+use super::problem::{err, wrong, Problem};
 pub use super::strings::*;
 use crate::codes::Code;
 pub use crate::diag::Span;
@@ -84,30 +84,6 @@ impl<T: JsonSchema> JsonSchema for Part<T> {
     fn json_schema(g: &mut SchemaGenerator) -> Schema {
         T::json_schema(g)
     }
-}
-
-pub(super) fn err(problem: Problem, v: &Value<'_>) -> DeserError {
-    problem.at(v.span).into()
-}
-
-pub(super) fn wrong(expected: &str, found: &ValueInner<'_>, v: &Value<'_>) -> DeserError {
-    let found = match found {
-        ValueInner::String(_) => "a string",
-        ValueInner::Integer(_) => "an integer",
-        ValueInner::Float(_) => "a float",
-        ValueInner::Boolean(_) => "a boolean",
-        ValueInner::Array(_) => "an array",
-        ValueInner::Table(_) => "a table",
-    };
-    err(
-        Problem::new(
-            Code::WrongType,
-            format!("`{{key}}` must be {expected}, found {found}"),
-            format!("expected {expected}"),
-            format!("change the value of `{{key}}` to {expected}"),
-        ),
-        v,
-    )
 }
 
 /// A duration in milliseconds, valid in `[MIN, MAX]`.

@@ -83,17 +83,19 @@ impl RawBudget {
 
 impl Words for ClientErrors {
     const NAME: &'static str = "ClientErrors";
-    const ALL: &'static [(&'static str, ClientErrors)] = &ClientErrors::ALL;
+    const ALL: &'static [(&'static str, ClientErrors)] = ClientErrors::ALL;
 }
 
-/// A retryable origin outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Timeout,
-    Connect,
-    S408,
-    S429,
-    S5xx,
+understudy_core::words! {
+    /// A retryable origin outcome.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Outcome {
+        Timeout = "timeout",
+        Connect = "connect",
+        S408 = "408",
+        S429 = "429",
+        S5xx = "5xx",
+    }
 }
 
 impl Outcome {
@@ -115,13 +117,7 @@ impl Outcome {
 
 impl Words for Outcome {
     const NAME: &'static str = "RetryOutcome";
-    const ALL: &'static [(&'static str, Outcome)] = &[
-        ("timeout", Outcome::Timeout),
-        ("connect", Outcome::Connect),
-        ("408", Outcome::S408),
-        ("429", Outcome::S429),
-        ("5xx", Outcome::S5xx),
-    ];
+    const ALL: &'static [(&'static str, Outcome)] = Outcome::ALL;
 }
 
 /// Full-jitter exponential backoff.

@@ -11,7 +11,8 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use toml_span::{Error, ErrorKind};
+use toml_span::value::{Value, ValueInner};
+use toml_span::{DeserError, Error, ErrorKind};
 
 use super::index::Index;
 use crate::codes::Code;
@@ -123,6 +124,32 @@ impl Problem {
             help: parts.next()?.to_string(),
         })
     }
+}
+
+/// `problem` at value `v`, as the error a `Deserialize` returns.
+pub fn err(problem: Problem, v: &Value<'_>) -> DeserError {
+    problem.at(v.span).into()
+}
+
+/// A `WrongType` problem at `v`: it should have been `expected`.
+pub fn wrong(expected: &str, found: &ValueInner<'_>, v: &Value<'_>) -> DeserError {
+    let found = match found {
+        ValueInner::String(_) => "a string",
+        ValueInner::Integer(_) => "an integer",
+        ValueInner::Float(_) => "a float",
+        ValueInner::Boolean(_) => "a boolean",
+        ValueInner::Array(_) => "an array",
+        ValueInner::Table(_) => "a table",
+    };
+    err(
+        Problem::new(
+            Code::WrongType,
+            format!("`{{key}}` must be {expected}, found {found}"),
+            format!("expected {expected}"),
+            format!("change the value of `{{key}}` to {expected}"),
+        ),
+        v,
+    )
 }
 
 fn span(s: toml_span::Span) -> Span {

@@ -15,20 +15,17 @@ use crate::codes::Code;
 
 impl Words for Method {
     const NAME: &'static str = "Method";
-    const ALL: &'static [(&'static str, Method)] = &Method::ALL;
+    const ALL: &'static [(&'static str, Method)] = Method::ALL;
 }
 
 impl Words for ParamSource {
     const NAME: &'static str = "ParamSource";
-    const ALL: &'static [(&'static str, ParamSource)] = &ParamSource::ALL;
+    const ALL: &'static [(&'static str, ParamSource)] = ParamSource::ALL;
 }
 
 impl Words for ParamType {
     const NAME: &'static str = "ParamType";
-    const ALL: &'static [(&'static str, ParamType)] = &[
-        ("string", ParamType::String),
-        ("integer", ParamType::Integer),
-    ];
+    const ALL: &'static [(&'static str, ParamType)] = ParamType::ALL;
 }
 
 /// [P-ROUTE] The endpoint.

@@ -9,8 +9,7 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use toml_span::value::{Value, ValueInner};
 use toml_span::{DeserError, Deserialize};
 
-use super::leaf::{err, wrong};
-use super::problem::Problem;
+use super::problem::{err, wrong, Problem};
 use crate::codes::Code;
 
 /// A kind of string: the pattern its values match (one regex for the checker and the

@@ -12,7 +12,7 @@ use super::pipeline::{self, PolicySource, Request};
 use super::record::{self, Kind};
 use super::registry::{Registry, Release};
 use super::{invalid, Invalid};
-use crate::validate::explicit::CatalogFiles;
+use crate::validate::CatalogFiles;
 
 pub struct Published {
     pub release: Release,

@@ -16,7 +16,8 @@ use super::{size, Invalid, DEPLOY_SCRIPT, SOURCES};
 use crate::dist::{self, edge::Edge, Built};
 use crate::load::{load_policy, Loaded};
 use crate::render::{self, Sources};
-use crate::validate::explicit::{self, CatalogFiles};
+use crate::validate::explicit;
+use crate::validate::CatalogFiles;
 
 /// Where the policy comes from.
 pub enum PolicySource {

@@ -12,43 +12,8 @@ use std::path::Path;
 use understudy_core::policy::Policy;
 use understudy_core::Millis;
 
+use super::catalog_files::{CatalogFiles, Files};
 use super::{CatalogSource, Ctx, Loaded, Options, PolicyInput, Request};
-use crate::codes::Code;
-use crate::diag::Diagnostic;
-
-/// The catalog and inventory snapshot files to validate against.
-#[derive(Debug, Clone, Copy)]
-pub struct CatalogFiles<'a> {
-    pub stubs: &'a Path,
-    pub inventory: &'a Path,
-}
-
-/// A catalog export in the wrong encoding often still "reads": UTF-16 text of ASCII is
-/// valid UTF-8 with a NUL after every letter, and serde_json then reports a baffling
-/// syntax error. Name the encoding instead.
-pub fn encoding_problem(path: &Path) -> Option<Diagnostic> {
-    // The first 64 KiB tell: a byte-order mark, or NULs between ASCII letters.
-    let bytes = crate::files::head(path, 64 << 10)?;
-    let problem = if bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]) {
-        "is UTF-16 (it starts with a UTF-16 byte-order mark)".to_string()
-    } else if bytes.starts_with(&[0xef, 0xbb, 0xbf]) {
-        "starts with a UTF-8 byte-order mark, which JSON does not allow".to_string()
-    } else if let Some(at) = bytes.iter().position(|&b| b == 0) {
-        format!("contains a NUL byte at offset {at}: it is probably UTF-16 or UTF-32, not UTF-8")
-    } else {
-        return None;
-    };
-    Some(
-        Diagnostic::new(
-            Code::CatalogUnreadable,
-            path,
-            format!("`{}` {problem}", path.display()),
-        )
-        .help(
-            "export the catalog and the inventory snapshot as UTF-8 JSON without a byte-order mark",
-        ),
-    )
-}
 
 /// Validates policy `text` (as if read from `path`) with its catalog read from `files`.
 /// A policy without a `[catalog]` table validates as usual and ignores `files`.
@@ -102,8 +67,8 @@ pub(super) fn check_baked(
     let mut ctx = Ctx::new(path);
     if let (Some(rules), false) = (&policy.catalog, matches!(catalog, CatalogSource::Skip)) {
         let files = match catalog {
-            CatalogSource::Files(f) => super::stubs::Files::Given(f),
-            CatalogSource::Declared | CatalogSource::Skip => super::stubs::Files::Declared {
+            CatalogSource::Files(f) => Files::Given(f),
+            CatalogSource::Declared | CatalogSource::Skip => Files::Declared {
                 base: path.parent().unwrap_or(Path::new(".")),
                 allow_outside: options.allow_outside_paths,
             },

@@ -19,6 +19,7 @@ use serde::Deserialize;
 use understudy_core::time::format_duration;
 use understudy_core::Millis;
 
+use super::catalog_files::{json_error, listed};
 use crate::codes::Code;
 use crate::diag::Diagnostic;
 
@@ -117,7 +118,7 @@ impl<'a> Snapshot<'a> {
     /// when it is malformed.
     pub fn parse(path: &Path, text: &'a str) -> Result<Snapshot<'a>, Box<Diagnostic>> {
         let file: InventoryFile<'a> = serde_json::from_str(text).map_err(|e| {
-            Box::new(super::stubs::json_error(
+            Box::new(json_error(
                 path,
                 text,
                 e.line(),
@@ -150,15 +151,6 @@ impl<'a> Snapshot<'a> {
         }
         if !dup.is_empty() {
             let dup: Vec<String> = dup.iter().map(|s| format!("duplicated: {s}")).collect();
-            let listed: Vec<String> = dup
-                .iter()
-                .take(super::stubs::MAX_LISTED)
-                .cloned()
-                .chain(
-                    (dup.len() > super::stubs::MAX_LISTED)
-                        .then(|| format!("… and {} more", dup.len() - super::stubs::MAX_LISTED)),
-                )
-                .collect();
             return Err(Box::new(
                 Diagnostic::new(
                     Code::CatalogMalformed,
@@ -168,7 +160,7 @@ impl<'a> Snapshot<'a> {
                         dup.len()
                     ),
                 )
-                .notes(listed)
+                .notes(listed(&dup))
                 .help("export one row per SKU"),
             ));
         }

@@ -4,6 +4,7 @@
 //! every problem.
 
 mod budget;
+pub mod catalog_files;
 mod events;
 mod expiry;
 pub mod explicit;
@@ -26,7 +27,7 @@ use crate::diag::Diagnostic;
 use crate::parse;
 
 pub use crate::files::{read_text, MAX_POLICY_BYTES};
-pub use explicit::CatalogFiles;
+pub use catalog_files::CatalogFiles;
 
 /// The outcome of validating one policy.
 #[derive(Debug)]
@@ -173,8 +174,8 @@ pub fn check(req: Request<'_>) -> Loaded {
             (&model.catalog, matches!(req.catalog, CatalogSource::Skip))
         {
             let files = match req.catalog {
-                CatalogSource::Files(f) => stubs::Files::Given(f),
-                CatalogSource::Declared | CatalogSource::Skip => stubs::Files::Declared {
+                CatalogSource::Files(f) => catalog_files::Files::Given(f),
+                CatalogSource::Declared | CatalogSource::Skip => catalog_files::Files::Declared {
                     base,
                     allow_outside: req.options.allow_outside_paths,
                 },

@@ -20,7 +20,7 @@ use understudy_core::catalog::{Catalog, Item};
 use understudy_core::policy::{CatalogRules, EmbeddedTier, Policy, TierKind};
 use understudy_core::Millis;
 
-use super::explicit::CatalogFiles;
+use super::catalog_files::{encoding_problem, json_error, listed, Files};
 use super::inventory::{Snapshot, Stale};
 use super::Ctx;
 use crate::codes::Code;
@@ -28,28 +28,6 @@ use crate::diag::{Diagnostic, Span};
 use crate::parse::disclose::RawCatalog;
 
 pub use crate::files::MAX_CATALOG_BYTES;
-
-/// Where the two files are.
-#[derive(Clone, Copy)]
-pub enum Files<'a> {
-    /// As the policy names them, relative to `base` (the policy's directory).
-    Declared { base: &'a Path, allow_outside: bool },
-    /// Named by the caller (`understudy bake --catalog … --inventory …`).
-    Given(CatalogFiles<'a>),
-}
-
-/// Most problems of one kind listed in a diagnostic's notes: a catalog with a thousand
-/// broken items gets a short report, not a thousand lines.
-pub const MAX_LISTED: usize = 20;
-
-/// The first [`MAX_LISTED`] of `items`, then how many more there are.
-fn listed(items: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = items.iter().take(MAX_LISTED).cloned().collect();
-    if items.len() > MAX_LISTED {
-        out.push(format!("… and {} more", items.len() - MAX_LISTED));
-    }
-    out
-}
 
 pub struct CatalogCheck {
     pub catalog: Option<Catalog>,
@@ -116,32 +94,6 @@ pub fn needs_keyword_index(p: &Policy) -> bool {
         .any(|t| matches!(t.kind, TierKind::Embedded(EmbeddedTier::Keyword { .. })))
 }
 
-/// A problem located in a JSON file by line and column (1-based).
-pub(crate) fn json_error(
-    path: &Path,
-    text: &str,
-    line: usize,
-    column: usize,
-    message: String,
-    help: &str,
-) -> Diagnostic {
-    let offset = offset_of(text, line, column);
-    Diagnostic::new(Code::CatalogMalformed, path, message)
-        .at((offset, (offset + 1).min(text.len().max(offset))), "here")
-        .help(help)
-}
-
-fn offset_of(text: &str, line: usize, column: usize) -> usize {
-    let mut off = 0;
-    for (i, l) in text.split_inclusive('\n').enumerate() {
-        if i + 1 == line {
-            return (off + column.saturating_sub(1)).min(text.len());
-        }
-        off += l.len();
-    }
-    text.len()
-}
-
 /// The catalog's hash, as baked and as the release ID counts it: the SHA-256 of the
 /// catalog file's SHA-256 followed by the inventory snapshot's (raw digests).
 pub fn catalog_hash(stubs: &[u8], inventory: &[u8]) -> String {
@@ -199,7 +151,7 @@ pub fn check_catalog(
     // The text of `path`, or a diagnostic on `catalog.KEY` and `None`.
     let read = |ctx: &mut Ctx, key: &str, path: &Path| -> Option<String> {
         // UTF-16 (with or without a byte-order mark) is named as such, not as bad JSON.
-        if let Some(d) = super::explicit::encoding_problem(path) {
+        if let Some(d) = encoding_problem(path) {
             ctx.diags.push(d);
             return None;
         }

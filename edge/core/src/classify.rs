@@ -20,156 +20,129 @@ use serde_json::Value;
 
 use crate::policy::RetryOn;
 
-/// Why the origin's answer was not used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FailureReason {
-    MlTimeout,
-    MlConnect,
-    Ml5xx,
-    Ml429,
-    Ml408,
-    /// 401/403: the origin refused the edge's own credential.
-    MlAuth,
-    /// Any other 4xx: the origin refused the caller's request.
-    Ml4xx,
-    MlBadResponse,
-    BreakerOpen,
-    /// The isolate's in-flight origin calls are at the policy's cap (the bulkhead).
-    BulkheadFull,
-    /// The attempt's timer fired well after it was due: the isolate was too busy to take
-    /// the model's answer in time, so the timeout is the edge's, not the model's.
-    EdgeOverloaded,
+/// The classes, one row each: the word logs and docs use, and whether the class counts
+/// against the origin in the breaker. Generated, like diagnostic codes (`codes!` in the
+/// compiler): a new class is one row here, and every `match` on [`Class`] then asks for it.
+macro_rules! classes {
+    ($( $(#[$doc:meta])* $variant:ident = $word:literal, blames_origin: $blames:literal; )*) => {
+        /// Whose fault a failure is, which decides what the breaker, the retry plan and the
+        /// caller make of it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Class { $( $(#[$doc])* $variant, )* }
+
+        impl Class {
+            /// Every class, in docs/outcomes.md's order.
+            pub const ALL: &'static [Class] = &[ $( Class::$variant, )* ];
+
+            /// The class's word in logs, events and docs/outcomes.md.
+            pub const fn as_str(self) -> &'static str {
+                match self { $( Class::$variant => $word, )* }
+            }
+
+            /// Whether the outcome counts against the origin in the breaker.
+            pub const fn blames_origin(self) -> bool {
+                match self { $( Class::$variant => $blames, )* }
+            }
+        }
+    };
 }
 
-/// Whose fault a failure is, which decides what the breaker, the retry plan and the caller
-/// make of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Class {
+classes! {
     /// The origin (or the way to it) failed: breaker record, retry where allowed, fallback.
-    Dependency,
+    Dependency = "dependency", blames_origin: true;
     /// The origin refused the edge's credential: breaker record, alert, fallback, no retry.
-    Credential,
+    Credential = "credential", blames_origin: true;
     /// The origin refused the caller's request: no breaker record, no retry; pass the status
     /// through or fall back, as the policy says.
-    Caller,
+    Caller = "caller", blames_origin: false;
     /// Not an origin outcome: the edge kept the request from the origin (its breaker is
     /// open, its bulkhead full) — no breaker record.
-    Shed,
+    Shed = "shed", blames_origin: false;
     /// The edge itself was too slow (a late timer on a saturated or cold isolate): never
     /// blamed on the origin.
-    Edge,
+    Edge = "edge", blames_origin: false;
 }
 
-impl Class {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Class::Dependency => "dependency",
-            Class::Credential => "credential",
-            Class::Caller => "caller",
-            Class::Shed => "shed",
-            Class::Edge => "edge",
-        }
-    }
+/// The reasons, one row each: the stable code, the class, whether the model answered the
+/// call (with a status or a body, rather than staying silent, refusing the connection or
+/// never being asked), the `retry_on` key that allows retrying it (`never`: nothing does),
+/// and what produces it as docs/outcomes.md words it. A new reason is one row; the docs
+/// tests then ask for its line in docs/outcomes.md and the README.
+macro_rules! reasons {
+    (@retry $on:ident, never) => { false };
+    (@retry $on:ident, $key:ident) => { $on.$key };
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident = $code:literal, $class:ident, answered: $answered:literal,
+            retry: $retry:ident, $source:literal;
+    )*) => {
+        /// Why the origin's answer was not used.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum FailureReason { $( $(#[$doc])* $variant, )* }
 
-    /// Whether the outcome counts against the origin in the breaker.
-    pub fn blames_origin(self) -> bool {
-        matches!(self, Class::Dependency | Class::Credential)
-    }
+        impl FailureReason {
+            /// Every reason, in docs/outcomes.md's order.
+            pub const ALL: &'static [FailureReason] = &[ $( FailureReason::$variant, )* ];
+
+            /// The stable code: `X-Degraded-Reason`, the log line's `reason`.
+            pub const fn code(self) -> &'static str {
+                match self { $( FailureReason::$variant => $code, )* }
+            }
+
+            pub const fn class(self) -> Class {
+                match self { $( FailureReason::$variant => Class::$class, )* }
+            }
+
+            /// Whether the model (or its server) answered the call — with a status or a
+            /// body — rather than staying silent, refusing the connection or never being
+            /// asked.
+            pub const fn model_answered(self) -> bool {
+                match self { $( FailureReason::$variant => $answered, )* }
+            }
+
+            /// What produces this reason, as docs/outcomes.md words it.
+            pub const fn source(self) -> &'static str {
+                match self { $( FailureReason::$variant => $source, )* }
+            }
+
+            /// Whether `origin.retry_on` allows another attempt after this failure.
+            pub fn retryable(self, on: &RetryOn) -> bool {
+                match self { $( FailureReason::$variant => reasons!(@retry on, $retry), )* }
+            }
+        }
+    };
 }
 
-impl FailureReason {
-    pub const ALL: [FailureReason; 11] = [
-        FailureReason::MlTimeout,
-        FailureReason::MlConnect,
-        FailureReason::Ml5xx,
-        FailureReason::Ml429,
-        FailureReason::Ml408,
-        FailureReason::MlAuth,
-        FailureReason::Ml4xx,
-        FailureReason::MlBadResponse,
-        FailureReason::BreakerOpen,
-        FailureReason::BulkheadFull,
-        FailureReason::EdgeOverloaded,
-    ];
-
-    pub fn class(self) -> Class {
-        match self {
-            FailureReason::MlTimeout
-            | FailureReason::MlConnect
-            | FailureReason::Ml5xx
-            | FailureReason::Ml429
-            | FailureReason::Ml408
-            | FailureReason::MlBadResponse => Class::Dependency,
-            FailureReason::MlAuth => Class::Credential,
-            FailureReason::Ml4xx => Class::Caller,
-            FailureReason::BreakerOpen | FailureReason::BulkheadFull => Class::Shed,
-            FailureReason::EdgeOverloaded => Class::Edge,
-        }
-    }
-
-    /// Whether the model (or its server) answered the call — with a status or a body — rather
-    /// than staying silent, refusing the connection or never being asked.
-    pub fn model_answered(self) -> bool {
-        matches!(
-            self,
-            FailureReason::Ml5xx
-                | FailureReason::Ml429
-                | FailureReason::Ml408
-                | FailureReason::MlAuth
-                | FailureReason::Ml4xx
-                | FailureReason::MlBadResponse
-        )
-    }
-
-    /// What produces this reason, as docs/outcomes.md words it.
-    pub fn source(self) -> &'static str {
-        match self {
-            FailureReason::MlTimeout => "no complete answer (headers and body) before the attempt's timeout",
-            FailureReason::MlConnect => "connection refused, reset, or cut off mid-body",
-            FailureReason::Ml5xx => "status 500–599",
-            FailureReason::Ml429 => "status 429 (its Retry-After is honoured when it fits)",
-            FailureReason::Ml408 => "status 408",
-            FailureReason::MlAuth => "status 401 or 403",
-            FailureReason::Ml4xx => "any other status 400–499",
-            FailureReason::MlBadResponse => "a 2xx/other status whose body is not the declared shape (not JSON, no list at `result_path`, an empty list, too large)",
-            FailureReason::BreakerOpen => "the breaker kept the request from the origin",
-            FailureReason::BulkheadFull => "the isolate's origin calls in flight were at `origin.max_in_flight`",
-            FailureReason::EdgeOverloaded => "the attempt's timer fired later than its timeout plus the tolerance while the model answered other calls: the isolate, not the model, was slow",
-        }
-    }
-
-    pub fn code(self) -> &'static str {
-        match self {
-            FailureReason::MlTimeout => "ML_TIMEOUT",
-            FailureReason::MlConnect => "ML_CONNECT",
-            FailureReason::Ml5xx => "ML_5XX",
-            FailureReason::Ml429 => "ML_429",
-            FailureReason::Ml408 => "ML_408",
-            FailureReason::MlAuth => "ML_AUTH",
-            FailureReason::Ml4xx => "ML_4XX",
-            FailureReason::MlBadResponse => "ML_BAD_RESPONSE",
-            FailureReason::BreakerOpen => "BREAKER_OPEN",
-            FailureReason::BulkheadFull => "BULKHEAD_FULL",
-            FailureReason::EdgeOverloaded => "EDGE_OVERLOADED",
-        }
-    }
-
-    /// Whether `origin.retry_on` allows another attempt after this failure.
-    pub fn retryable(self, on: &RetryOn) -> bool {
-        match self {
-            FailureReason::MlTimeout => on.timeout,
-            FailureReason::MlConnect => on.connect,
-            FailureReason::Ml408 => on.status_408,
-            FailureReason::Ml429 => on.status_429,
-            FailureReason::Ml5xx => on.status_5xx,
-            FailureReason::MlAuth
-            | FailureReason::Ml4xx
-            | FailureReason::MlBadResponse
-            | FailureReason::BreakerOpen
-            | FailureReason::BulkheadFull
-            | FailureReason::EdgeOverloaded => false,
-        }
-    }
+reasons! {
+    MlTimeout = "ML_TIMEOUT", Dependency, answered: false, retry: timeout,
+        "no complete answer (headers and body) before the attempt's timeout";
+    MlConnect = "ML_CONNECT", Dependency, answered: false, retry: connect,
+        "connection refused, reset, or cut off mid-body";
+    Ml5xx = "ML_5XX", Dependency, answered: true, retry: status_5xx,
+        "status 500–599";
+    Ml429 = "ML_429", Dependency, answered: true, retry: status_429,
+        "status 429 (its Retry-After is honoured when it fits)";
+    Ml408 = "ML_408", Dependency, answered: true, retry: status_408,
+        "status 408";
+    /// 401/403: the origin refused the edge's own credential.
+    MlAuth = "ML_AUTH", Credential, answered: true, retry: never,
+        "status 401 or 403";
+    /// Any other 4xx: the origin refused the caller's request.
+    Ml4xx = "ML_4XX", Caller, answered: true, retry: never,
+        "any other status 400–499";
+    MlBadResponse = "ML_BAD_RESPONSE", Dependency, answered: true, retry: never,
+        "a 2xx/other status whose body is not the declared shape (not JSON, no list at \
+         `result_path`, an empty list, too large)";
+    BreakerOpen = "BREAKER_OPEN", Shed, answered: false, retry: never,
+        "the breaker kept the request from the origin";
+    /// The isolate's in-flight origin calls are at the policy's cap (the bulkhead).
+    BulkheadFull = "BULKHEAD_FULL", Shed, answered: false, retry: never,
+        "the isolate's origin calls in flight were at `origin.max_in_flight`";
+    /// The attempt's timer fired well after it was due: the isolate was too busy to take
+    /// the model's answer in time, so the timeout is the edge's, not the model's.
+    EdgeOverloaded = "EDGE_OVERLOADED", Edge, answered: false, retry: never,
+        "the attempt's timer fired later than its timeout plus the tolerance while the \
+         model answered other calls: the isolate, not the model, was slow";
 }
 
 /// A failed origin attempt: the reason, a detail for the log line (no secrets, no user

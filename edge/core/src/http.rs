@@ -46,40 +46,25 @@ impl Credential {
     }
 }
 
-/// An HTTP method the edge routes or sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Method {
-    Get,
-    Head,
-    Post,
-    Put,
-    Patch,
-    Delete,
+crate::words! {
+    /// An HTTP method the edge routes or sends.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Method {
+        Get = "GET",
+        Head = "HEAD",
+        Post = "POST",
+        Put = "PUT",
+        Patch = "PATCH",
+        Delete = "DELETE",
+    }
 }
 
 impl Method {
-    pub const ALL: [(&'static str, Method); 6] = [
-        ("GET", Method::Get),
-        ("HEAD", Method::Head),
-        ("POST", Method::Post),
-        ("PUT", Method::Put),
-        ("PATCH", Method::Patch),
-        ("DELETE", Method::Delete),
-    ];
-
     pub fn parse(s: &str) -> Option<Method> {
         Self::ALL
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(s))
             .map(|(_, m)| *m)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map(|(n, _)| *n)
-            .unwrap_or("GET")
     }
 
     /// RFC 9110 idempotent methods: retrying them cannot repeat a side effect.

@@ -31,6 +31,7 @@ pub mod template;
 pub mod time;
 pub mod token;
 pub mod wire;
+pub mod words;
 pub mod writethrough;
 
 #[cfg(test)]

@@ -33,7 +33,6 @@ mod setup;
 pub mod status;
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
@@ -96,13 +95,14 @@ impl Outcome {
     }
 }
 
-/// Runs a drill; the caller prints and exits (`Err(code)`: the policy is invalid).
-pub fn run(opts: &Options) -> Result<std::result::Result<Outcome, ExitCode>> {
+/// Runs a drill; the caller prints and chooses the exit code (`None`: the policy is
+/// invalid, its diagnostics printed).
+pub fn run(opts: &Options) -> Result<Option<Outcome>> {
     let Some(prep) = setup::prepare(opts)? else {
-        return Ok(Err(ExitCode::from(1)));
+        return Ok(None);
     };
     let played = play::play(&prep, opts)?;
-    Ok(Ok(assemble::outcome(prep, played, opts)))
+    Ok(Some(assemble::outcome(prep, played, opts)))
 }
 
 /// Writes `drill.json` and `timeline.svg` into `dir`.

@@ -80,7 +80,7 @@ pub fn find(opts: &Options, lo: f64, hi: f64, steps: usize) -> Result<Found> {
         };
         eprintln!("drill --find-rate: probing {rate:.0} req/s…");
         match run(&o) {
-            Ok(Ok(out)) => {
+            Ok(Some(out)) => {
                 let broken: Vec<String> = out.broken().iter().map(|v| v.name.to_string()).collect();
                 let p95 = out.json["figures"]["latency"]["p95_ms"].as_f64();
                 eprintln!(
@@ -99,7 +99,7 @@ pub fn find(opts: &Options, lo: f64, hi: f64, steps: usize) -> Result<Found> {
                     broken,
                 }
             }
-            Ok(Err(_)) | Err(_) => {
+            Ok(None) | Err(_) => {
                 if error.is_none() {
                     error = Some(format!("the drill at {rate} req/s could not run"));
                 }

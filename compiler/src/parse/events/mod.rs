@@ -40,7 +40,7 @@ pub type Wait = Dur<1, LONGEST_MS>;
 
 impl Words for DeadLetter {
     const NAME: &'static str = "DeadLetter";
-    const ALL: &'static [(&'static str, DeadLetter)] = &DeadLetter::ALL;
+    const ALL: &'static [(&'static str, DeadLetter)] = DeadLetter::ALL;
 }
 
 /// [V-*] Durable events.

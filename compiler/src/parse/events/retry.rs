@@ -13,7 +13,7 @@ use super::Wait;
 use crate::codes::Code;
 use crate::parse::leaf::*;
 use crate::parse::origin::Outcome;
-use crate::parse::problem::Problem;
+use crate::parse::problem::{err, Problem};
 use crate::parse::table::{Table, Unknown};
 
 /// Most attempts one event may get.

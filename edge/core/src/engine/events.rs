@@ -12,7 +12,6 @@ use crate::time::Millis;
 
 use super::command::{Command, Input, Output, Reply};
 use super::flight::{Flight, Stage};
-use super::steps::output;
 use super::{Bindings, Engine, Incoming};
 
 fn ctx<'a>(engine: &'a Engine<'_>, f: &'a Flight<'_>, ev: &'a Events) -> Ctx<'a> {
@@ -86,7 +85,7 @@ pub(super) fn step<'p>(
             crate::metrics::Outcome::BakeInvalid,
             None,
         );
-        return output(f, vec![cmd]);
+        return f.output(vec![cmd]);
     };
     let heard = match input {
         Input::Heard(got, heard) if got == io => heard,
@@ -110,7 +109,7 @@ pub(super) fn step<'p>(
                 due,
                 calls,
             };
-            return output(f, cmds);
+            return f.output(cmds);
         }
     };
     let next = flow.step(&ctx(engine, f, ev), now, heard);
@@ -143,7 +142,7 @@ fn drive<'p>(
         }
         Step::Answer(a) => cmds.push(finish(engine, f, now, *a, ev)),
     }
-    output(f, cmds)
+    f.output(cmds)
 }
 
 fn finish<'p>(

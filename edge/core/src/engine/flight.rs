@@ -14,6 +14,7 @@ use crate::retry::Backoff;
 use crate::time::Millis;
 
 use super::bulkhead::Lease;
+use super::command::{Command, Output};
 use super::hedge::Pair;
 use super::outbound::Common;
 use super::rng::Rng;
@@ -151,6 +152,14 @@ impl Flight<'_> {
             correlation_id: &self.correlation_id,
             trace: &self.trace,
         }
+    }
+
+    /// The step's output: `commands` and the request's next wake-up (none once it is
+    /// answered), remembered to measure how late the timer fires.
+    pub(super) fn output<'c>(&mut self, commands: Vec<Command<'c>>) -> Output<'c> {
+        let wake_at = self.wake_at();
+        self.armed = wake_at;
+        Output { commands, wake_at }
     }
 
     /// The next instant this request wants to be woken at: the attempt's end, its hedge,

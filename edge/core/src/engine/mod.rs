@@ -130,7 +130,7 @@ pub struct Engine<'p> {
     warm_since: Option<Millis>,
     /// Bearer tokens this isolate has verified (re-checked for time on every use).
     tokens: crate::token::Verified,
-    /// KV reads of the last 30 s ([`kvcache`]).
+    /// KV reads of the last 30 s ([`kvcache::TTL_MS`]).
     kv_cache: kvcache::KvCache,
     /// KV reads in flight that other requests may join ([`reads`]).
     reads: reads::Reads,

@@ -20,7 +20,6 @@ use super::command::{Command, Output};
 use super::finish::{answered, finish_early};
 use super::flight::{Flight, Req, Stage};
 use super::rng::Rng;
-use super::steps::output;
 use super::trace::{self, Trace};
 use super::{meta, race, Bindings, Engine, Incoming, ORIGIN_OVERRIDE_VAR};
 
@@ -87,7 +86,7 @@ pub(super) fn start<'p>(
             return (f, action);
         }
         let cmd = finish_early(engine, &mut f, now, rendered, Outcome::Admin, None);
-        let out = output(&mut f, vec![cmd]);
+        let out = f.output(vec![cmd]);
         return (f, out);
     }
 
@@ -115,7 +114,7 @@ pub(super) fn start<'p>(
                     r.headers.push(("WWW-Authenticate", "Bearer".into()));
                     let reason = Some(format!("INVALID_TOKEN: {}", e.reason()));
                     let cmd = finish_early(engine, &mut f, now, r, Outcome::Unauthorized, reason);
-                    let out = output(&mut f, vec![cmd]);
+                    let out = f.output(vec![cmd]);
                     return (f, out);
                 }
             }
@@ -145,7 +144,7 @@ pub(super) fn start<'p>(
                 Outcome::BadRequest,
                 Some(rej.code.to_string()),
             );
-            let out = output(&mut f, vec![cmd]);
+            let out = f.output(vec![cmd]);
             return (f, out);
         }
     };
@@ -235,6 +234,6 @@ pub(super) fn start<'p>(
             None => f.stage = Stage::Serving(req),
         },
     }
-    let out = output(&mut f, cmds);
+    let out = f.output(cmds);
     (f, out)
 }

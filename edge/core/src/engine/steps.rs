@@ -38,7 +38,7 @@ pub(super) fn step<'p>(
                 }
                 _ => {
                     f.stage = Stage::Limiting { io, req };
-                    return output(f, cmds);
+                    return f.output(cmds);
                 }
             };
             match verdict {
@@ -68,14 +68,7 @@ pub(super) fn step<'p>(
         // Reports after the answer: the response is out; only the isolate learns (above).
         Stage::Done => {}
     }
-    output(f, cmds)
-}
-
-/// The commands and the request's next wake-up (none once it is answered).
-pub(super) fn output<'p>(f: &mut Flight<'p>, commands: Vec<Command<'p>>) -> Output<'p> {
-    let wake_at = f.wake_at();
-    f.armed = wake_at;
-    Output { commands, wake_at }
+    f.output(cmds)
 }
 
 /// Runs `then` on the request's race and cascade; answers when it gives an answer.

@@ -8,11 +8,13 @@
 //! delivered, and lets an operator replay or skip.
 //!
 //! Everything decided is here, sans-IO, tested in virtual time: the envelope
-//! ([`envelope`], read by [`json`], which refuses a key given twice), the seal ([`seal`]),
-//! the retry schedule ([`schedule`]), one attempt's request and outcome ([`delivery`]), the
-//! outbox's rules ([`outbox`]), the metrics and alerts ([`stats`]), the shard protocol
-//! ([`protocol`]) and the request flows the engine runs ([`flow`]). The Worker and its Durable Object (`edge/worker`) move bytes.
+//! ([`envelope`], read by [`json`], which refuses a key given twice), the seal ([`seal`]), the retry schedule ([`schedule`]), one attempt's
+//! request ([`delivery`]) and what its answer means ([`attempt`]), the outbox's rules
+//! ([`outbox`]), the metrics and alerts ([`stats`]), the shard protocol ([`protocol`]) and
+//! the request flows the engine runs ([`flow`]). The Worker and its Durable Object
+//! (`edge/worker`) move bytes.
 
+pub mod attempt;
 pub mod delivery;
 pub mod envelope;
 pub mod flow;

@@ -26,49 +26,45 @@ pub fn bucket(latency_ms: u64) -> usize {
         .unwrap_or(LATENCY_BOUNDS_MS.len())
 }
 
-/// Counters the outbox adds to, by name (one SQL row each).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tally {
-    /// Delivery attempts made.
-    pub attempts: u64,
-    /// Attempts scheduled again after a retryable failure.
-    pub retries: u64,
-    pub delivered: u64,
-    pub dead_lettered: u64,
-    pub replayed: u64,
-    pub skipped: u64,
+/// The outbox's counters, one row each. The shard keeps them as SQL rows by name, so the
+/// struct, the list of names and the code that reads a row back or merges two shards come
+/// from this one list: a new counter is one row, never a field that `set` or `add` forgot.
+macro_rules! tally {
+    ($( $(#[$doc:meta])* $field:ident, )*) => {
+        /// Counters the outbox adds to, by name (one SQL row each).
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct Tally {
+            $( $(#[$doc])* pub $field: u64, )*
+        }
+
+        impl Tally {
+            /// Every counter's name (its SQL row), in declaration order.
+            pub const NAMES: &'static [&'static str] = &[ $( stringify!($field), )* ];
+
+            /// Sets the counter named `name` (its SQL row); any other name is ignored.
+            pub fn set(&mut self, name: &str, v: u64) {
+                match name {
+                    $( stringify!($field) => self.$field = v, )*
+                    _ => {}
+                }
+            }
+
+            fn add(&mut self, o: &Tally) {
+                $( self.$field += o.$field; )*
+            }
+        }
+    };
 }
 
-impl Tally {
-    pub const NAMES: [&'static str; 6] = [
-        "attempts",
-        "retries",
-        "delivered",
-        "dead_lettered",
-        "replayed",
-        "skipped",
-    ];
-
-    pub fn set(&mut self, name: &str, v: u64) {
-        match name {
-            "attempts" => self.attempts = v,
-            "retries" => self.retries = v,
-            "delivered" => self.delivered = v,
-            "dead_lettered" => self.dead_lettered = v,
-            "replayed" => self.replayed = v,
-            "skipped" => self.skipped = v,
-            _ => {}
-        }
-    }
-
-    fn add(&mut self, o: &Tally) {
-        self.attempts += o.attempts;
-        self.retries += o.retries;
-        self.delivered += o.delivered;
-        self.dead_lettered += o.dead_lettered;
-        self.replayed += o.replayed;
-        self.skipped += o.skipped;
-    }
+tally! {
+    /// Delivery attempts made.
+    attempts,
+    /// Attempts scheduled again after a retryable failure.
+    retries,
+    delivered,
+    dead_lettered,
+    replayed,
+    skipped,
 }
 
 /// One shard's state, as its `Stats` command reports it.

@@ -73,26 +73,14 @@ pub struct RetrySchedule {
     pub honor_retry_after: bool,
 }
 
-/// What a dead letter does to the later events of its aggregate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum DeadLetter {
-    /// Later events wait (and are reported) until the dead letter is replayed or skipped.
-    Hold,
-    /// Later events go on; a replayed dead letter arrives out of order (`check` warns).
-    Continue,
-}
-
-impl DeadLetter {
-    pub const ALL: [(&'static str, DeadLetter); 2] = [
-        ("hold", DeadLetter::Hold),
-        ("continue", DeadLetter::Continue),
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeadLetter::Hold => "hold",
-            DeadLetter::Continue => "continue",
-        }
+crate::words! {
+    /// What a dead letter does to the later events of its aggregate.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum DeadLetter {
+        /// Later events wait (and are reported) until the dead letter is replayed or skipped.
+        Hold = "hold",
+        /// Later events go on; a replayed dead letter arrives out of order (`check` warns).
+        Continue = "continue",
     }
 }
 

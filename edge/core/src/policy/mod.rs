@@ -45,37 +45,24 @@ pub struct Service {
     pub expected_rps: Option<u32>,
 }
 
-/// Where a request parameter comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ParamSource {
-    Query,
-    Header,
-    Path,
-    /// A claim of the verified bearer token (see [`IdentityRules`]).
-    TokenClaim,
-}
-
-impl ParamSource {
-    pub const ALL: [(&'static str, ParamSource); 4] = [
-        ("query", ParamSource::Query),
-        ("header", ParamSource::Header),
-        ("path", ParamSource::Path),
-        ("token_claim", ParamSource::TokenClaim),
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, s)| *s == self)
-            .map(|(n, _)| *n)
-            .unwrap_or("query")
+crate::words! {
+    /// Where a request parameter comes from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ParamSource {
+        Query = "query",
+        Header = "header",
+        Path = "path",
+        /// A claim of the verified bearer token (see [`IdentityRules`]).
+        TokenClaim = "token_claim",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ParamType {
-    String,
-    Integer,
+crate::words! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ParamType {
+        String = "string",
+        Integer = "integer",
+    }
 }
 
 /// [P-ROUTE] A request parameter and how it is validated before any I/O.
@@ -115,8 +102,6 @@ pub struct RetryOn {
 }
 
 impl RetryOn {
-    pub const NAMES: [&'static str; 5] = ["timeout", "connect", "408", "429", "5xx"];
-
     pub fn none() -> RetryOn {
         RetryOn {
             timeout: false,
@@ -180,29 +165,17 @@ pub struct Hedge {
     pub min_calls: u32,
 }
 
-/// [E-CLASSIFY] What the caller gets when the origin answers a 4xx about the caller's own
-/// request. Either way it is never a breaker record and never retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ClientErrors {
-    /// The origin's status with the error envelope and `retryable: false` (APIs: the caller
-    /// must fix the request).
-    PassThrough,
-    /// A disclosed fallback with reason `ML_4XX` (recommendations: an unknown user still
-    /// gets the curated list).
-    Fallback,
-}
-
-impl ClientErrors {
-    pub const ALL: [(&'static str, ClientErrors); 2] = [
-        ("pass_through", ClientErrors::PassThrough),
-        ("fallback", ClientErrors::Fallback),
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClientErrors::PassThrough => "pass_through",
-            ClientErrors::Fallback => "fallback",
-        }
+crate::words! {
+    /// [E-CLASSIFY] What the caller gets when the origin answers a 4xx about the caller's
+    /// own request. Either way it is never a breaker record and never retried.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ClientErrors {
+        /// The origin's status with the error envelope and `retryable: false` (APIs: the
+        /// caller must fix the request).
+        PassThrough = "pass_through",
+        /// A disclosed fallback with reason `ML_4XX` (recommendations: an unknown user still
+        /// gets the curated list).
+        Fallback = "fallback",
     }
 }
 
@@ -242,13 +215,15 @@ pub struct RateBreaker {
     pub failed_probe_hold_ms: u64,
 }
 
-/// Whether the cascade promises an answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Promise {
-    /// The last tier is local and always answers.
-    AlwaysAnswer,
-    /// When no tier answers, the edge returns 504 / 503 with the error envelope.
-    BestEffort,
+crate::words! {
+    /// Whether the cascade promises an answer.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Promise {
+        /// The last tier is local and always answers.
+        AlwaysAnswer = "always_answer",
+        /// When no tier answers, the edge returns 504 / 503 with the error envelope.
+        BestEffort = "best_effort",
+    }
 }
 
 /// [P-TIERS] The ordered fallback cascade.
@@ -324,16 +299,18 @@ pub enum EmbeddedTier {
     },
 }
 
-/// What a keyword tier answers when no catalog title shares a word with the query, or the
-/// request carries no query: the final net of an `always_answer` cascade must answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum NoMatch {
-    /// The catalog's curated list (its first `limit` items).
-    Curated,
-    /// An empty, disclosed result.
-    Empty,
-    /// Nothing: the cascade goes on to the next tier (a 503 after the last one).
-    NextTier,
+crate::words! {
+    /// What a keyword tier answers when no catalog title shares a word with the query, or
+    /// the request carries no query: the final net of an `always_answer` cascade must answer.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum NoMatch {
+        /// The catalog's curated list (its first `limit` items).
+        Curated = "curated",
+        /// An empty, disclosed result.
+        Empty = "empty",
+        /// Nothing: the cascade goes on to the next tier (a 503 after the last one).
+        NextTier = "next_tier",
+    }
 }
 
 /// A secondary HTTP source (e.g. a smaller model) in its own failure domain.
@@ -371,13 +348,15 @@ pub struct Storm {
     pub window_ms: u64,
 }
 
-/// What to do when the baked stubs' validation has outlived `max_age_ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum OnExpired {
-    /// Skip the embedded tier, with a logged reason.
-    Refuse,
-    /// Serve, disclosing `X-Catalog-Expired: true`.
-    Disclose,
+crate::words! {
+    /// What to do when the baked stubs' validation has outlived `max_age_ms`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum OnExpired {
+        /// Skip the embedded tier, with a logged reason.
+        Refuse = "refuse",
+        /// Serve, disclosing `X-Catalog-Expired: true`.
+        Disclose = "disclose",
+    }
 }
 
 /// [P-CATALOG] The stub catalog and how it is validated.

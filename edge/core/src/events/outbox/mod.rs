@@ -21,34 +21,22 @@ mod operator;
 
 pub use operator::{replay, skip, Refusal, Skip};
 
-use super::delivery::{self, class_name};
+use super::attempt::{self, class_name};
 use super::schedule;
 use crate::policy::events::{DeadLetter, Events};
 
-/// An event's delivery state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum State {
-    Pending,
-    Delivered,
-    DeadLetter,
+crate::words! {
+    /// An event's delivery state.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum State {
+        Pending = "PENDING",
+        Delivered = "DELIVERED",
+        DeadLetter = "DEAD_LETTER",
+    }
 }
 
 impl State {
-    pub const ALL: [(&'static str, State); 3] = [
-        ("PENDING", State::Pending),
-        ("DELIVERED", State::Delivered),
-        ("DEAD_LETTER", State::DeadLetter),
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Pending => "PENDING",
-            State::Delivered => "DELIVERED",
-            State::DeadLetter => "DEAD_LETTER",
-        }
-    }
-
     pub fn parse(s: &str) -> Option<State> {
         Self::ALL
             .iter()
@@ -382,7 +370,7 @@ pub fn settle(
 ) -> Settled {
     let mut r = rec.clone();
     let is_head = r.sequence == cursor + 1;
-    match delivery::outcome(observed) {
+    match attempt::outcome(observed) {
         Ok(()) => {
             r.state = State::Delivered;
             r.delivered_at = Some(now.0);
@@ -397,10 +385,15 @@ pub fn settle(
         Err(f) => {
             let class = f.reason.class();
             r.last_error_class = Some(class_name(class).to_string());
-            r.last_error = Some(format!("{}: {}", delivery::code(f.reason), f.detail));
+            r.last_error = Some(format!("{}: {}", attempt::code(f.reason), f.detail));
             r.last_status = f.status;
-            let retryable =
-                class == Class::Dependency && f.reason.retryable(&events.retry.retry_on);
+            // Only a dependency failure may be worth another attempt: a refused credential
+            // or event would be refused again, and the edge's own refusals never reach a
+            // consumer. A new class must say which it is.
+            let retryable = match class {
+                Class::Dependency => f.reason.retryable(&events.retry.retry_on),
+                Class::Credential | Class::Caller | Class::Shed | Class::Edge => false,
+            };
             let since_first = now.since(Millis(r.first_attempt_at.unwrap_or(now.0)));
             let wait = retryable
                 .then(|| {

@@ -385,3 +385,13 @@ fn at_most_max_events_are_chosen_and_the_rest_wake_at_once() {
     assert_eq!(plan.deliver.len(), 4);
     assert_eq!(plan.wake_at, Some(Millis(1_000)));
 }
+
+#[test]
+fn a_states_word_is_how_it_is_stored_and_read_back() {
+    // The word table and serde's `rename_all` both spell a state: they must agree, or a
+    // row written through one would not read back through the other.
+    for (word, s) in State::ALL {
+        assert_eq!(serde_json::to_value(s).unwrap(), *word);
+        assert_eq!(State::parse(word), Some(*s));
+    }
+}
