@@ -1,127 +1,212 @@
-// The Worker's JavaScript I/O (edge/worker/src/io.js), run in Node with stand-in bindings:
-// no runtime needed. The real KV binding is exercised by the end-to-end suites.
+// The Worker's JS driver (edge/worker/src/io.js), run in Node against a stand-in engine
+// that speaks the real wire format and stand-in bindings: no runtime needed. The driver
+// must perform exactly what the engine says and report each thing that ended once — it
+// decides nothing (docs/adr/010-the-engine-owns-time.md). The real bindings are exercised
+// by the end-to-end suites.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { us_kv, us_prefetch } from "../edge/worker/src/io.js";
+import { createServer } from "node:http";
+import { us_run, us_incoming, FETCHED, KV, LIMITED, TIMER } from "../edge/worker/src/io.js";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// A KV namespace stand-in: each getWithMetadata answers as `answer(key, n)` says after
-// `ms`, and is counted.
-function namespace(ms, answer = (key) => ({ value: `v:${key}`, metadata: { written_at: 1 } })) {
-  const ns = {
-    calls: [],
-    getWithMetadata(key, type) {
-      assert.equal(type, "text");
-      ns.calls.push(key);
-      const n = ns.calls.length;
-      if (ms === Infinity) return new Promise(() => {});
-      return sleep(ms).then(() => answer(key, n));
+// The wire format's writer (understudy_core::wire), for the stand-in engine.
+const num = (n) => `${n};`;
+const str = (s) => (s === undefined ? "-1;" : `${s.length};${s}`);
+const out = (wake, ...cmds) => num(wake) + cmds.join("");
+const fetchCmd = (io, url, { method = "GET", head = "", body, max = 1 << 20 } = {}) =>
+  num(1) + num(io) + str(url) + str(method) + str(head) + str(body) + num(max);
+const kvCmd = (io, binding, key) => num(2) + num(io) + str(binding) + str(key);
+const limitCmd = (io, binding, key) => num(3) + num(io) + str(binding) + str(key);
+const joinCmd = (io) => num(4) + num(io);
+const abortCmd = (io) => num(5) + num(io);
+const forgetCmd = (io) => num(6) + num(io);
+const respondCmd = (status, body, { head = "Content-Type\napplication/json\nX-Correlation-ID\ncid-1", log = '{"outcome":"x"}', cid = "cid-1", writes = [] } = {}) =>
+  num(8) + num(status) + str(head) + str(body) + str(log) + str(cid) + num(0) + num(writes.length) + writes.map((w) => w.map(str).join("")).join("");
+
+// A stand-in engine: `script(report)` returns the next output for each report, and every
+// report is recorded as [kind & 0xff, io, num, a, b, bytes length, live].
+function engine(script) {
+  const reports = [];
+  return {
+    reports,
+    step(id, kind, io, n, a, b, bytes) {
+      const r = { kind: kind & 0xff, live: (kind & 256) !== 0, io, num: n, a, b, bytes };
+      reports.push(r);
+      return script(r);
     },
+    perform: async () => {},
+    failed: (id, why) => out(-1, respondCmd(503, JSON.stringify({ code: "DEPENDENCY_UNAVAILABLE", why }))),
+    writeFailed() {},
   };
-  return ns;
 }
 
-test("concurrent reads of one key share one KV read, each gets the value", async () => {
-  const ns = namespace(20);
-  const got = await Promise.all(Array.from({ length: 10 }, () => us_kv(ns, "cat:audio", 100, "CURATED")));
-  assert.equal(ns.calls.length, 1);
-  for (const g of got) assert.deepEqual(g, [2, "v:cat:audio", '{"written_at":1}']);
-});
-
-test("reads of other keys or other bindings are not shared", async () => {
-  const ns = namespace(10);
-  await Promise.all([
-    us_kv(ns, "a", 100, "ONE"),
-    us_kv(ns, "b", 100, "ONE"),
-    us_kv(ns, "a", 100, "TWO"),
-    us_kv(ns, "a", 100, "ONE"),
-  ]);
-  assert.deepEqual(ns.calls.sort(), ["a", "a", "b"]);
-});
-
-test("a settled read is not kept: the next request reads again (the engine keeps reads)", async () => {
-  const ns = namespace(5);
-  await us_kv(ns, "k", 100, "B");
-  await us_kv(ns, "k", 100, "B");
-  assert.equal(ns.calls.length, 2);
-});
-
-test("absent, failed and throwing reads are told apart, and shared alike", async () => {
-  const absent = namespace(5, () => ({ value: null, metadata: null }));
-  assert.deepEqual(await us_kv(absent, "k", 100, "B"), [1, "", ""]);
-  const failing = namespace(5, () => {
-    throw new Error("KV GET failed: 500\nmore");
+function origin(handler) {
+  return new Promise((resolve) => {
+    const s = createServer(handler);
+    s.listen(0, "127.0.0.1", () => resolve({ url: `http://127.0.0.1:${s.address().port}`, close: () => s.close() }));
   });
-  const both = await Promise.all([us_kv(failing, "k", 100, "F"), us_kv(failing, "k", 100, "F")]);
-  assert.equal(failing.calls.length, 1);
-  for (const g of both) assert.deepEqual(g, [3, "KV GET failed: 500", ""]);
-  const throwing = { getWithMetadata() { throw new TypeError("no such namespace"); } };
-  assert.deepEqual(await us_kv(throwing, "k", 100, "T"), [3, "no such namespace", ""]);
+}
+
+test("a fetch is performed as given and reported once with its status and body", async () => {
+  const seen = [];
+  const o = await origin((req, res) => {
+    seen.push([req.method, req.url, req.headers["x-a"]]);
+    res.setHeader("content-type", "application/json");
+    res.end('{"items":[1]}');
+  });
+  const e = engine((r) => out(-1, respondCmd(200, `got ${r.num} ${Buffer.from(r.bytes).toString()}`)));
+  const res = await us_run(1, out(Date.now() + 5000, fetchCmd(7, `${o.url}/m?q=1`, { head: "X-A\n1" })), {}, {}, null, e);
+  assert.equal(await res.text(), 'got 200 {"items":[1]}');
+  assert.deepEqual(seen, [["GET", "/m?q=1", "1"]]);
+  assert.equal(e.reports.length, 1);
+  assert.equal(e.reports[0].kind, FETCHED);
+  assert.equal(e.reports[0].io, 7);
+  assert.equal(e.reports[0].live, true);
+  o.close();
 });
 
-test("each request waits at most its own timeout, even on a shared read", async () => {
-  const ns = namespace(60);
+test("the driver never decides a timeout: the engine's timer fires and the engine aborts", async () => {
+  let aborted = false;
+  const o = await origin((req) => req.on("close", () => { aborted = true; })); // never answers
+  const e = engine((r) => {
+    assert.equal(r.kind, TIMER, "no report of the hung fetch");
+    return out(-1, abortCmd(3), respondCmd(200, "fallback"));
+  });
   const t0 = Date.now();
-  const [short, long] = await Promise.all([
-    us_kv(ns, "k", 10, "B").then((r) => [r, Date.now() - t0]),
-    sleep(2).then(() => us_kv(ns, "k", 200, "B")).then((r) => [r, Date.now() - t0]),
-  ]);
-  assert.equal(ns.calls.length, 1, "the second request joined the first's read");
-  assert.deepEqual(short[0], [0, "", ""]);
-  assert.ok(short[1] < 50, `the first request gave up at its 10 ms timeout, not at ${short[1]} ms`);
-  assert.deepEqual(long[0], [2, "v:k", '{"written_at":1}'], "the joined read still answered the second request");
+  const res = await us_run(2, out(Date.now() + 40, fetchCmd(3, o.url)), {}, {}, null, e);
+  assert.equal(await res.text(), "fallback");
+  assert.ok(Date.now() - t0 >= 35, "answered at the engine's instant, not before");
+  await sleep(50);
+  assert.ok(aborted, "the engine's abort reached the origin");
+  assert.equal(e.reports.length, 1);
+  o.close();
 });
 
-test("a stuck read stops being shared when its first reader's time is up", async () => {
-  const ns = namespace(Infinity);
-  const first = us_kv(ns, "k", 15, "B");
-  const joined = us_kv(ns, "k", 15, "B");
-  assert.equal(ns.calls.length, 1);
-  assert.deepEqual(await first, [0, "", ""]);
-  assert.deepEqual(await joined, [0, "", ""]);
-  const later = us_kv(ns, "k", 15, "B");
-  assert.equal(ns.calls.length, 2, "a request after the timeout reads afresh instead of joining the stuck read");
-  assert.deepEqual(await later, [0, "", ""]);
+test("a re-armed timer fires once, at the new instant; a fetch aborted first is never reported", async () => {
+  let n = 0;
+  const o = await origin((req, res) => setTimeout(() => res.end("late"), 30));
+  const e = engine((r) => {
+    n++;
+    if (n === 1) return out(Date.now() + 60, abortCmd(1)); // moved the timer later, aborted io 1
+    return out(-1, respondCmd(200, "done"));
+  });
+  const res = await us_run(3, out(Date.now() + 10, fetchCmd(1, o.url)), {}, {}, null, e);
+  assert.equal(await res.text(), "done");
+  assert.deepEqual(e.reports.map((r) => r.kind), [TIMER, TIMER]);
+  await sleep(40);
+  assert.equal(e.reports.length, 2, "the aborted fetch's answer was not reported");
+  o.close();
 });
 
-test("the request that starts a read keeps it alive until it settles; those joining do not", async () => {
-  // workerd drops a finished request's pending I/O: without the starter's waitUntil, a
-  // request that joined its read would wait out its own timeout once the starter answered.
-  const ns = namespace(10);
-  const kept = [], joinedKept = [];
-  const starter = { waitUntil: (p) => kept.push(p) };
-  const joiner = { waitUntil: (p) => joinedKept.push(p) };
-  const [a, b] = await Promise.all([us_kv(ns, "k", 100, "W", starter), us_kv(ns, "k", 100, "W", joiner)]);
-  assert.deepEqual(a, b);
-  assert.equal(kept.length, 1);
-  assert.equal(joinedKept.length, 0);
-  assert.deepEqual(await kept[0], a, "what is kept alive is the read itself");
+test("KV reads are started, joined and forgotten as the engine says; each reader hears once", async () => {
+  const calls = [];
+  let release;
+  const gate = new Promise((r) => { release = r; });
+  const ns = {
+    async getWithMetadata(key, type) {
+      calls.push([key, type]);
+      await gate;
+      return { value: `v:${key}`, metadata: { written_at: 1 } };
+    },
+  };
+  const waits = [];
+  const ctx = { waitUntil: (p) => waits.push(p) };
+  const a = engine((r) => out(-1, forgetCmd(5), respondCmd(200, `a ${r.num} ${r.a} ${r.b}`)));
+  const b = engine((r) => out(-1, respondCmd(200, `b ${r.io} ${r.a}`)));
+  const pa = us_run(4, out(Date.now() + 1000, kvCmd(5, "CAT", "cat:audio")), {}, { CAT: ns }, ctx, a);
+  const pb = us_run(5, out(Date.now() + 1000, joinCmd(5)), {}, { CAT: ns }, ctx, b);
+  release();
+  assert.equal(await (await pa).text(), 'a 1 v:cat:audio {"written_at":1}');
+  assert.equal(await (await pb).text(), "b 5 v:cat:audio");
+  assert.deepEqual(calls, [["cat:audio", "text"]], "one read for both requests");
+  assert.equal(waits.length, 1, "the read outlives its request (waitUntil)");
+  // Forgotten: a later join finds nothing and is told so (the engine would not ask).
+  const c = engine((r) => out(-1, respondCmd(200, `c ${r.num} ${r.a}`)));
+  const pc = us_run(6, out(Date.now() + 1000, joinCmd(5)), {}, { CAT: ns }, ctx, c);
+  assert.equal(await (await pc).text(), "c 2 the shared KV read is gone");
 });
 
-test("a speculative read is found done by the read at the deadline, and kept only its keepMs", async () => {
-  const ns = namespace(5);
-  const kept = [];
-  us_prefetch(ns, "u:alice", "USER", { waitUntil: (p) => kept.push(p) }, 60);
-  us_prefetch(ns, "u:alice", "USER", { waitUntil: (p) => kept.push(p) }, 60);
-  assert.equal(ns.calls.length, 1, "a second prefetch of a key under way starts nothing");
-  assert.equal(kept.length, 1, "the prefetching request keeps its read alive");
-  await sleep(20); // the read has settled; the model's deadline comes
-  const t0 = Date.now();
-  assert.deepEqual(await us_kv(ns, "u:alice", 8, "USER"), [2, "v:u:alice", '{"written_at":1}']);
-  assert.ok(Date.now() - t0 < 5, "answered from the settled read, no new KV read");
-  assert.equal(ns.calls.length, 1);
+test("absent, failed and unbound KV reads are told apart", async () => {
+  const cases = [
+    [{ getWithMetadata: async () => ({ value: null, metadata: null }) }, "0 undefined"],
+    [{ getWithMetadata: async () => { throw new Error("KV GET failed: 500\nstack"); } }, "2 KV GET failed: 500"],
+    [{ getWithMetadata() { throw new TypeError("no such namespace"); } }, "2 no such namespace"],
+    [undefined, "2 KV binding `B` is not bound"],
+  ];
+  for (const [ns, want] of cases) {
+    const e = engine((r) => out(-1, respondCmd(200, `${r.num} ${r.a}`)));
+    const res = await us_run(7, out(-1, kvCmd(1, "B", "k")), {}, { B: ns }, null, e);
+    assert.equal(await res.text(), want);
+  }
+});
+
+test("the rate limiter's verdict, or why it could not be asked", async () => {
+  const cases = [
+    [{ limit: async ({ key }) => ({ success: key === "ok" }) }, "ok", "1"],
+    [{ limit: async () => ({ success: false }) }, "x", "0"],
+    [{ limit: async () => { throw new Error("limiter down"); } }, "x", "2 limiter down"],
+    [undefined, "x", "2 no Rate Limiting binding STORM"],
+  ];
+  for (const [binding, key, want] of cases) {
+    const e = engine((r) => {
+      assert.equal(r.kind, LIMITED);
+      return out(-1, respondCmd(200, r.num === 2 ? `2 ${r.a}` : `${r.num}`));
+    });
+    const res = await us_run(8, out(-1, limitCmd(1, "STORM", key)), {}, { STORM: binding }, null, e);
+    assert.equal(await res.text(), want);
+  }
+});
+
+test("the response carries the engine's status, headers and body; writes go out in the background", async () => {
+  const puts = [];
+  const waits = [];
+  const ns = { put: async (k, v, o) => { puts.push([k, v, o]); } };
+  const e = engine(() => assert.fail("no report expected"));
+  const res = await us_run(9, out(-1, respondCmd(200, '{"items":["é"]}', { writes: [["U", "user:1", "{}", '{"written_at":5}']] })), {}, { U: ns }, { waitUntil: (p) => waits.push(p) }, e);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("x-correlation-id"), "cid-1");
+  assert.equal(await res.text(), '{"items":["é"]}', "lengths are UTF-16 units: non-ASCII bodies arrive whole");
+  await Promise.all(waits);
+  assert.deepEqual(puts, [["user:1", "{}", { metadata: { written_at: 5 } }]]);
+});
+
+test("an exception on the driver's path is rendered by the engine, never a bare error", async () => {
+  // The engine's output names a command the driver does not know: it throws while
+  // performing it, and the engine's `failed` answer goes out instead.
+  const e = engine(() => assert.fail("no report expected"));
+  const res = await us_run(10, out(-1, num(99) + num(1)), {}, {}, null, e);
+  assert.equal(res.status, 503);
+  const body = await res.json();
+  assert.equal(body.code, "DEPENDENCY_UNAVAILABLE");
+  assert.match(body.why, /unknown command 99/);
+  // And when the engine itself throws on a report, the same.
+  const o = await origin((req, res2) => res2.end("{}"));
+  const broken = engine(() => { throw new Error("RuntimeError: unreachable"); });
+  const res2 = await us_run(11, out(-1, fetchCmd(1, o.url)), {}, {}, null, broken);
+  assert.equal(res2.status, 503);
+  assert.match((await res2.json()).why, /unreachable/);
+  o.close();
+});
+
+test("reports after the response say the request is no longer waiting", async () => {
+  const o = await origin((req, res) => setTimeout(() => res.end("{}"), 20));
+  const e = engine((r) => out(-1));
+  // The engine answers at once and leaves a fetch out (a speculative read would do the same).
+  const res = await us_run(12, out(-1, fetchCmd(1, o.url), respondCmd(200, "early")), {}, {}, null, e);
+  assert.equal(await res.text(), "early");
   await sleep(60);
-  await us_kv(ns, "u:alice", 8, "USER");
-  assert.equal(ns.calls.length, 2, "past its keepMs the speculative read is no longer used");
+  assert.equal(e.reports.length, 1);
+  assert.equal(e.reports[0].live, false, "the late report is marked: nothing to answer");
+  o.close();
 });
 
-test("a speculative read of a key whose read is under way joins it", async () => {
-  const ns = namespace(20);
-  const reading = us_kv(ns, "k", 100, "B");
-  us_prefetch(ns, "k", "B", null, 100);
-  assert.equal(ns.calls.length, 1);
-  await reading;
-  us_prefetch(ns, "k", "B", null, 100);
-  assert.equal(ns.calls.length, 2, "a settled ordinary read is not kept: the prefetch reads");
+test("the incoming request: the probe's lateness, method, URL and only the named headers", async () => {
+  const req = new Request("https://edge.example/r/alice?x=1", { headers: { "X-Correlation-ID": "c-1", Cookie: "s=1", "X-Other": "no" } });
+  await sleep(15);
+  us_incoming(req, ["x-correlation-id"]); // starts a probe
+  await sleep(15);
+  const lines = us_incoming(req, ["x-correlation-id", "cookie", "absent"]).split("\n");
+  assert.ok(Number(lines[0]) >= 0, `the probe's lateness: ${lines[0]}`);
+  assert.deepEqual(lines.slice(1), ["GET", "https://edge.example/r/alice?x=1", "x-correlation-id", "c-1", "cookie", "s=1"]);
 });

@@ -116,8 +116,9 @@ struct ScenarioWorld<'s> {
     limiter: limiter::Limiter,
     model_calls: u64,
     budget_ms: u64,
-    /// Per request: arrival (ms after the start), calls made to the model so far.
+    /// Per request: arrival (ms and µs after the start), calls made to the model so far.
     arrivals: Vec<u64>,
+    arrivals_us: Vec<u64>,
     calls: Vec<u32>,
     results: Vec<Option<RequestResult>>,
     /// The breaker's mode when each request arrived (filled by the run loop).
@@ -130,7 +131,11 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
         match op {
             Op::Limit { key, .. } => Some((0, Done::Limited(Ok(self.limiter.allow(key, now))))),
             Op::Fetch(o) if o.url.starts_with(self.origin_url) => {
-                let fault = self.sc.fault(request, self.arrivals[i]);
+                // The model is faulty for stretches of time: a call meets the fault of when
+                // it is made (a retry or a hedge may fall in another phase than its first).
+                // A first attempt is made at its request's arrival, to the µs.
+                let t_us = (now.since(self.start) * 1000).max(self.arrivals_us[i]);
+                let fault = self.sc.fault_at(t_us);
                 let call = u64::from(self.calls[i]);
                 self.calls[i] += 1;
                 self.model_calls += 1;
@@ -222,6 +227,7 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
         model_calls: 0,
         budget_ms: policy.budget.total_ms,
         arrivals: plans.iter().map(|p| p.due_us / 1000).collect(),
+        arrivals_us: plans.iter().map(|p| p.due_us).collect(),
         calls: vec![0; n],
         results: vec![None; n],
         modes: vec![""; n],

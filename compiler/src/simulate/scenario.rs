@@ -157,6 +157,46 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// The window `[from, to)` in µs since the first arrival where phase `p` applies. A
+    /// request-index phase `[a, b]` is the window `[(a − ½)·interval, (b + ½)·interval)`:
+    /// the model is faulty for a stretch of time, and every call made in it — a first
+    /// attempt, a retry, a hedge — meets the fault, as calls to the drill's origin do (its
+    /// script is these windows, `understudy_lab::drill::script`). The half-interval guard
+    /// absorbs the edge's own delay before it calls out. A phase through the last request
+    /// lasts to the end of the run, the calls made after the last arrival included (a
+    /// retry of the last request meets the fault too).
+    pub fn window_us(&self, p: &Phase) -> (u64, u64) {
+        let half = self.interval_us / 2;
+        let (mut from, mut to) = (0u64, u64::MAX);
+        if let Some((a, b)) = p.requests {
+            from = from.max((a * self.interval_us).saturating_sub(half));
+            if b + 1 < self.requests {
+                to = to.min((b + 1) * self.interval_us - half);
+            }
+        }
+        if let Some((a, b)) = p.time {
+            from = from.max(a * 1000);
+            to = to.min(b * 1000);
+        }
+        (from, to)
+    }
+
+    /// What the model does for a call made `t_us` after the first arrival. Earlier phases win.
+    pub fn fault_at(&self, t_us: u64) -> ModelFault {
+        self.phases
+            .iter()
+            .find(|p| {
+                let (from, to) = self.window_us(p);
+                from <= t_us && t_us < to
+            })
+            .map_or(
+                ModelFault::Ok {
+                    latency_ms: self.model_latency_ms,
+                },
+                |p| p.fault,
+            )
+    }
+
     /// What the model does for request `i` arriving `t_ms` after the start. Earlier phases win.
     pub fn fault(&self, i: u64, t_ms: u64) -> ModelFault {
         for p in &self.phases {

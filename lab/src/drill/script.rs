@@ -59,29 +59,13 @@ pub fn behavior(f: ModelFault) -> Behavior {
     }
 }
 
-/// The window `[from, to)` in microseconds since the first arrival where phase `p` applies.
-fn window_us(sc: &Scenario, p: &understudy_compiler::simulate::scenario::Phase) -> (u64, u64) {
-    let half = sc.interval_us / 2;
-    let end_of_run = sc.requests.saturating_mul(sc.interval_us);
-    let (mut from, mut to) = (0u64, end_of_run.max(1));
-    if let Some((a, b)) = p.requests {
-        from = from.max((a * sc.interval_us).saturating_sub(half));
-        to = to.min((b + 1) * sc.interval_us - half);
-    }
-    if let Some((a, b)) = p.time {
-        from = from.max(a * 1000);
-        to = to.min(b * 1000);
-    }
-    (from, to)
-}
-
 /// The origin script that plays `sc`'s model: disjoint time rules, earlier phases winning,
 /// and the model's normal latency as the default.
 pub fn origin_script(sc: &Scenario) -> Script {
     let windows: Vec<((u64, u64), ModelFault)> = sc
         .phases
         .iter()
-        .map(|p| (window_us(sc, p), p.fault))
+        .map(|p| (sc.window_us(p), p.fault))
         .filter(|((a, b), _)| a < b)
         .collect();
     let mut cuts: Vec<u64> = windows.iter().flat_map(|((a, b), _)| [*a, *b]).collect();
@@ -95,7 +79,7 @@ pub fn origin_script(sc: &Scenario) -> Script {
                 requests: None,
                 seconds: Some(TimeRange {
                     from: a as f64 / 1e6,
-                    to: Some(b as f64 / 1e6),
+                    to: (b != u64::MAX).then(|| b as f64 / 1e6),
                 }),
                 behavior: behavior(f),
             });
@@ -135,9 +119,12 @@ pub fn fault_window_ms(sc: &Scenario) -> Option<(u64, u64)> {
         .phases
         .iter()
         .filter(|p| !matches!(p.fault, ModelFault::Ok { latency_ms } if latency_ms <= sc.model_latency_ms))
-        .map(|p| window_us(sc, p))
+        .map(|p| sc.window_us(p))
         .filter(|(a, b)| a < b)
         .collect();
+    // A phase through the last request lasts past the last arrival; the run ends there.
+    let end_of_run = sc.requests.saturating_mul(sc.interval_us).max(1);
+    let w: Vec<(u64, u64)> = w.into_iter().map(|(a, b)| (a, b.min(end_of_run))).collect();
     let from = w.iter().map(|x| x.0).min()?;
     let to = w.iter().map(|x| x.1).max()?;
     Some((from / 1000, to / 1000))

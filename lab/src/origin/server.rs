@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
+use understudy_compiler::simulate::origin as simulated;
 
 use super::answer::{self, Echo, SimBody};
 use super::consumer::{Commit, ConsumerFault, Delivery};
@@ -266,7 +267,12 @@ async fn model(
             slow_ms,
             slow_per_mille,
         } => {
-            let slow = rand_unit() * 1000.0 < slow_per_mille as f64;
+            // A drill's request draws what `understudy simulate` draws for the same call, so
+            // the two agree on which calls are slow (and so on what a hedge wins).
+            let slow = match plan.call {
+                Some((i, call)) => u64::from(simulated::draw(i, call)) < slow_per_mille * 1000,
+                None => rand_unit() * 1000.0 < slow_per_mille as f64,
+            };
             let ms = if slow { slow_ms } else { fast_ms };
             tokio::time::sleep(Duration::from_millis(ms)).await;
             ok(answer::healthy(&echo), tracker)

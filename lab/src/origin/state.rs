@@ -5,7 +5,7 @@
 //! One mutex guards it all; it is never held across an `.await`, and every critical section
 //! is a few field updates.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -102,6 +102,8 @@ struct State {
     in_flight: u64,
     recent: VecDeque<RequestRecord>,
     recent_cap: usize,
+    /// Calls seen per drill request (`drill-<i>` correlation IDs).
+    calls: HashMap<u64, u64>,
     /// Answers sent in full, by how long they took (ms from arrival to the last byte handed
     /// to the connection): the origin's own view of its latency, scheduling delays included.
     served: Box<[u64; SERVED_BINS]>,
@@ -112,7 +114,15 @@ pub(crate) struct Plan {
     pub n: u64,
     pub behavior: Behavior,
     pub base_latency: Duration,
+    /// For a drill's request (`X-Correlation-ID: drill-<i>`): its index and which of its
+    /// calls this is (attempts and hedges count, from 0), so a `bimodal` model draws what
+    /// `understudy simulate` draws for the same call
+    /// (`understudy_compiler::simulate::origin::draw`).
+    pub call: Option<(u64, u64)>,
 }
+
+/// Calls remembered per correlation ID; past it the count starts over.
+const MAX_CALLERS: usize = 100_000;
 
 impl Shared {
     pub(crate) fn new(script: Script, base_latency: Duration, recent_cap: usize) -> Arc<Self> {
@@ -133,6 +143,7 @@ impl Shared {
                 in_flight: 0,
                 recent: VecDeque::new(),
                 recent_cap,
+                calls: HashMap::new(),
                 served: Box::new([0; SERVED_BINS]),
             }),
         })
@@ -175,10 +186,21 @@ impl Shared {
             }
             s.recent.push_back(record);
         }
+        let call = header(parts, "x-correlation-id")
+            .and_then(|c| c.strip_prefix("drill-").and_then(|i| i.parse::<u64>().ok()))
+            .map(|i| {
+                if s.calls.len() >= MAX_CALLERS {
+                    s.calls.clear();
+                }
+                let c = s.calls.entry(i).or_insert(0);
+                *c += 1;
+                (i, *c - 1)
+            });
         let plan = Plan {
             n,
             behavior,
             base_latency: s.base_latency,
+            call,
         };
         let tracker = Tracker {
             shared: Arc::clone(self),
@@ -230,6 +252,7 @@ impl Shared {
     pub(crate) fn reset_counters(&self) {
         let mut s = self.lock();
         s.epoch += 1;
+        s.calls.clear();
         s.started = Instant::now();
         s.next_n = 1;
         s.requests = 0;
