@@ -87,6 +87,36 @@ describe("understudy drill [B-DRILL]", () => {
     );
   });
 
+  // Issue 23: every timing rule is the engine's, so the Worker's driver and simulate's must
+  // perform the same hedges, retries and bulkhead refusals — checked request by request,
+  // and by the calls the origin counted.
+  test("hedges, Retry-After, the bulkhead and a breaker opening mid-retry: the real edge and simulate agree", { timeout: 120_000 }, async () => {
+    const scenario = join(SCENARIOS, "hedge-retry-bulkhead.toml");
+    const d = await drill("search-hedged.toml", scenario, ["--compare-simulate"]);
+    assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
+    assert.equal(verdict(d.json, "SIMULATE_AGREES").ok, true, JSON.stringify(d.json.simulate_disagreements));
+    const col = (name) => d.json.request_columns.indexOf(name);
+    const byIndex = new Map(d.json.requests.map((r) => [r[0], r]));
+    const reasons = d.json.requests.map((r) => r[col("reason")] ?? "-");
+    assert.deepEqual(reasons, [
+      "-", "-", "-", "-", "ML_TIMEOUT", "BULKHEAD_FULL", "-", "-", "-", "-", "ML_429", "-", "ML_TIMEOUT",
+      "BULKHEAD_FULL", "-", "-", "ML_429", "ML_429", "BREAKER_OPEN", "BREAKER_OPEN", "-", "-", "-", "-", "-", "-",
+    ]);
+    // Request 3's first call takes 4 s: only the hedge, sent at 300 ms, answers it live.
+    const latency = (i) => byIndex.get(i)[col("latency_ms")];
+    assert.ok(latency(3) < 1_000, `request 3 answered by its hedge in ${latency(3)} ms`);
+    // Request 8 waited the origin's Retry-After (1 s) before its live answer.
+    assert.ok(latency(8) >= 1_000 && latency(8) < 2_000, `request 8 in ${latency(8)} ms`);
+    const sim = understudy(["simulate", join(POLICIES, "search-hedged.toml"), "--scenario", scenario]);
+    assert.equal(sim.status, 0, sim.stderr);
+    const calls = /Model calls: (\d+)/.exec(sim.stdout)[1];
+    assert.equal(d.json.model_calls, Number(calls), "the origin counted the calls simulate made");
+    assert.deepEqual(
+      d.json.summary.breaker_transitions.map((t) => `${t.request} ${t.from}→${t.to}`),
+      ["17 CLOSED→OPEN", "20 OPEN→HALF_OPEN", "20 HALF_OPEN→CLOSED"],
+    );
+  });
+
   test("seed 000's recovery drill (time scale 0.1) meets its invariants", { timeout: 150_000 }, async (t) => {
     // A real-time run of 1,850 requests on a shared 2-core machine: one stall of the host
     // (seen once in CI: every answer of a 1.5 s window late together, while 20 runs by hand

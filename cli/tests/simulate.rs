@@ -239,3 +239,80 @@ age = "1h"
         assert!(r.latency_ms <= policy.budget.total_ms, "{r:?}");
     }
 }
+
+/// Issue 23: the scenario CI plays with `--compare-simulate` against the real edge
+/// (tests/drill.test.mjs), as the engine alone decides it: each request's answer and how
+/// many attempts it made.
+#[test]
+fn hedges_retries_the_bulkhead_and_a_breaker_opening_mid_retry_come_out_as_designed() {
+    let loaded = load_policy(Path::new("../policies/search-hedged.toml"), NOW);
+    let policy = loaded.policy.as_ref().expect("search-hedged.toml checks");
+    let sc = scenario::load(Path::new("../scenarios/hedge-retry-bulkhead.toml"), policy).unwrap();
+    let run = simulate::run(policy, loaded.catalog.as_ref(), &sc);
+    let got: Vec<(u64, Option<&str>, u32)> = run
+        .results
+        .iter()
+        .map(|r| (r.index, r.reason.as_deref(), r.model_attempts))
+        .collect();
+    let want: Vec<(u64, Option<&str>, u32)> = vec![
+        (0, None, 1),
+        (1, None, 1),
+        (2, None, 1),
+        // The first call is slow (4 s): the hedge at 300 ms answers in 100 ms.
+        (3, None, 1),
+        // Both calls slow: the race's 2.5 s end…
+        (4, Some("ML_TIMEOUT"), 1),
+        // …while it held the bulkhead's one slot.
+        (5, Some("BULKHEAD_FULL"), 0),
+        (6, None, 1),
+        (7, None, 1),
+        // 429, Retry-After 1 honoured: the retry meets the healthy model.
+        (8, None, 2),
+        (9, None, 1),
+        // 429, Retry-After 9: more than the race has left, no retry.
+        (10, Some("ML_429"), 1),
+        (11, None, 1),
+        (12, Some("ML_TIMEOUT"), 1),
+        (13, Some("BULKHEAD_FULL"), 0),
+        (14, None, 1),
+        (15, None, 1),
+        // Two 429s, then its retry's wait ends into the breaker 17's failure opened.
+        (16, Some("ML_429"), 2),
+        // The third failure in a row: the breaker opens, and no retry follows.
+        (17, Some("ML_429"), 1),
+        (18, Some("BREAKER_OPEN"), 0),
+        (19, Some("BREAKER_OPEN"), 0),
+        (20, None, 1),
+        (21, None, 1),
+        (22, None, 1),
+        (23, None, 1),
+        (24, None, 1),
+        (25, None, 1),
+    ];
+    assert_eq!(got, want);
+    let latency = |i: usize| run.results[i].latency_ms;
+    assert_eq!(latency(3), 400, "the hedge's answer: 300 ms + 100 ms");
+    assert_eq!(
+        latency(8),
+        1_105,
+        "a 5 ms 429, the 1 s Retry-After, a 100 ms answer"
+    );
+    assert_eq!(
+        run.model_calls,
+        22 + 3 + 2,
+        "22 first calls, the hedges of 3, 4 and 12, the retries of 8 and 16: no more"
+    );
+    let transitions: Vec<(u64, &str, &str)> = run
+        .breaker
+        .iter()
+        .map(|e| (e.request, e.from, e.to))
+        .collect();
+    assert_eq!(
+        transitions,
+        [
+            (17, "CLOSED", "OPEN"),
+            (20, "OPEN", "HALF_OPEN"),
+            (20, "HALF_OPEN", "CLOSED")
+        ]
+    );
+}
