@@ -62,6 +62,17 @@ fn bin(latency_ms: u64) -> usize {
     }
 }
 
+/// The smallest latency a bin holds (timeouts: above any).
+fn bin_lower(b: usize) -> u64 {
+    if b < FINE_MS as usize {
+        b as u64
+    } else if b < OVERFLOW {
+        FINE_MS + (b as u64 - FINE_MS) * COARSE_STEP_MS
+    } else {
+        u64::MAX
+    }
+}
+
 /// The largest latency a bin holds.
 fn bin_upper(b: usize) -> u64 {
     if b < FINE_MS as usize {
@@ -114,6 +125,23 @@ impl Window {
             b.timeouts = b.timeouts.saturating_add(1);
         }
         b.hist[if timed_out { OVERFLOW } else { bin(latency_ms) }] += 1;
+    }
+
+    /// Calls inside the window at `now` that took longer than `bar_ms` (timeouts always do).
+    /// A bin that straddles the bar is not counted: the count never claims more slowness
+    /// than was measured.
+    pub fn slower_than(&self, now: Millis, bar_ms: u64) -> u32 {
+        let current = now.0 / self.bucket_ms;
+        let first = (0..BINS)
+            .find(|&b| bin_lower(b) > bar_ms)
+            .unwrap_or(OVERFLOW);
+        self.buckets
+            .iter()
+            .filter(|b| {
+                b.epoch != u64::MAX && b.epoch <= current && current - b.epoch < BUCKETS as u64
+            })
+            .map(|b| b.hist[first..].iter().sum::<u32>())
+            .sum()
     }
 
     /// Totals over the buckets still inside the window at `now`.
@@ -247,6 +275,23 @@ mod tests {
         w.record(Millis(10_000), true, 1, false);
         let s = w.summary(Millis(10_000));
         assert_eq!((s.calls, s.failures), (1, 0));
+    }
+
+    #[test]
+    fn calls_slower_than_a_bar_are_counted_and_a_straddling_bin_is_not() {
+        let mut w = Window::new(30_000);
+        for ms in [10, 45, 46, 47, 300] {
+            w.record(Millis(0), true, ms, false);
+        }
+        w.record(Millis(0), false, 45, true);
+        assert_eq!(
+            w.slower_than(Millis(0), 45),
+            4,
+            "46, 47, 300 and the timeout"
+        );
+        // 300 ms is in the 288..=303 bin: above a 290 ms bar only partly, so not counted.
+        assert_eq!(w.slower_than(Millis(0), 290), 1, "only the timeout");
+        assert_eq!(w.slower_than(Millis(40_000), 45), 0, "slid out");
     }
 
     #[test]
