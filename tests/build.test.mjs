@@ -239,7 +239,55 @@ describe("a missing or corrupt bake", () => {
           assert.equal(typeof r.json?.correlationId, "string");
           assert.equal(typeof r.json?.retryable, "boolean");
           assert.ok(r.headers["x-correlation-id"], "the correlation id is echoed");
+          // Every response carries our headers; without a bake there is no breaker to ask.
+          assert.equal(r.headers["x-breaker-mode"], "UNKNOWN");
+          assert.equal(r.headers["x-policy-version"], "none");
         }
+      } finally {
+        await edge.dispose();
+      }
+    });
+  }
+});
+
+// Issue 23: two answers left the Worker with none of our headers. A module that traps (or
+// any exception reaching the runtime) would answer the runtime's bare 500: the entry
+// catches it and answers the engine's last-resort 503, rendered for the release at build.
+describe("no response leaves the Worker without our headers", () => {
+  const variants = [
+    ["throws", "fetch() { throw new Error(\"RuntimeError: unreachable\"); }"],
+    ["rejects", "async fetch() { throw new Error(\"RuntimeError: unreachable\"); }"],
+  ];
+  for (const [how, method] of variants) {
+    test(`a module whose fetch ${how} answers the last-resort 503 with every header`, async () => {
+      const { dir, manifest } = await buildPolicy(policy, join(tmp.dir, `trap-${how}`), { now: NOW });
+      // The glue's handler replaced by one that fails as a trapped module does.
+      await writeFile(join(dir, "index-orig.js"), await readFile(join(dir, "index.js")));
+      await writeFile(
+        join(dir, "index.js"),
+        `import Orig from "./index-orig.js";\nexport * from "./index-orig.js";\nexport default class Broken extends Orig { ${method} }\n`,
+      );
+      const edge = await startEdge({ dist: dir });
+      try {
+        const seen = new Set();
+        for (let i = 0; i < 2; i++) {
+          const r = await timedFetch(`${edge.url}/v1/recommendations?category=audio`);
+          assert.equal(r.status, 503, r.text);
+          assert.equal(r.json?.code, "DEPENDENCY_UNAVAILABLE", r.text);
+          assert.equal(r.json?.retryable, true);
+          assert.equal(r.headers["x-policy-version"], manifest.release_id);
+          assert.equal(r.headers["x-breaker-mode"], "UNKNOWN");
+          assert.equal(r.headers["cache-control"], "no-store");
+          assert.equal(r.headers["retry-after"], "1");
+          const cid = r.headers["x-correlation-id"];
+          assert.ok(cid && cid === r.json.correlationId, `the correlation ID in header and body: ${cid}`);
+          seen.add(cid);
+        }
+        assert.equal(seen.size, 2, "a fresh correlation ID per answer");
+        await new Promise((r) => setTimeout(r, 100)); // the runtime's output is read in blocks
+        const lines = edge.logs().filter((l) => l.includes('"edge_failed"'));
+        assert.equal(lines.length, 2, "one log line per failed request");
+        assert.match(lines[0], /RuntimeError: unreachable/);
       } finally {
         await edge.dispose();
       }

@@ -386,6 +386,28 @@ describe("edge: recommendations (seed 000) against the simulated origin", () => 
     assert.equal(l.origin_override, true);
     assert.equal(r.status, 200);
   });
+
+  // Issue 23: every response leaves with our headers, whatever kind of answer it is.
+  test("every kind of answer carries X-Correlation-ID, X-Policy-Version and X-Breaker-Mode", async () => {
+    const answers = {
+      live: await get("hdr-live", { category: "audio" }),
+      "bad parameter (400)": await stack.fetch("/v1/recommendations?category=%0A"),
+      "unknown route (404)": await stack.fetch("/nowhere"),
+      "wrong method (405)": await stack.fetch("/v1/recommendations?category=audio", { method: "DELETE", headers: { authorization: `Bearer ${token("hdr")}` } }),
+      "forged token (401)": await stack.fetch("/v1/recommendations?category=audio", { headers: { authorization: "Bearer a.b.c" } }),
+      "status endpoint without its token (401)": await stack.fetch("/__understudy/status"),
+    };
+    await stack.origin.setFault({ kind: "hang" });
+    answers["degraded (ML_TIMEOUT)"] = await get("hdr-hang", { category: "toys" });
+    await stack.origin.setFault({ kind: "reset" });
+    answers["degraded (ML_CONNECT)"] = await get("hdr-reset", { category: "audio" });
+    for (const [what, r] of Object.entries(answers)) {
+      assert.ok(r.headers["x-correlation-id"], `${what}: X-Correlation-ID (status ${r.status})`);
+      assert.equal(r.headers["x-policy-version"], release, `${what}: X-Policy-Version`);
+      assert.match(r.headers["x-breaker-mode"] ?? "", /^[A-Z_]+$/, `${what}: X-Breaker-Mode`);
+      assert.notEqual(r.status, 500, `${what}: never a bare 500`);
+    }
+  });
 });
 
 describe("edge: a policy with no tier left answers 504 / 503 (orders API, seed 004)", () => {
