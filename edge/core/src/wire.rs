@@ -89,16 +89,8 @@ pub fn encode(out: &Output<'_>) -> String {
                     w.str(key);
                 }
             },
-            Command::Join { io } => {
-                w.num(4);
-                w.num(io.0);
-            }
             Command::Abort { io } => {
                 w.num(5);
-                w.num(io.0);
-            }
-            Command::Forget { io } => {
-                w.num(6);
                 w.num(io.0);
             }
             Command::Events { io, .. } => {

@@ -1,6 +1,6 @@
 // The Worker's driver of the request engine (docs/adr/010-the-engine-owns-time.md): it
-// performs the engine's commands — fetch, abort, read KV, join a read, ask the rate
-// limiter — arms the one timer per request the engine asks for, and reports what ended,
+// performs the engine's commands — fetch, abort, read KV, ask the rate limiter — arms the
+// one timer per request the engine asks for, and reports what ended,
 // with one call into the engine each time. It decides nothing: no timeout, no winner, no
 // retry. Its only branches are on what a command says and on what the runtime returned.
 //
@@ -58,7 +58,7 @@ export function us_incoming(req, names) {
 //   1 fetch  io url method head body max  (body's length -1: no body)
 //   2 kv     io binding key
 //   3 limit  io binding key
-//   4 join   io       5 abort io       6 forget io       7 events io (performed in Rust)
+//   5 abort  io       7 events io (performed in Rust)
 //   8 respond status head body log cid point [index blob×5 double×3] writes [binding key value meta]×writes
 // `head` is `name\nvalue\n…` (names and values never contain a newline).
 class Reader {
@@ -77,9 +77,6 @@ class Flight {
     this.timer = undefined; this.due = -1; this.fetches = new Map();
   }
 }
-
-// KV reads in flight that a request may join (the engine says which, and when to forget).
-const reads = new Map();
 
 // One fetch: [status, retry-after, body] once headers and (for a 2xx) the whole body are
 // in; [-2] past `max` bytes; [-1, message] when it failed. No timer: the engine's.
@@ -185,9 +182,10 @@ function apply(f, out) {
           const binding = r.str(), key = r.str();
           const ns = f.env[binding];
           const p = ns == null ? Promise.resolve([2, `KV binding \`${binding}\` is not bound`]) : readKv(ns, key);
-          reads.set(io, p);
           // workerd drops a finished request's pending I/O: the read must outlive its
-          // request for the requests that join it (and for the engine's cache).
+          // request, whose report is where requests waiting on the same key find it (they
+          // never await this promise: a cross-request promise lost wake-ups in workerd,
+          // docs/adr/010-the-engine-owns-time.md).
           if (f.ctx != null) f.ctx.waitUntil(p);
           p.then((x) => report(f, KV, io, x[0], x[1], x[2]));
           break;
@@ -197,19 +195,11 @@ function apply(f, out) {
           limit(f.env, binding, key).then((x) => report(f, LIMITED, io, x[0], x[1]));
           break;
         }
-        case 4: {
-          const p = reads.get(io) ?? Promise.resolve([2, "the shared KV read is gone"]);
-          p.then((x) => report(f, KV, io, x[0], x[1], x[2]));
-          break;
-        }
         case 5: {
           const ctl = f.fetches.get(io);
           if (ctl !== undefined) { f.fetches.delete(io); abortSoon(ctl); }
           break;
         }
-        case 6:
-          reads.delete(io);
-          break;
         case 7:
           f.engine.perform(f.id, io).then(() => report(f, HEARD, io, 0));
           break;

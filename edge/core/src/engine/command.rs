@@ -31,12 +31,8 @@ pub enum Command<'p> {
     Start { io: IoId, op: Op<'p> },
     /// Start an event request's `op`; report [`Input::Heard`] with `io` when it ends.
     Events { io: IoId, op: EventIo },
-    /// Await the KV read `io` that another request started; report it as if started here.
-    Join { io: IoId },
     /// Abort the fetch `io`: its answer is no longer wanted (a report still made is ignored).
     Abort { io: IoId },
-    /// Drop the handle on KV read `io`: no request will join it again.
-    Forget { io: IoId },
     /// Answer the client (then perform the commands after it).
     Respond(Box<Reply>),
 }

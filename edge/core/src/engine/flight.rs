@@ -80,7 +80,7 @@ pub(super) struct Req<'p> {
     /// Set once the request walks the cascade.
     pub walker: Option<Walker>,
     /// The tier read in flight.
-    pub tier: Option<TierWait>,
+    pub tier: Option<TierWait<'p>>,
     /// Operations this request started that still hold one of its connections (see
     /// [`crate::cascade::MAX_CONNECTIONS`]): fetches not yet ended or aborted, KV reads not
     /// yet ended (a read the engine stopped waiting for still holds one).
@@ -118,12 +118,17 @@ impl Attempt {
 }
 
 /// A tier's read in flight.
-pub(super) struct TierWait {
+pub(super) struct TierWait<'p> {
     pub io: IoId,
     /// When the engine stops waiting (the tier's timeout).
     pub due: Millis,
     /// An HTTP tier (a fetch, aborted at its timeout) rather than a KV read.
     pub http: bool,
+    /// A read another request started (binding, key): its result is looked for in the
+    /// isolate's cache each time this request's timer fires ([`super::reads`]).
+    pub shared: Option<(&'p str, String)>,
+    /// When to look next.
+    pub poll_at: Option<Millis>,
 }
 
 impl Flight<'_> {
@@ -176,7 +181,11 @@ impl Flight<'_> {
             .calling
             .as_ref()
             .map(|c| c.pair.hedge_due().map_or(c.due, |h| h.min(c.due)));
-        [attempt, req.backoff_until, req.tier.as_ref().map(|t| t.due)]
+        let tier = req
+            .tier
+            .as_ref()
+            .map(|t| t.poll_at.map_or(t.due, |p| p.min(t.due)));
+        [attempt, req.backoff_until, tier]
             .into_iter()
             .flatten()
             .min()

@@ -292,21 +292,18 @@ impl<'p> Engine<'p> {
     }
 
     /// An operation ended after its request was answered (and forgotten by the driver): what
-    /// it tells the isolate still counts — a KV read fills the cache — and no request hears
-    /// it. Returns the commands it needs (forgetting a shared read).
-    pub fn settle(&mut self, now: Millis, input: Input) -> Vec<Command<'p>> {
-        let mut cmds = Vec::new();
+    /// it tells the isolate still counts — a KV read fills the cache, where the requests that
+    /// joined it find it — and no request hears it.
+    pub fn settle(&mut self, now: Millis, input: Input) {
         if let Input::Done(io, Done::Kv(read)) = &input {
-            self.kv_ended(now, *io, read, &mut cmds);
+            self.kv_ended(now, *io, read);
         }
-        cmds
     }
 
     /// KV read `io` ended with `read`: the isolate remembers it and stops sharing it.
-    fn kv_ended(&mut self, now: Millis, io: IoId, read: &KvRead, cmds: &mut Vec<Command<'p>>) {
+    fn kv_ended(&mut self, now: Millis, io: IoId, read: &KvRead) {
         if let Some((binding, key)) = self.reads.ended(io) {
             self.kv_cache.put(&binding, &key, now, read);
-            cmds.push(Command::Forget { io });
         }
     }
 

@@ -301,16 +301,13 @@ fn prefetch<'p>(
                 {
                     continue;
                 }
-                let mut forget = Vec::new();
                 let plan = engine.reads.plan(
                     &engine.kv_cache,
                     now,
                     (binding, &key),
                     keep_until,
                     &mut engine.ios,
-                    &mut forget,
                 );
-                cmds.extend(forget.into_iter().map(|io| Command::Forget { io }));
                 if let ReadPlan::Start(io) = plan {
                     cmds.push(Command::Start {
                         io,

@@ -25,7 +25,7 @@ pub(super) fn step<'p>(
         }
     }
     if let Input::Done(io, Done::Kv(read)) = &input {
-        engine.kv_ended(now, *io, read, &mut cmds);
+        engine.kv_ended(now, *io, read);
     }
     match std::mem::replace(&mut f.stage, Stage::Done) {
         Stage::Limiting { io, req } => {

@@ -5,8 +5,7 @@
 //! It decides nothing (docs/adr/010-the-engine-owns-time.md): a [`World`] says how long each
 //! operation takes and what it produces (a hang never ends), and the driver delivers that
 //! result when its time comes — unless the engine aborted the operation first. Timers fire
-//! exactly when the engine asked (or as late as the world says, to model a busy isolate). A
-//! KV read another request joins ends for it when it ends for its starter.
+//! exactly when the engine asked (or as late as the world says, to model a busy isolate).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -77,14 +76,6 @@ struct InFlight<'p> {
     results: HashMap<IoId, Input>,
 }
 
-/// A KV read's end, for the requests that join it.
-#[derive(Debug, Clone)]
-struct SharedRead {
-    /// When it ends (µs), `None`: never.
-    at_us: Option<u64>,
-    done: Option<Done>,
-}
-
 /// The virtual driver. Time is in µs since the epoch (arrivals may fall between ms); the
 /// engine sees whole ms.
 #[derive(Default)]
@@ -96,7 +87,6 @@ pub struct Virtual<'p> {
     /// Results still on their way to requests already answered (the isolate still learns
     /// from them: [`Engine::settle`]).
     orphans: HashMap<(u64, IoId), Input>,
-    reads: HashMap<IoId, SharedRead>,
     aborted: HashSet<IoId>,
     now_us: u64,
 }
@@ -174,8 +164,7 @@ impl<'p> Virtual<'p> {
                     }
                     let Some(f) = self.flights.get_mut(&i) else {
                         if let Some(input) = self.orphans.remove(&(i, io)) {
-                            let cmds = engine.settle(now, input);
-                            self.perform(world, i, at_us, cmds);
+                            engine.settle(now, input);
                         }
                         continue;
                     };
@@ -235,17 +224,7 @@ impl<'p> Virtual<'p> {
         for c in commands {
             match c {
                 Command::Start { io, op } => {
-                    let ended = world.perform(request, now, &op);
-                    if let Op::ReadKv { .. } = op {
-                        self.reads.insert(
-                            io,
-                            SharedRead {
-                                at_us: ended.as_ref().map(|(ms, _)| at_us + ms * 1000),
-                                done: ended.as_ref().map(|(_, d)| d.clone()),
-                            },
-                        );
-                    }
-                    if let Some((ms, done)) = ended {
+                    if let Some((ms, done)) = world.perform(request, now, &op) {
                         self.deliver(request, io, at_us + ms * 1000, Input::Done(io, done));
                     }
                 }
@@ -254,19 +233,8 @@ impl<'p> Virtual<'p> {
                         self.deliver(request, io, at_us + ms * 1000, Input::Heard(io, heard));
                     }
                 }
-                Command::Join { io } => {
-                    let Some(r) = self.reads.get(&io).cloned() else {
-                        continue;
-                    };
-                    if let (Some(end), Some(done)) = (r.at_us, r.done) {
-                        self.deliver(request, io, end.max(at_us), Input::Done(io, done));
-                    }
-                }
                 Command::Abort { io } => {
                     self.aborted.insert(io);
-                }
-                Command::Forget { io } => {
-                    self.reads.remove(&io);
                 }
                 Command::Respond(reply) => {
                     world.answered(request, now, *reply);

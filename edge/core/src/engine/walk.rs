@@ -11,7 +11,7 @@ use crate::time::Millis;
 
 use super::command::Command;
 use super::flight::{Flight, Req, TierWait};
-use super::reads::Plan;
+use super::reads::{Plan, POLL_MS};
 use super::{outbound, Engine};
 
 /// The origin failed with `failure` (or was never called): walk the cascade from its first
@@ -59,17 +59,14 @@ fn advance<'p>(
                 match op {
                     Op::ReadKv { binding, key } => {
                         f.prefetched.retain(|(b, k)| !(*b == binding && *k == key));
-                        let mut forget = Vec::new();
                         let plan = engine.reads.plan(
                             &engine.kv_cache,
                             now,
                             (binding, &key),
                             due,
                             &mut engine.ios,
-                            &mut forget,
                         );
-                        cmds.extend(forget.into_iter().map(|io| Command::Forget { io }));
-                        let io = match plan {
+                        let (io, shared) = match plan {
                             // Read lately by this isolate: answered from memory, no I/O.
                             Plan::Cached(read) => {
                                 if let Some(fb) = walker.on_kv(&req.ctx, now, read) {
@@ -77,23 +74,25 @@ fn advance<'p>(
                                 }
                                 continue;
                             }
-                            Plan::Join(io) => {
-                                cmds.push(Command::Join { io });
-                                io
-                            }
+                            // Its result reaches the engine through the request that
+                            // started it; this one looks for it when its timer fires.
+                            Plan::Join(io) => (io, Some((binding, key))),
                             Plan::Start(io) => {
                                 cmds.push(Command::Start {
                                     io,
                                     op: Op::ReadKv { binding, key },
                                 });
                                 req.open.push(io);
-                                io
+                                (io, None)
                             }
                         };
+                        let poll_at = shared.as_ref().map(|_| now.plus(POLL_MS).min(due));
                         req.tier = Some(TierWait {
                             io,
                             due,
                             http: false,
+                            shared,
+                            poll_at,
                         });
                         return None;
                     }
@@ -108,6 +107,8 @@ fn advance<'p>(
                             io,
                             due,
                             http: true,
+                            shared: None,
+                            poll_at: None,
                         });
                         return None;
                     }
@@ -172,7 +173,8 @@ pub(super) fn http<'p>(
     advance(engine, f, req, now, cmds)
 }
 
-/// The request's timer fired at `now`: the tier read in flight may be out of time.
+/// The request's timer fired at `now`: a read it joined may have ended (the engine keeps
+/// what the starting request reported), or the tier read in flight may be out of time.
 pub(super) fn timer<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
@@ -180,6 +182,17 @@ pub(super) fn timer<'p>(
     now: Millis,
     cmds: &mut Vec<Command<'p>>,
 ) -> Option<Answer> {
+    let t = req.tier.as_mut()?;
+    if let Some((binding, key)) = &t.shared {
+        if let Some(read) = engine.kv_cache.get(binding, key, now) {
+            let io = t.io;
+            return kv(engine, f, req, now, io, read, cmds);
+        }
+        if t.due > now {
+            t.poll_at = Some(now.plus(POLL_MS).min(t.due));
+            return None;
+        }
+    }
     let t = req.tier.as_ref().filter(|t| t.due <= now)?;
     let (io, http) = (t.io, t.http);
     if http {

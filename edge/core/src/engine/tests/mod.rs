@@ -84,15 +84,14 @@ fn fetch(out: &Output<'_>) -> IoId {
     }
 }
 
-/// The KV read `out` starts or joins for the cascade (the last one: speculative reads start
+/// The KV read `out` starts for the cascade (the last one: speculative reads start
 /// alongside a fetch).
 fn kv_read(out: &Output<'_>) -> Option<IoId> {
     out.commands.iter().rev().find_map(|c| match c {
         Command::Start {
             io,
             op: Op::ReadKv { .. },
-        }
-        | Command::Join { io } => Some(*io),
+        } => Some(*io),
         _ => None,
     })
 }
@@ -163,6 +162,45 @@ fn finish<'p>(
                 e.step(f, at(t), input)
             }
             (None, None) => panic!("a request with nothing to wait for: {out:?}"),
+        };
+    }
+    panic!("no answer after 100 steps");
+}
+
+/// Drives one request from `out` against a hung model: every KV read it starts misses 1 ms
+/// later, its timer fires when due, in time order. The answer and the keys it read.
+fn hung<'p>(
+    e: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    t0: u64,
+    mut out: Output<'p>,
+) -> (Reply, Vec<String>) {
+    let mut keys = Vec::new();
+    let mut pending: Vec<(u64, IoId)> = Vec::new();
+    let mut t = t0;
+    for _ in 0..100 {
+        keys.extend(kv_keys(&out));
+        if let Some(r) = out.reply() {
+            return (r.clone(), keys);
+        }
+        for (io, op) in out.starts() {
+            if let Op::ReadKv { .. } = op {
+                pending.push((t + 1, io));
+            }
+        }
+        pending.sort();
+        let timer = out.wake_at.map(|w| w.since(Millis(NOW)));
+        out = match (pending.first().copied(), timer) {
+            (Some((tk, io)), tw) if tw.is_none_or(|tw| tk <= tw) => {
+                pending.remove(0);
+                t = tk;
+                e.step(f, at(t), kv_done(io, miss()))
+            }
+            (_, Some(tw)) => {
+                t = tw;
+                e.step(f, at(t), Input::Timer)
+            }
+            (_, None) => panic!("a request with nothing to wait for: {out:?}"),
         };
     }
     panic!("no answer after 100 steps");

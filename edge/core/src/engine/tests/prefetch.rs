@@ -64,14 +64,15 @@ fn once_the_model_has_gone_silent_calls_start_their_tier_reads_alongside() {
     assert_eq!(binding, "RECS_KV");
     assert!(user_key.starts_with("user_rec:"), "{user_key}");
     let read = kv_read(&out).unwrap();
-    // It times out too, and the cascade joins that read rather than starting another.
+    // It times out too, and the cascade waits for that read rather than starting another…
     let out = e.step(&mut f, at(245), Input::Timer);
     assert!(
-        out.commands.contains(&Command::Join { io: read }),
-        "{out:?}"
+        kv_keys(&out).is_empty(),
+        "no second read of the key: {out:?}"
     );
-    assert!(kv_keys(&out).is_empty(), "no second read of the key");
-    let _ = kv_misses(&mut e, &mut f, 246, out);
+    // …whose miss comes at 246: the category tier (read lately) misses, the stubs answer.
+    let r = reply(e.step(&mut f, at(246), kv_done(read, miss())));
+    assert_eq!(r.header("X-Fallback-Tier"), Some("stubs"));
     assert_eq!(
         (e.counters().kv_prefetched, e.counters().kv_prefetch_unused),
         (1, 0)
@@ -86,16 +87,54 @@ fn once_the_model_has_gone_silent_calls_start_their_tier_reads_alongside() {
         (e.counters().kv_prefetched, e.counters().kv_prefetch_unused),
         (2, 1)
     );
-    // Its read ends after the answer: the isolate still keeps what it found, and the driver
-    // is told to forget the read.
-    let cmds = e.settle(at(320), kv_done(kv_read(&out).unwrap(), miss()));
-    assert!(
-        matches!(cmds.as_slice(), [Command::Forget { .. }]),
-        "{cmds:?}"
-    );
+    // Its read ends after the answer: the isolate still keeps what it found.
+    e.settle(at(320), kv_done(kv_read(&out).unwrap(), miss()));
     // The model is heard from again: no more speculative reads.
     let (_, out) = begin_for(&mut e, 400, "dan");
     assert_eq!(prefetched(&out), vec![]);
+}
+
+/// Issue 23: a request that needs a key another request is reading does not await that
+/// request's promise (in workerd a cross-request promise lost wake-ups, and requests with
+/// their answer ready were cancelled as hung): it finds the result in the isolate's cache
+/// when its own timer fires, every millisecond, and starts no read of its own.
+#[test]
+fn a_request_waiting_on_another_requests_read_finds_its_result_when_its_timer_fires() {
+    let b = bake(seed_policy());
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    let (mut fa, _) = begin_for(&mut e, 100, "ann");
+    let (mut fb, _) = begin_for(&mut e, 101, "bob");
+    // Both calls time out; each reads its own user tier, which misses.
+    let a = e.step(&mut fa, at(145), Input::Timer);
+    let b_out = e.step(&mut fb, at(146), Input::Timer);
+    let a = e.step(&mut fa, at(147), kv_done(kv_read(&a).unwrap(), miss()));
+    let category = kv_read(&a).expect("ann starts the category tier's read");
+    assert_eq!(kv_keys(&a), ["cat_rec:general"]);
+    let b_out = e.step(&mut fb, at(148), kv_done(kv_read(&b_out).unwrap(), miss()));
+    assert!(
+        kv_keys(&b_out).is_empty(),
+        "bob waits for ann's read: {b_out:?}"
+    );
+    assert_eq!(
+        b_out.wake_at,
+        Some(at(149)),
+        "and looks for it in a millisecond"
+    );
+    let b_out = e.step(&mut fb, at(149), Input::Timer);
+    assert_eq!(b_out.wake_at, Some(at(150)), "not there yet: looks again");
+    assert!(b_out.commands.is_empty());
+    // Ann's read ends: her answer, and the isolate keeps the value…
+    let hit = KvRead::Value {
+        value: Some(r#"{"items":[{"sku":"CAT-1"}]}"#.into()),
+        metadata: Some(serde_json::json!({"written_at": NOW + 100})),
+    };
+    let r = reply(e.step(&mut fa, at(149), kv_done(category, hit)));
+    assert_eq!(r.header("X-Fallback-Tier"), Some("category"));
+    // …where Bob finds it when his timer fires.
+    let r = reply(e.step(&mut fb, at(150), Input::Timer));
+    assert_eq!(r.header("X-Fallback-Tier"), Some("category"));
+    assert!(r.body.contains("CAT-1"));
 }
 
 #[test]
