@@ -201,12 +201,15 @@ test("reports after the response say the request is no longer waiting", async ()
   o.close();
 });
 
-test("the incoming request: the probe's lateness, method, URL and only the named headers", async () => {
+test("the incoming request: the probe's lateness, the clock, a seed, method, URL and only the named headers", async () => {
   const req = new Request("https://edge.example/r/alice?x=1", { headers: { "X-Correlation-ID": "c-1", Cookie: "s=1", "X-Other": "no" } });
   await sleep(15);
   us_incoming(req, ["x-correlation-id"]); // starts a probe
   await sleep(15);
+  const t0 = Date.now();
   const lines = us_incoming(req, ["x-correlation-id", "cookie", "absent"]).split("\n");
   assert.ok(Number(lines[0]) >= 0, `the probe's lateness: ${lines[0]}`);
-  assert.deepEqual(lines.slice(1), ["GET", "https://edge.example/r/alice?x=1", "x-correlation-id", "c-1", "cookie", "s=1"]);
+  assert.ok(Math.abs(Number(lines[1]) - t0) < 50, `the clock: ${lines[1]}`);
+  for (const r of lines.slice(2, 4)) assert.ok(Number.isInteger(Number(r)) && Number(r) >= 0 && Number(r) < 2 ** 32, r);
+  assert.deepEqual(lines.slice(4), ["GET", "https://edge.example/r/alice?x=1", "x-correlation-id", "c-1", "cookie", "s=1"]);
 });

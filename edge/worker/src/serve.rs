@@ -130,9 +130,9 @@ fn incoming_of(r: &shim::Incoming) -> Incoming<'_> {
 }
 
 pub fn serve(req: web_sys::Request, env: Env, ctx: JsValue) -> Promise {
-    let arrived = now();
     let r = HEADER_NAMES.with(|names| shim::incoming(&req, names));
-    let seed = isolate::seed();
+    let arrived = Millis(r.now_ms);
+    let seed = r.seed;
     let started = isolate::with_engine(|e| {
         if let Some(late) = r.late_ms {
             e.lag_sample(arrived, late);
@@ -229,10 +229,14 @@ fn on_step(
     a: Option<String>,
     b: Option<String>,
     bytes: Option<Vec<u8>>,
-    late: f64,
+    clock: f64,
 ) -> String {
-    let now = now();
-    let late = (late >= 0.0 && late.is_finite()).then_some(late as u64);
+    // The driver's clock when it reported (`Date.now()`: one crossing fewer than asking).
+    let now = if clock.is_finite() && clock > 0.0 {
+        Millis(clock as u64)
+    } else {
+        now()
+    };
     let Some(mut w) = FLIGHTS.with(|f| f.borrow_mut().remove(&id)) else {
         // The request was answered (a late report only teaches the isolate), or dropped.
         if kind & wire::LIVE != 0 {
@@ -260,12 +264,7 @@ fn on_step(
             "the driver reported something it was not asked for",
         );
     };
-    let stepped = isolate::with_engine(|e| {
-        if let Some(late) = late {
-            e.lag_sample(now, late);
-        }
-        e.step(&mut w.flight, now, input)
-    });
+    let stepped = isolate::with_engine(|e| e.step(&mut w.flight, now, input));
     let out = match stepped {
         Ok(out) => out,
         Err(message) => return finish_failed(&mut w, now, &message),

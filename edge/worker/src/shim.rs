@@ -61,10 +61,15 @@ pub fn run(
     us_run(id, out, req, env, ctx, engine)
 }
 
-/// The request as the engine reads it, and the lateness of the driver's last timer probe.
+/// The request as the engine reads it, the clock, a seed, and the lateness of the driver's
+/// last timer probe.
 pub struct Incoming {
     /// How late the driver's zero-delay probe fired (ms), `None` without a new sample.
     pub late_ms: Option<u64>,
+    /// `Date.now()` when the request was read.
+    pub now_ms: u64,
+    /// `Math.random()`'s 64 bits for the request's random source.
+    pub seed: u64,
     pub method: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
@@ -78,6 +83,14 @@ pub fn incoming(req: &web_sys::Request, names: &Array) -> Incoming {
         .next()
         .and_then(|l| l.parse::<i64>().ok())
         .and_then(|l| u64::try_from(l).ok());
+    let mut number = || {
+        lines
+            .next()
+            .and_then(|l| l.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let now_ms = number();
+    let seed = (number() << 32) | number();
     let method = lines.next().unwrap_or("GET").to_string();
     let url = lines.next().unwrap_or("").to_string();
     let mut headers = Vec::new();
@@ -86,6 +99,8 @@ pub fn incoming(req: &web_sys::Request, names: &Array) -> Incoming {
     }
     Incoming {
         late_ms,
+        now_ms,
+        seed,
         method,
         url,
         headers,
