@@ -11,7 +11,7 @@
 
 use crate::breaker::{Admission, Mode};
 use crate::cascade::KvRead;
-use crate::classify::{classify, timeout_failure, Class, Failure, FailureReason, Observed};
+use crate::classify::{classify, timeout_failure, CallerGets, Failure, FailureReason, Observed};
 use crate::disclosure::Answer;
 use crate::io::{IoId, Op};
 use crate::policy::{ClientErrors, TierKind};
@@ -228,23 +228,26 @@ fn ended<'p>(
         }
         Err(failure) => failure,
     };
-    let retry = match failure.reason.class() {
-        Class::Caller => {
+    let class = failure.reason.class();
+    match class.caller_gets() {
+        CallerGets::ClientErrors => {
             return match o.client_errors {
                 ClientErrors::PassThrough => Some(Answer::Rejected { failure }),
                 ClientErrors::Fallback => walk::enter(engine, f, req, now, failure, cmds),
             };
         }
-        // Only a dependency failure may be worth another attempt: a refused credential
-        // would be refused again, and the edge's own slowness is not the model's.
-        Class::Dependency => {
-            let left = req.ctx.deadline.origin_remaining(now);
-            let n = req.attempts.len() as u32;
-            req.retry
-                .after_failure(n, &failure, left)
-                .filter(|ms| *ms < left)
-        }
-        Class::Credential | Class::Shed | Class::Edge => None,
+        CallerGets::Fallback => {}
+    }
+    // Only a class worth another attempt is retried (a dependency failure: a refused
+    // credential would be refused again, and the edge's own slowness is not the model's).
+    let retry = if class.retried() {
+        let left = req.ctx.deadline.origin_remaining(now);
+        let n = req.attempts.len() as u32;
+        req.retry
+            .after_failure(n, &failure, left)
+            .filter(|ms| *ms < left)
+    } else {
+        None
     };
     match retry {
         // A retry is a call: once the breaker has opened, none is made.

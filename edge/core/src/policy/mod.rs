@@ -11,6 +11,7 @@ pub mod events;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::classify::RetryOn;
 pub use crate::http::Method;
 use crate::template::Template;
 
@@ -89,28 +90,6 @@ pub struct Param {
 pub struct Budget {
     pub total_ms: u64,
     pub deadline_ms: u64,
-}
-
-/// Which origin outcomes may be retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RetryOn {
-    pub timeout: bool,
-    pub connect: bool,
-    pub status_408: bool,
-    pub status_429: bool,
-    pub status_5xx: bool,
-}
-
-impl RetryOn {
-    pub fn none() -> RetryOn {
-        RetryOn {
-            timeout: false,
-            connect: false,
-            status_408: false,
-            status_429: false,
-            status_5xx: false,
-        }
-    }
 }
 
 /// [P-ORIGIN] The model call.
