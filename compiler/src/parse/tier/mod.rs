@@ -244,3 +244,31 @@ impl RawTier {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::codes::Code;
+
+    /// An unknown kind is reported alone — its keys cannot be judged — and the message
+    /// lists every kind of the table (moved here from the ERR_INVALID_VALUE fixture, whose
+    /// snapshot then changed with every new kind).
+    #[test]
+    fn an_unknown_kind_is_reported_alone_with_every_kind_listed() {
+        let text = "[cascade]\n[[cascade.tiers]]\nname = \"t\"\nkind = \"memory\"\nmode = \"x\"\n";
+        let parsed = crate::parse::parse(std::path::Path::new("p.toml"), text);
+        let tier: Vec<_> = parsed
+            .diagnostics
+            .iter()
+            .filter(|d| d.message.contains("cascade.tiers"))
+            .collect();
+        assert_eq!(tier.len(), 1, "{:?}", parsed.diagnostics);
+        assert_eq!(tier[0].code, Code::InvalidValue);
+        for (word, _) in understudy_core::tier::KindName::ALL {
+            assert!(
+                tier[0].message.contains(&format!("`{word}`")),
+                "{}",
+                tier[0].message
+            );
+        }
+    }
+}
