@@ -75,7 +75,6 @@ fn main() {
                 }
                 let first = out.commands.iter().find_map(|c| match c {
                     Command::Start { io, op } => Some((*io, Some(op.clone()))),
-                    Command::Join { io } => Some((*io, None)),
                     _ => None,
                 });
                 let t = at.plus(25);

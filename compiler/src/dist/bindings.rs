@@ -1,5 +1,5 @@
-//! The Worker bindings a policy needs: KV namespaces for its `kv` tiers, the Rate Limiting
-//! binding for its storm limit, the secrets it names, and the plain vars. Both
+//! The Worker bindings a policy needs: the KV namespaces its tiers read, the Rate Limiting
+//! binding for its storm limit, the secrets it and its tiers name, and the plain vars. Both
 //! `wrangler.toml` and `manifest.json` are rendered from this one list, so the local runner
 //! (Miniflare, which reads the manifest) and a real deploy see the same bindings.
 
@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use understudy_core::events::protocol as outbox;
-use understudy_core::policy::{Policy, TierKind};
+use understudy_core::policy::Policy;
 
 /// The var that overrides the baked origin URL. Only the local runner sets it (tests and
 /// `dev` point it at the simulated origin); a deploy calls the URL baked in the policy, so
@@ -49,13 +49,8 @@ impl Bindings {
         let mut kv = BTreeSet::new();
         let mut secrets = BTreeSet::new();
         for tier in &policy.cascade.tiers {
-            match &tier.kind {
-                TierKind::Kv(t) => {
-                    kv.insert(t.binding.clone());
-                }
-                TierKind::Http(t) => secrets.extend(t.credential_secret.clone()),
-                TierKind::Embedded(_) => {}
-            }
+            kv.extend(tier.kind.kv_binding().map(|b| b.value.to_string()));
+            secrets.extend(tier.kind.secret().map(|s| s.value.to_string()));
         }
         secrets.extend(policy.origin.credential_secret.clone());
         secrets.extend(policy.identity.as_ref().map(|i| i.secret.clone()));

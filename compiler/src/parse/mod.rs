@@ -21,6 +21,7 @@ pub mod route;
 pub mod schema;
 mod strings;
 pub mod table;
+pub mod tier;
 
 use std::path::Path;
 

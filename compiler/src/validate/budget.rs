@@ -9,7 +9,7 @@
 //! end. A path that closes exactly leaves the last tier a millisecond short at runtime.
 //! `budget.slack` (default 1ms, Workers' clock resolution) is kept per timed step.
 
-use understudy_core::policy::{Budget, Origin, TierKind};
+use understudy_core::policy::{Budget, Origin};
 use understudy_core::time::format_duration as fmt;
 
 use super::model::Model;
@@ -55,11 +55,7 @@ pub fn check(ctx: &mut Ctx, m: &Model<'_>) {
     let mut total = race;
     for t in &tiers {
         let ms = t.model.kind.timeout_ms();
-        let what = match &t.model.kind {
-            TierKind::Kv(_) => "KV read timeout",
-            TierKind::Http(_) => "HTTP timeout",
-            TierKind::Embedded(_) => "embedded, no I/O",
-        };
+        let what = t.model.kind.timeout_label();
         notes.push(format!("+ tier `{}` ({what}): {}", t.model.name, fmt(ms)));
         total += ms;
     }

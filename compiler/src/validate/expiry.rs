@@ -1,18 +1,16 @@
-//! [C-EXPIRY] Promises that lapse: baked stubs that stop answering on a known date, and a
-//! final keyword tier that has no answer for some requests. Both are warnings that name the
-//! date or the case (`--deny-warnings` makes them fatal).
+//! [C-EXPIRY] Promises that lapse: baked stubs that stop answering on a known date. A
+//! warning that names the date (`--deny-warnings` makes it fatal). (A final keyword tier
+//! that has no answer for some requests is the embedded kind's own rule:
+//! `parse::tier::embedded`.)
 
 use understudy_core::catalog::Catalog;
-use understudy_core::policy::{
-    CatalogRules, EmbeddedTier, NoMatch, OnExpired, Policy, Promise, Tier, TierKind,
-};
+use understudy_core::policy::{CatalogRules, OnExpired, Policy, Promise, Tier};
 use understudy_core::time::format_duration as fmt;
 
 use super::model::{Model, Opt};
 use super::Ctx;
 use crate::codes::Code;
 use crate::diag::Diagnostic;
-use crate::parse::cascade::RawTier;
 
 /// An instant (ms since the epoch) as RFC 3339, to the second.
 pub fn rfc3339(ms: u64) -> String {
@@ -26,7 +24,8 @@ pub fn rfc3339(ms: u64) -> String {
 }
 
 /// The instant the final tier's stubs expire, when the edge will refuse them then: the
-/// promise is `always_answer`, the last tier is embedded and `on_expired` is `refuse`.
+/// promise is `always_answer`, the last tier answers from the catalog and `on_expired` is
+/// `refuse`.
 fn lapse(
     promise: Promise,
     last: &Tier,
@@ -35,7 +34,7 @@ fn lapse(
 ) -> Option<(u64, u64)> {
     let refused = promise == Promise::AlwaysAnswer
         && rules.on_expired == OnExpired::Refuse
-        && matches!(last.kind, TierKind::Embedded(_));
+        && last.kind.uses_catalog();
     let evidence = catalog.evidence_at_ms();
     refused.then(|| (evidence, evidence.saturating_add(rules.max_age_ms)))
 }
@@ -87,35 +86,4 @@ pub fn baked_stubs_expire(ctx: &mut Ctx, policy: &Policy, catalog: &Catalog) {
         let d = warning(ctx, last, rules, evidence, until);
         ctx.push(d);
     }
-}
-
-/// A final keyword tier that passes on when nothing matches breaks `always_answer`.
-pub fn no_match(ctx: &mut Ctx, m: &Model<'_>) {
-    let (Some(Promise::AlwaysAnswer), Some(Some(last))) = (m.promise(), m.tiers.last()) else {
-        return;
-    };
-    let TierKind::Embedded(EmbeddedTier::Keyword {
-        no_match: NoMatch::NextTier,
-        query,
-        ..
-    }) = &last.model.kind
-    else {
-        return;
-    };
-    let RawTier::Embedded(raw) = last.raw else {
-        return;
-    };
-    let span = raw.no_match.map_or(raw.span, |n| n.span);
-    ctx.push(
-        ctx.diag(
-            Code::NoMatchUnanswered,
-            format!(
-                "the final tier `{}` has no answer when no catalog title matches `{query}` (or the request has none): the promised answer becomes a 503",
-                last.model.name
-            ),
-        )
-        .at(span, "passes on to a tier that does not exist")
-        .note("for example a search for \"zebra\" over a catalog of headphones")
-        .help("set `no_match = \"curated\"` (the default: the curated list) or `no_match = \"empty\"` (an empty, disclosed result)"),
-    );
 }

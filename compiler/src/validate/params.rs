@@ -1,29 +1,20 @@
 //! [C-PARAMS] Parameters agree with themselves and with what reads them: every parameter a
-//! tier names is declared, defaults pass their own validation, path parameters and route
-//! segments match both ways, and KV keys provably fit Workers KV's 512-byte limit. And the
-//! admin path stays out of the service's route.
+//! tier names is declared (each kind says which it reads), defaults pass their own
+//! validation, and path parameters and route segments match both ways. And the admin path
+//! stays out of the service's route. (A KV tier's keys fitting Workers KV's 512-byte limit
+//! is the KV kind's own rule: `parse::tier::kv`.)
 
-use understudy_core::policy::{Param, ParamSource, ParamType, TierKind};
-use understudy_core::template::Part as TemplatePart;
+use understudy_core::policy::{Param, ParamSource, ParamType};
 
 use super::model::Model;
 use super::Ctx;
 use crate::codes::Code;
-use crate::parse::cascade::RawTier;
 use crate::parse::leaf::shown;
-
-/// Workers KV's key size limit, in bytes.
-pub const KV_KEY_LIMIT: usize = 512;
-/// The length of an identity value in a key (the first 32 hex digits of its SHA-256).
-const IDENTITY_KEY_LEN: usize = 32;
-/// A hashed key's digest (SHA-256, hex).
-const HASH_LEN: usize = 64;
 
 pub fn check(ctx: &mut Ctx, m: &Model<'_>) {
     templates(ctx, m);
     defaults(ctx, m);
     route(ctx, m);
-    key_length(ctx, m);
     admin(ctx, m);
 }
 
@@ -39,30 +30,16 @@ fn templates(ctx: &mut Ctx, m: &Model<'_>) {
         .collect::<Vec<_>>()
         .join(", ");
     for (_, t) in m.tiers() {
-        let (span, names): (_, Vec<&str>) = match t.raw {
-            RawTier::Kv(kv) => (kv.key.span, t.template_params()),
-            RawTier::Embedded(e) => match (&e.by, &e.query) {
-                (Some(b), _) => (b.span, vec![b.value.as_str()]),
-                (_, Some(q)) => (q.span, vec![q.value.as_str()]),
-                _ => continue,
-            },
-            RawTier::Http(_) => continue,
-        };
-        for name in names {
+        for used in t.model.kind.params() {
+            let name = used.value;
             if m.params.iter().any(|p| p.model.name == name) {
                 continue;
             }
             // Point at `{name}` inside the string when it can be found.
-            let sp = match t.raw {
-                RawTier::Kv(kv) => kv
-                    .key
-                    .value
-                    .as_str()
-                    .find(&format!("{{{name}}}"))
-                    .map(|at| (span.0 + at, span.0 + at + name.len() + 2))
-                    .unwrap_or(span),
-                _ => span,
-            };
+            let sp = t
+                .raw
+                .span_within(used.key, &format!("{{{name}}}"))
+                .unwrap_or(t.raw.name().span);
             let help = if declared.is_empty() {
                 format!("declare it: add a `[params.{name}]` table with its `source`")
             } else {
@@ -81,15 +58,6 @@ fn templates(ctx: &mut Ctx, m: &Model<'_>) {
                 .at(sp, "unknown parameter")
                 .help(help),
             );
-        }
-    }
-}
-
-impl super::model::TierPart<'_> {
-    fn template_params(&self) -> Vec<&str> {
-        match &self.model.kind {
-            TierKind::Kv(kv) => kv.key.params().collect(),
-            _ => Vec::new(),
         }
     }
 }
@@ -199,88 +167,6 @@ fn route(ctx: &mut Ctx, m: &Model<'_>) {
                 )),
             );
         }
-    }
-}
-
-/// The longest key a template can render, with the arithmetic.
-fn longest_key(
-    template: &understudy_core::template::Template,
-    params: &[Param],
-) -> (usize, Vec<String>) {
-    if template.hashed {
-        let n = template.prefix().len() + HASH_LEN;
-        return (
-            n,
-            vec![format!(
-                "hashed: prefix `{}` ({} bytes) + SHA-256 ({HASH_LEN} hex digits) = {n} bytes",
-                template.prefix(),
-                template.prefix().len()
-            )],
-        );
-    }
-    let mut total = 0;
-    let mut notes = Vec::new();
-    for part in &template.parts {
-        match part {
-            TemplatePart::Lit(l) => {
-                total += l.len();
-                notes.push(format!("literal `{l}`: {} bytes", l.len()));
-            }
-            TemplatePart::Param(name) => {
-                let Some(p) = params.iter().find(|p| &p.name == name) else {
-                    continue;
-                };
-                let (n, why) = if p.identity {
-                    (IDENTITY_KEY_LEN, "identity, hashed".to_string())
-                } else if p.ty == ParamType::Integer {
-                    (
-                        p.max_len as usize,
-                        format!("integer, max_len {}", p.max_len),
-                    )
-                } else {
-                    (
-                        3 * p.max_len as usize,
-                        format!("max_len {} × 3 (percent-encoding)", p.max_len),
-                    )
-                };
-                total += n;
-                notes.push(format!("`{{{name}}}` ({why}): up to {n} bytes"));
-            }
-        }
-    }
-    notes.push(format!(
-        "longest key: {total} bytes; Workers KV allows {KV_KEY_LIMIT}"
-    ));
-    (total, notes)
-}
-
-fn key_length(ctx: &mut Ctx, m: &Model<'_>) {
-    let Some(params) = m.params() else { return };
-    for (_, t) in m.tiers() {
-        let (TierKind::Kv(kv), RawTier::Kv(raw)) = (&t.model.kind, t.raw) else {
-            continue;
-        };
-        let (n, notes) = longest_key(&kv.key, &params);
-        if n <= KV_KEY_LIMIT {
-            continue;
-        }
-        let help = if kv.key.hashed {
-            "shorten the key's literal prefix".to_string()
-        } else {
-            "lower the `max_len` of the parameters above, or set `hash_key = true` on the tier (the edge then stores the prefix and a SHA-256 of the key)".to_string()
-        };
-        ctx.push(
-            ctx.diag(
-                Code::KvKeyTooLong,
-                format!(
-                    "tier `{}`'s keys can be {n} bytes, over Workers KV's {KV_KEY_LIMIT}-byte key limit",
-                    t.model.name
-                ),
-            )
-            .at(raw.key.span, "can render too long a key")
-            .notes(notes)
-            .help(help),
-        );
     }
 }
 

@@ -1,14 +1,14 @@
 //! The whole-policy rules [C-*]: each takes the parts that read and reports what it
 //! finds. None of them stops the others; each skips only when a part it needs failed.
 
-use understudy_core::policy::{Breaker, TierKind};
+use understudy_core::policy::{Breaker, Promise};
 use understudy_core::time::format_duration as fmt;
 
 use super::model::{Model, Opt};
-use super::{budget, events, expiry, params, privacy, Ctx};
+use super::{budget, events, params, privacy, Ctx};
 use crate::codes::Code;
-use crate::parse::cascade::RawTier;
 use crate::parse::host_of;
+use crate::parse::tier::Check;
 
 pub fn check_all(ctx: &mut Ctx, m: &Model<'_>) {
     params::check(ctx, m);
@@ -16,12 +16,11 @@ pub fn check_all(ctx: &mut Ctx, m: &Model<'_>) {
     budget::check(ctx, m);
     local_last(ctx, m);
     failure_domain(ctx, m);
-    published_tiers(ctx, m);
+    kinds(ctx, m);
     privacy::check(ctx, m);
     throttling(ctx, m);
     breaker_can_trigger(ctx, m);
     transport(ctx, m);
-    expiry::no_match(ctx, m);
     events::check(ctx, m);
 }
 
@@ -49,9 +48,9 @@ fn duplicate_tiers(ctx: &mut Ctx, m: &Model<'_>) {
 
 fn local_last(ctx: &mut Ctx, m: &Model<'_>) {
     let Some(promise) = m.promise() else { return };
-    if promise == understudy_core::policy::Promise::AlwaysAnswer {
+    if promise == Promise::AlwaysAnswer {
         if let Some(Some(last)) = m.tiers.last() {
-            if !matches!(last.model.kind, TierKind::Embedded(_)) {
+            if !last.model.kind.local() {
                 ctx.push(
                     ctx.diag(
                         Code::FinalTierNotLocal,
@@ -61,7 +60,7 @@ fn local_last(ctx: &mut Ctx, m: &Model<'_>) {
                             last.model.kind.name()
                         ),
                     )
-                    .at(kind_span(last.raw), "the final net needs the network")
+                    .at(last.raw.kind_span(), "the final net needs the network")
                     .note("cascade.promise is \"always_answer\" (the default)")
                     .help("add an `embedded` tier last (answered from the baked catalog), or set `cascade.promise = \"best_effort\"`"),
                 );
@@ -69,24 +68,20 @@ fn local_last(ctx: &mut Ctx, m: &Model<'_>) {
         }
     }
     if matches!(m.catalog, Opt::Absent) {
-        if let Some((_, t)) = m
-            .tiers()
-            .find(|(_, t)| matches!(t.model.kind, TierKind::Embedded(_)))
-        {
+        if let Some((_, t)) = m.tiers().find(|(_, t)| t.model.kind.uses_catalog()) {
             ctx.push(
                 ctx.diag(
                     Code::MissingKey,
-                    "an embedded tier needs a `[catalog]` to bake",
+                    format!(
+                        "an {} tier needs a `[catalog]` to bake",
+                        t.model.kind.name()
+                    ),
                 )
-                .at(kind_span(t.raw), "nothing to answer from")
+                .at(t.raw.kind_span(), "nothing to answer from")
                 .help("add a `[catalog]` table with `stubs` and `inventory`"),
             );
         }
     }
-}
-
-fn kind_span(t: &RawTier) -> crate::diag::Span {
-    t.kind_span()
 }
 
 fn failure_domain(ctx: &mut Ctx, m: &Model<'_>) {
@@ -96,34 +91,31 @@ fn failure_domain(ctx: &mut Ctx, m: &Model<'_>) {
     let origin_host = host_of(&origin.url);
     let origin_secret = origin.credential_secret.as_deref();
     for (_, t) in m.tiers() {
+        let kind = &t.model.kind;
+        let at = |key: &str| t.raw.span_of(key).unwrap_or(t.raw.span());
         let mut found = Vec::new();
-        match (&t.model.kind, t.raw) {
-            (TierKind::Http(h), RawTier::Http(raw)) => {
-                if host_of(&h.url).is_some() && host_of(&h.url) == origin_host {
-                    found.push((
-                        raw.url.span,
-                        format!(
-                            "same host as the origin (`{}`)",
-                            origin_host.clone().unwrap_or_default()
-                        ),
-                    ));
-                }
-                if let (Some(s), Some(raw_s)) = (&h.credential_secret, &raw.credential_secret) {
-                    if Some(s.as_str()) == origin_secret {
-                        found.push((
-                            raw_s.span,
-                            format!("same credential secret as the origin (`{s}`)"),
-                        ));
-                    }
-                }
-            }
-            (TierKind::Kv(kv), RawTier::Kv(raw)) if Some(kv.binding.as_str()) == origin_secret => {
+        if let Some(url) = kind.url() {
+            if host_of(url.value).is_some() && host_of(url.value) == origin_host {
                 found.push((
-                    raw.binding.span,
-                    format!("binding `{}` is the origin's credential secret", kv.binding),
+                    at(url.key),
+                    format!(
+                        "same host as the origin (`{}`)",
+                        origin_host.clone().unwrap_or_default()
+                    ),
                 ));
             }
-            _ => {}
+        }
+        if let Some(s) = kind.secret().filter(|s| Some(s.value) == origin_secret) {
+            found.push((
+                at(s.key),
+                format!("same credential secret as the origin (`{}`)", s.value),
+            ));
+        }
+        if let Some(b) = kind.kv_binding().filter(|b| Some(b.value) == origin_secret) {
+            found.push((
+                at(b.key),
+                format!("binding `{}` is the origin's credential secret", b.value),
+            ));
         }
         for (span, why) in found {
             ctx.push(
@@ -140,33 +132,23 @@ fn failure_domain(ctx: &mut Ctx, m: &Model<'_>) {
     }
 }
 
-/// [C-STUBS] A published tier is written by `understudy publish` alone: the edge's
-/// write-through would replace its validated lists with unvalidated ones.
-fn published_tiers(ctx: &mut Ctx, m: &Model<'_>) {
-    for (_, t) in m.tiers() {
-        let (TierKind::Kv(kv), RawTier::Kv(raw)) = (&t.model.kind, t.raw) else {
-            continue;
+/// Each tier's own rules, as its kind states them (`parse::tier`: a KV key's length, a
+/// published tier written through, a final keyword tier without an answer).
+fn kinds(ctx: &mut Ctx, m: &Model<'_>) {
+    let params = m.params();
+    let last = m.tiers.len().checked_sub(1);
+    let promised = m.promise() == Some(Promise::AlwaysAnswer);
+    let file = ctx.file.clone();
+    for (i, t) in m.tiers() {
+        let cx = Check {
+            file: &file,
+            tier: t.raw,
+            params: params.as_deref(),
+            final_net: promised && Some(i) == last,
         };
-        if !(kv.published && kv.write_through) {
-            continue;
+        for d in t.raw.kind.check(&t.model.kind, &cx) {
+            ctx.push(d);
         }
-        let (Some(p), Some(w)) = (&raw.published, &raw.write_through) else {
-            continue;
-        };
-        ctx.push(
-            ctx.diag(
-                Code::PublishedWriteThrough,
-                format!(
-                    "tier `{}` is published and written through: the edge would overwrite its \
-                     validated lists",
-                    t.model.name
-                ),
-            )
-            .at(w.span, "the edge writes live answers here")
-            .also(p.span, "curated lists, validated by `understudy publish`")
-            .note("a written-through entry has no validation, so the tier would refuse it (KV_NOT_VALIDATED)")
-            .help("remove `write_through` from this tier, or write live answers to a KV tier of their own"),
-        );
     }
 }
 
@@ -348,20 +330,21 @@ fn transport(ctx: &mut Ctx, m: &Model<'_>) {
         );
     }
     for (_, t) in m.tiers() {
-        if let (TierKind::Http(h), RawTier::Http(rh)) = (&t.model.kind, t.raw) {
-            if h.url.starts_with("http://") && h.credential_secret.is_some() && !loopback(&h.url) {
-                ctx.push(
-                    ctx.diag(
-                        Code::PlaintextCredential,
-                        format!(
-                            "tier `{}` would send its credential over plain http",
-                            t.model.name
-                        ),
-                    )
-                    .at(rh.url.span, "plain http")
-                    .help("use an `https://` URL for the tier"),
-                );
-            }
+        let (Some(url), Some(_)) = (t.model.kind.url(), t.model.kind.secret()) else {
+            continue;
+        };
+        if url.value.starts_with("http://") && !loopback(url.value) {
+            ctx.push(
+                ctx.diag(
+                    Code::PlaintextCredential,
+                    format!(
+                        "tier `{}` would send its credential over plain http",
+                        t.model.name
+                    ),
+                )
+                .at(t.raw.span_of(url.key).unwrap_or(t.raw.span()), "plain http")
+                .help("use an `https://` URL for the tier"),
+            );
         }
     }
     if let Some(c) = raw.connect_timeout {

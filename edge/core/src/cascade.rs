@@ -2,20 +2,20 @@
 //! order, each under its own timeout and only when that timeout fits what is left of the
 //! budget; each tier skipped or missed leaves a note with its reason for the log line.
 //!
-//! The walk is sans-IO: [`Walker::next`] says which read to perform (or answers from the
-//! baked catalog directly, which needs no I/O) and [`Walker::on_kv`] / [`Walker::on_http`]
-//! take what the read returned.
+//! The walk is sans-IO and knows no tier kind: [`Walker::next`] asks the next tier's kind
+//! ([`crate::tier::Kind`]) to start — it answers from memory, names the read it needs, or
+//! cannot run — and [`Walker::on_done`] hands it what the read returned. The walk keeps the
+//! order, the budget, the connection limit and the notes.
 
 use crate::catalog::Catalog;
 use crate::classify::{Failure, FailureReason, Items};
 use crate::deadline::Deadline;
-use crate::entry;
 use crate::http::Outbound;
 pub use crate::io::KvRead;
-use crate::io::Op;
-use crate::policy::{EmbeddedTier, HttpTier, NoMatch, OnExpired, Policy, TierKind};
-use crate::request::Params;
-use crate::staleness;
+use crate::io::{Done, Op};
+use crate::params::Params;
+use crate::policy::Policy;
+use crate::tier::{Env, Found, Start};
 use crate::time::Millis;
 
 /// A Worker invocation holds at most six simultaneous connections (origin fetches and KV
@@ -29,6 +29,19 @@ pub struct Ctx<'p> {
     pub catalog: Option<&'p Catalog>,
     pub params: Params,
     pub deadline: Deadline,
+}
+
+impl Ctx<'_> {
+    /// What a tier reads of the request at `now`.
+    fn env(&self, now: Millis) -> Env<'_> {
+        Env {
+            now,
+            params: &self.params,
+            catalog: self.catalog,
+            catalog_rules: self.policy.catalog.as_ref(),
+            max_body_bytes: self.policy.origin.max_body_bytes,
+        }
+    }
 }
 
 /// A tier skipped or missed, and why.
@@ -58,7 +71,7 @@ pub struct Fallback {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TierStep<'p> {
     /// Perform `op` (a KV read, an HTTP tier's fetch) for tier `tier`, waiting at most
-    /// `timeout_ms`; hand its result to [`Walker::on_kv`] or [`Walker::on_http`].
+    /// `timeout_ms`; hand its result to [`Walker::on_done`].
     Read {
         tier: usize,
         timeout_ms: u64,
@@ -139,31 +152,25 @@ impl Walker {
     }
 
     /// The next tier to try at `now`, with `open` connections still held by this request.
-    /// `fetch` builds an HTTP tier's request (the engine knows its headers and credential).
+    /// `fetch` builds a request to a URL for a tier (the engine knows its headers and the
+    /// tier's credential).
     pub fn next<'p>(
         &mut self,
         ctx: &Ctx<'p>,
         now: Millis,
         open: u32,
-        fetch: impl Fn(usize, &HttpTier) -> Outbound,
+        fetch: impl Fn(usize, &str) -> Outbound,
     ) -> TierStep<'p> {
         let tiers = &ctx.policy.cascade.tiers;
         while let Some(tier) = tiers.get(self.next) {
             let i = self.next;
             self.next += 1;
-            let timeout = tier.kind.timeout_ms();
-            let fits = ctx.deadline.step_timeout(now, timeout);
-            match &tier.kind {
-                TierKind::Kv(kv) => {
-                    let Some(key) = kv.key.render(|n| ctx.params.lookup(n)) else {
-                        self.note(
-                            ctx,
-                            i,
-                            "KEY_PARAM_MISSING",
-                            format!("no value for a parameter of `{}`", kv.key.source),
-                        );
-                        continue;
-                    };
+            match tier.kind.start(&ctx.env(now), &|url| fetch(i, url)) {
+                Start::Answer(found) => return TierStep::Answer(self.answer(ctx, i, found)),
+                Start::Skip(miss) => self.note(ctx, i, miss.code, miss.detail),
+                Start::Read(op) => {
+                    let timeout = tier.kind.timeout_ms();
+                    let fits = ctx.deadline.step_timeout(now, timeout);
                     let Some(timeout_ms) = self.io_slot(ctx, i, fits, timeout, open, now) else {
                         continue;
                     };
@@ -171,196 +178,46 @@ impl Walker {
                     return TierStep::Read {
                         tier: i,
                         timeout_ms,
-                        op: Op::ReadKv {
-                            binding: &kv.binding,
-                            key,
-                        },
+                        op,
                     };
                 }
-                TierKind::Http(h) => {
-                    let Some(timeout_ms) = self.io_slot(ctx, i, fits, timeout, open, now) else {
-                        continue;
-                    };
-                    self.pending = Some(i);
-                    return TierStep::Read {
-                        tier: i,
-                        timeout_ms,
-                        op: Op::Fetch(fetch(i, h)),
-                    };
-                }
-                TierKind::Embedded(e) => match embedded(ctx, e, now) {
-                    Ok((items, age_ms, catalog_expired)) => {
-                        return TierStep::Answer(self.answer(
-                            ctx,
-                            i,
-                            items,
-                            age_ms,
-                            catalog_expired,
-                        ))
-                    }
-                    Err((code, detail)) => self.note(ctx, i, code, detail),
-                },
             }
         }
         TierStep::Exhausted
     }
 
-    fn answer(
-        &self,
-        ctx: &Ctx<'_>,
-        i: usize,
-        items: Items,
-        age_ms: u64,
-        catalog_expired: bool,
-    ) -> Fallback {
+    fn answer(&self, ctx: &Ctx<'_>, i: usize, found: Found) -> Fallback {
         let tier = &ctx.policy.cascade.tiers[i];
         Fallback {
-            items,
+            items: found.items,
             tier: tier.name.clone(),
             reason: self.failure.reason,
-            age_ms,
+            age_ms: found.age_ms,
             per_user: ctx.policy.tier_is_per_user(tier),
             cache_control: ctx.policy.tier_cache_control(tier).map(str::to_string),
-            catalog_expired,
+            catalog_expired: found.catalog_expired,
         }
     }
 
-    /// The pending KV read's result: the answer on a fresh hit, `None` (with a note) on a miss.
-    pub fn on_kv(&mut self, ctx: &Ctx<'_>, now: Millis, read: KvRead) -> Option<Fallback> {
+    /// The pending tier's read ended at `now` with `done`: the answer, or `None` (with a
+    /// note) on a miss.
+    pub fn on_done(&mut self, ctx: &Ctx<'_>, now: Millis, done: Done) -> Option<Fallback> {
         let i = self.pending.take()?;
-        let TierKind::Kv(kv) = &ctx.policy.cascade.tiers.get(i)?.kind else {
-            return None;
-        };
-        let (value, metadata) = match read {
-            KvRead::TimedOut => {
-                self.note(
-                    ctx,
-                    i,
-                    "KV_TIMEOUT",
-                    format!("no answer within {} ms", kv.read_timeout_ms),
-                );
-                return None;
-            }
-            KvRead::Error(e) => {
-                self.note(ctx, i, "KV_ERROR", e);
-                return None;
-            }
-            KvRead::Value { value, metadata } => (value, metadata),
-        };
-        let parsed = if kv.published {
-            entry::parse_published(value.as_deref(), metadata.as_ref())
-        } else {
-            entry::parse(value.as_deref(), metadata.as_ref())
-        };
-        let e = match parsed {
-            Ok(e) => e,
+        let tier = ctx.policy.cascade.tiers.get(i)?;
+        match tier.kind.finish(&ctx.env(now), done) {
+            Ok(found) => Some(self.answer(ctx, i, found)),
             Err(miss) => {
-                self.note(ctx, i, miss.code(), miss.detail());
-                return None;
-            }
-        };
-        match staleness::judge(e.written_at, now, kv.max_staleness_ms) {
-            Ok(age_ms) => Some(self.answer(ctx, i, e.items, age_ms, false)),
-            Err(miss) => {
-                self.note(ctx, i, miss.code(), miss.detail());
+                self.note(ctx, i, miss.code, miss.detail);
                 None
             }
         }
     }
-
-    /// The `result_path` of the HTTP tier being fetched.
-    pub fn pending_http_path<'p>(&self, ctx: &Ctx<'p>) -> Option<&'p [String]> {
-        match &ctx.policy.cascade.tiers.get(self.pending?)?.kind {
-            TierKind::Http(h) => Some(&h.result_path),
-            _ => None,
-        }
-    }
-
-    /// The pending HTTP tier's result (already verified against its `result_path`).
-    pub fn on_http(&mut self, ctx: &Ctx<'_>, result: Result<Items, Failure>) -> Option<Fallback> {
-        let i = self.pending.take()?;
-        match result {
-            Ok(items) => Some(self.answer(ctx, i, items, 0, false)),
-            Err(f) => {
-                self.note(ctx, i, f.reason.code(), f.detail);
-                None
-            }
-        }
-    }
-}
-
-/// Answers from the baked catalog: the items, their age (since the inventory snapshot the
-/// stubs were validated against) and whether they are past the catalog's ceiling.
-fn embedded(
-    ctx: &Ctx<'_>,
-    tier: &EmbeddedTier,
-    now: Millis,
-) -> Result<(Items, u64, bool), (&'static str, String)> {
-    let catalog = ctx
-        .catalog
-        .ok_or(("NO_CATALOG", "the bake carries no catalog".to_string()))?;
-    let age_ms = now.since(Millis(catalog.evidence_at_ms()));
-    let mut expired = false;
-    if let Some(rules) = &ctx.policy.catalog {
-        if age_ms > rules.max_age_ms {
-            match rules.on_expired {
-                OnExpired::Refuse => {
-                    return Err((
-                        "CATALOG_EXPIRED",
-                        format!(
-                            "stubs checked against an inventory snapshot {age_ms} ms old, past the {} ms ceiling; re-bake",
-                            rules.max_age_ms
-                        ),
-                    ))
-                }
-                OnExpired::Disclose => expired = true,
-            }
-        }
-    }
-    let items: Items = match tier {
-        EmbeddedTier::Curated { by, limit } => {
-            let category = by.as_deref().and_then(|p| ctx.params.get(p));
-            catalog
-                .curated(category, *limit as usize)
-                .into_iter()
-                .map(|i| i.json.clone())
-                .collect()
-        }
-        EmbeddedTier::Keyword {
-            query,
-            limit,
-            no_match,
-        } => {
-            let hits = ctx
-                .params
-                .get(query)
-                .map(|q| catalog.search(q, *limit as usize))
-                .unwrap_or_default();
-            if hits.is_empty() {
-                match no_match {
-                    NoMatch::Curated => catalog.curated(None, *limit as usize),
-                    NoMatch::Empty => return Ok((Vec::new(), age_ms, expired)),
-                    NoMatch::NextTier => {
-                        return Err(("NO_MATCH", "no catalog title matches the query".into()))
-                    }
-                }
-            } else {
-                hits
-            }
-            .into_iter()
-            .map(|i| i.json.clone())
-            .collect()
-        }
-    };
-    if items.is_empty() {
-        return Err(("EMBEDDED_EMPTY", "no stub matches".to_string()));
-    }
-    Ok((items, age_ms, expired))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{EmbeddedTier, NoMatch, OnExpired, TierKind};
     use crate::request::ParamValue;
     use crate::template::identity_hash;
     use crate::testing::{seed_catalog, seed_policy, HOUR, NOW};
@@ -398,7 +255,7 @@ mod tests {
         }
     }
 
-    fn no_http(_: usize, _: &HttpTier) -> Outbound {
+    fn no_http(_: usize, _: &str) -> Outbound {
         unreachable!("no HTTP tier in these policies")
     }
 
@@ -429,7 +286,10 @@ mod tests {
         };
         assert_eq!((binding, timeout_ms), ("RECS_KV", 8));
         assert_eq!(key, format!("user_rec:{}", identity_hash("alice")));
-        assert_eq!(w.on_kv(&cx, now.plus(8), KvRead::TimedOut), None);
+        assert_eq!(
+            w.on_done(&cx, now.plus(8), Done::Kv(KvRead::TimedOut)),
+            None
+        );
         let TierStep::Read {
             timeout_ms,
             op: Op::ReadKv { key, .. },
@@ -440,13 +300,13 @@ mod tests {
         };
         assert_eq!((key.as_str(), timeout_ms), ("cat_rec:audio", 5));
         assert_eq!(
-            w.on_kv(
+            w.on_done(
                 &cx,
                 now.plus(13),
-                KvRead::Value {
+                Done::Kv(KvRead::Value {
                     value: None,
                     metadata: None
-                }
+                })
             ),
             None
         );
@@ -488,7 +348,10 @@ mod tests {
             w.next(&cx, now, 0, no_http),
             TierStep::Read { timeout_ms: 8, .. }
         ));
-        assert_eq!(w.on_kv(&cx, now.plus(8), KvRead::TimedOut), None);
+        assert_eq!(
+            w.on_done(&cx, now.plus(8), Done::Kv(KvRead::TimedOut)),
+            None
+        );
         let TierStep::Answer(f) = w.next(&cx, now.plus(8), 1, no_http) else {
             panic!()
         };
@@ -503,7 +366,9 @@ mod tests {
         let mut w = Walker::new(timeout());
         let now = Millis(NOW);
         w.next(&cx, now, 0, no_http);
-        let f = w.on_kv(&cx, now.plus(2), hit(NOW - HOUR)).unwrap();
+        let f = w
+            .on_done(&cx, now.plus(2), Done::Kv(hit(NOW - HOUR)))
+            .unwrap();
         assert_eq!(
             (f.tier.as_str(), f.per_user, f.age_ms),
             ("user", true, HOUR + 2)
@@ -520,11 +385,13 @@ mod tests {
         let now = Millis(NOW);
         w.next(&cx, now, 0, no_http);
         assert_eq!(
-            w.on_kv(&cx, now.plus(1), hit(NOW - 4 * HOUR - 60_000)),
+            w.on_done(&cx, now.plus(1), Done::Kv(hit(NOW - 4 * HOUR - 60_000))),
             None
         );
         w.next(&cx, now.plus(1), 0, no_http);
-        let f = w.on_kv(&cx, now.plus(2), hit(NOW - HOUR)).unwrap();
+        let f = w
+            .on_done(&cx, now.plus(2), Done::Kv(hit(NOW - HOUR)))
+            .unwrap();
         assert_eq!((f.tier.as_str(), f.per_user), ("category", false));
         assert_eq!(f.cache_control.as_deref(), Some("public, max-age=30"));
         assert_eq!(w.notes[0].code, "KV_STALE");
@@ -537,13 +404,13 @@ mod tests {
         let mut w = Walker::new(timeout());
         let now = Millis(NOW);
         w.next(&cx, now, 0, no_http);
-        assert_eq!(w.on_kv(&cx, now, hit(NOW + HOUR)), None);
+        assert_eq!(w.on_done(&cx, now, Done::Kv(hit(NOW + HOUR))), None);
         w.next(&cx, now, 0, no_http);
         let garbage = KvRead::Value {
             value: Some("not json".into()),
             metadata: None,
         };
-        assert_eq!(w.on_kv(&cx, now, garbage), None);
+        assert_eq!(w.on_done(&cx, now, Done::Kv(garbage)), None);
         let codes: Vec<_> = w.notes.iter().map(|n| n.code).collect();
         assert_eq!(codes, ["KV_FUTURE_TIMESTAMP", "KV_NOT_JSON"]);
     }

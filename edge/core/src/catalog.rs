@@ -2,6 +2,8 @@
 //! search endpoints. Built once by the compiler; read once per isolate by the Worker.
 //!
 //! Items keep their original JSON text so the edge can answer without re-serialising.
+//! The rules the policy sets on them (`[catalog]`) are declared here, below the policy, for
+//! the embedded tier that applies them.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +26,32 @@ pub struct Catalog {
     pub snapshot_at_ms: u64,
     /// Sorted, de-duplicated title tokens and, for each, the item indices containing it.
     pub tokens: Vec<(String, Vec<u32>)>,
+}
+
+crate::words! {
+    /// What to do when the baked stubs' validation has outlived `max_age_ms`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum OnExpired {
+        /// Skip the embedded tier, with a logged reason.
+        Refuse = "refuse",
+        /// Serve, disclosing `X-Catalog-Expired: true`.
+        Disclose = "disclose",
+    }
+}
+
+/// [P-CATALOG] The stub catalog and how it is validated (the policy's `[catalog]`): how old
+/// the evidence behind the stubs may grow before the embedded tier refuses or discloses them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogRules {
+    /// Catalog file, relative to the policy file.
+    pub stubs: String,
+    /// Inventory snapshot file, relative to the policy file.
+    pub inventory: String,
+    /// Stubs must have been validated within this (seed: 24 h).
+    pub max_age_ms: u64,
+    /// A stub needs stock strictly above this (seed: 50).
+    pub min_stock: u64,
+    pub on_expired: OnExpired,
 }
 
 /// The keyword index of `items`: every title token, sorted, with the ascending indices of

@@ -16,15 +16,24 @@
 //! A 200 whose body is not the declared shape is a failure of the origin, not something to
 //! pass through.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::policy::RetryOn;
+use crate::metrics::Counters;
 
-/// The classes, one row each: the word logs and docs use, and whether the class counts
-/// against the origin in the breaker. Generated, like diagnostic codes (`codes!` in the
-/// compiler): a new class is one row here, and every `match` on [`Class`] then asks for it.
+/// The classes, one row each: the word logs and docs use, and every decision that follows
+/// from the class — what the breaker makes of it, whether the edge tries the origin again,
+/// whether the caller may, what the caller gets, and the counter it adds to. Generated,
+/// like diagnostic codes (`codes!` in the compiler): a new class is one row here and its
+/// row in docs/outcomes.md; the decision sites ask these facts, never the class itself.
 macro_rules! classes {
-    ($( $(#[$doc:meta])* $variant:ident = $word:literal, blames_origin: $blames:literal; )*) => {
+    (@count $c:ident, none) => { () };
+    (@count $c:ident, $field:ident) => { $c.$field += 1 };
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident = $word:literal, breaker: $breaker:ident, retried: $retried:literal,
+            retry_helps: $helps:literal, caller_gets: $gets:ident, counts: $counter:ident;
+    )*) => {
         /// Whose fault a failure is, which decides what the breaker, the retry plan and the
         /// caller make of it.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,28 +48,107 @@ macro_rules! classes {
                 match self { $( Class::$variant => $word, )* }
             }
 
-            /// Whether the outcome counts against the origin in the breaker.
-            pub const fn blames_origin(self) -> bool {
-                match self { $( Class::$variant => $blames, )* }
+            /// What the breaker makes of the outcome.
+            pub const fn breaker(self) -> BreakerRecord {
+                match self { $( Class::$variant => BreakerRecord::$breaker, )* }
+            }
+
+            /// Whether another attempt may be worth it, where the policy's `retry_on` allows
+            /// the reason (the origin's retries, an event's redelivery).
+            pub const fn retried(self) -> bool {
+                match self { $( Class::$variant => $retried, )* }
+            }
+
+            /// Whether calling again may help the caller when nothing answered: the 503's
+            /// `retryable` and its `Retry-After`.
+            pub const fn retry_helps(self) -> bool {
+                match self { $( Class::$variant => $helps, )* }
+            }
+
+            /// What the caller gets.
+            pub const fn caller_gets(self) -> CallerGets {
+                match self { $( Class::$variant => CallerGets::$gets, )* }
+            }
+
+            /// Adds the outcome to its class's counter, if the class has one.
+            pub fn count(self, counters: &mut Counters) {
+                match self { $( Class::$variant => classes!(@count counters, $counter), )* }
             }
         }
     };
 }
 
+/// What the breaker makes of an outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BreakerRecord {
+    /// A failure of the origin.
+    Failure,
+    /// No news about the origin: nothing is recorded (a half-open trial it held is released).
+    Nothing,
+    /// The edge's own doing: nothing is recorded, and the outcome counts as `unrecorded`.
+    Unrecorded,
+}
+
+/// What the caller gets for a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallerGets {
+    /// A disclosed fallback (a 504/503 when no tier answers).
+    Fallback,
+    /// What the policy's `origin.client_errors` says: the origin's status with the error
+    /// envelope, or a disclosed fallback.
+    ClientErrors,
+}
+
 classes! {
     /// The origin (or the way to it) failed: breaker record, retry where allowed, fallback.
-    Dependency = "dependency", blames_origin: true;
-    /// The origin refused the edge's credential: breaker record, alert, fallback, no retry.
-    Credential = "credential", blames_origin: true;
+    Dependency = "dependency", breaker: Failure, retried: true,
+        retry_helps: true, caller_gets: Fallback, counts: none;
+    /// The origin refused the edge's credential: breaker record, alert, fallback, no retry
+    /// (the same credential would be refused again).
+    Credential = "credential", breaker: Failure, retried: false,
+        retry_helps: false, caller_gets: Fallback, counts: credential_refused;
     /// The origin refused the caller's request: no breaker record, no retry; pass the status
     /// through or fall back, as the policy says.
-    Caller = "caller", blames_origin: false;
+    Caller = "caller", breaker: Nothing, retried: false,
+        retry_helps: true, caller_gets: ClientErrors, counts: none;
     /// Not an origin outcome: the edge kept the request from the origin (its breaker is
     /// open, its bulkhead full) — no breaker record.
-    Shed = "shed", blames_origin: false;
+    Shed = "shed", breaker: Nothing, retried: false,
+        retry_helps: true, caller_gets: Fallback, counts: none;
     /// The edge itself was too slow (a late timer on a saturated or cold isolate): never
     /// blamed on the origin.
-    Edge = "edge", blames_origin: false;
+    Edge = "edge", breaker: Unrecorded, retried: false,
+        retry_helps: true, caller_gets: Fallback, counts: none;
+}
+
+impl Class {
+    /// Whether the outcome counts against the origin in the breaker.
+    pub const fn blames_origin(self) -> bool {
+        matches!(self.breaker(), BreakerRecord::Failure)
+    }
+}
+
+/// Which origin outcomes may be retried (`origin.retry_on`, `events.retry.retry_on`): the
+/// keys the reasons' table names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryOn {
+    pub timeout: bool,
+    pub connect: bool,
+    pub status_408: bool,
+    pub status_429: bool,
+    pub status_5xx: bool,
+}
+
+impl RetryOn {
+    pub fn none() -> RetryOn {
+        RetryOn {
+            timeout: false,
+            connect: false,
+            status_408: false,
+            status_429: false,
+            status_5xx: false,
+        }
+    }
 }
 
 /// The reasons, one row each: the stable code, the class, whether the model answered the
@@ -663,6 +751,28 @@ mod tests {
         assert_eq!(of(Class::Shed), ["BREAKER_OPEN", "BULKHEAD_FULL"]);
         assert_eq!(of(Class::Edge), ["EDGE_OVERLOADED"]);
         assert!(!Class::Caller.blames_origin() && Class::Credential.blames_origin());
+    }
+
+    /// Issue 23: the decisions that `match`es on the class made in the engine, the
+    /// disclosure and the outbox are now the table's facts; these are the same answers.
+    #[test]
+    fn each_class_decides_the_breaker_the_retries_and_the_callers_answer() {
+        let facts = |c: Class| (c.breaker(), c.retried(), c.retry_helps(), c.caller_gets());
+        use BreakerRecord::*;
+        use CallerGets::*;
+        assert_eq!(facts(Class::Dependency), (Failure, true, true, Fallback));
+        assert_eq!(facts(Class::Credential), (Failure, false, false, Fallback));
+        assert_eq!(facts(Class::Caller), (Nothing, false, true, ClientErrors));
+        assert_eq!(facts(Class::Shed), (Nothing, false, true, Fallback));
+        assert_eq!(facts(Class::Edge), (Unrecorded, false, true, Fallback));
+        let mut c = Counters::default();
+        for class in Class::ALL {
+            class.count(&mut c);
+        }
+        assert_eq!(
+            c.credential_refused, 1,
+            "only a refused credential is counted"
+        );
     }
 
     #[test]

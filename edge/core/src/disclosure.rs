@@ -6,7 +6,7 @@
 //! Errors use one envelope, `{code, message, correlationId, retryable}`.
 
 use crate::cascade::Fallback;
-use crate::classify::{Class, Failure, Items};
+use crate::classify::{Failure, Items};
 use crate::policy::Policy;
 
 /// The request's answer, before it is rendered.
@@ -94,10 +94,7 @@ pub fn render(answer: &Answer, policy: &Policy, meta: &Meta<'_>) -> Rendered {
             // Whether calling again can help: not when the model refused the edge's own
             // credential — no caller can fix that, and a Retry-After would invite a storm
             // of requests that all fail the same way.
-            let retryable = match failure.reason.class() {
-                Class::Credential => false,
-                Class::Dependency | Class::Caller | Class::Shed | Class::Edge => true,
-            };
+            let retryable = failure.reason.class().retry_helps();
             let (status, code, message) = match (*timed_out, retryable) {
                 (true, _) => (
                     504,

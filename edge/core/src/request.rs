@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use regex_lite::Regex;
 
+pub use crate::params::{ParamValue, Params};
 use crate::policy::{Method, Param, ParamSource, ParamType, Policy};
 
 /// The request as the adapter received it, nothing interpreted yet.
@@ -57,43 +58,6 @@ fn describe(p: &Param) -> String {
         place
     } else {
         format!("{place} (parameter `{}`)", p.name)
-    }
-}
-
-/// A validated parameter value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParamValue {
-    pub name: String,
-    pub value: String,
-    /// The value identifies a user (hash it in keys, never log it).
-    pub identity: bool,
-}
-
-/// The request's validated parameters, in policy order; absent optional ones are left out.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Params {
-    pub values: Vec<ParamValue>,
-}
-
-impl Params {
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.values
-            .iter()
-            .find(|v| v.name == name)
-            .map(|v| v.value.as_str())
-    }
-
-    /// Value and identity flag, in the shape [`crate::template::Template::render`] wants.
-    pub fn lookup(&self, name: &str) -> Option<(&str, bool)> {
-        self.values
-            .iter()
-            .find(|v| v.name == name)
-            .map(|v| (v.value.as_str(), v.identity))
-    }
-
-    /// A live answer to this request is personalised: it names a user.
-    pub fn is_personalized(&self) -> bool {
-        self.values.iter().any(|v| v.identity)
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::entry;
-use crate::policy::{Policy, TierKind};
+use crate::policy::Policy;
 use crate::request::Params;
 use crate::time::Millis;
 
@@ -83,8 +83,9 @@ impl WriteThrough {
     }
 }
 
-/// The writes a live answer triggers at `now`: one per write-through KV tier whose key the
-/// request's parameters fill and whose refresh interval has passed.
+/// The writes a live answer triggers at `now`: one per write-through tier
+/// ([`crate::tier::Kind::write_through`]) whose key the request's parameters fill and whose
+/// refresh interval has passed.
 pub fn plan(
     policy: &Policy,
     params: &Params,
@@ -94,21 +95,18 @@ pub fn plan(
 ) -> Vec<KvWrite> {
     let mut out = Vec::new();
     for tier in &policy.cascade.tiers {
-        let TierKind::Kv(kv) = &tier.kind else {
+        let Some(w) = tier.kind.write_through() else {
             continue;
         };
-        if !kv.write_through {
-            continue;
-        }
-        let Some(key) = kv.key.render(|n| params.lookup(n)) else {
+        let Some(key) = w.to.key.render(|n| params.lookup(n)) else {
             continue;
         };
-        if !wt.should_write(&format!("{}/{key}", kv.binding), now, kv.refresh_ms) {
+        if !wt.should_write(&format!("{}/{key}", w.to.binding), now, w.refresh_ms) {
             continue;
         }
         let (value, metadata) = entry::render(items, now);
         out.push(KvWrite {
-            binding: kv.binding.clone(),
+            binding: w.to.binding.to_string(),
             key,
             value,
             metadata,

@@ -55,10 +55,7 @@ fn write_through_refresh(policy: &Policy) -> u64 {
         .cascade
         .tiers
         .iter()
-        .find_map(|t| match &t.kind {
-            understudy_core::policy::TierKind::Kv(k) if k.write_through => Some(k.refresh_ms),
-            _ => None,
-        })
+        .find_map(|t| t.kind.write_through().map(|w| w.refresh_ms))
         .unwrap_or(0)
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::catalog::Catalog;
-use crate::policy::{Policy, TierKind};
+use crate::policy::Policy;
 use crate::staleness::time_left;
 use crate::time::Millis;
 
@@ -35,12 +35,13 @@ pub fn stubs_left_ms(policy: &Policy, catalog: Option<&Catalog>, now: Millis) ->
 }
 
 impl Freshness {
-    /// A KV tier named `tier` answered at `now` with an entry `age_ms` old.
+    /// Tier `tier` answered at `now` with an entry `age_ms` old (kept for the tiers whose
+    /// entries have a ceiling of their own: [`crate::tier::Kind::max_age_ms`]).
     pub fn answered(&mut self, policy: &Policy, tier: &str, age_ms: u64, now: Millis) {
         let Some(t) = policy.cascade.tiers.iter().find(|t| t.name == tier) else {
             return;
         };
-        let TierKind::Kv(kv) = &t.kind else {
+        let Some(ceiling_ms) = t.kind.max_age_ms() else {
             return;
         };
         self.tiers.insert(
@@ -48,7 +49,7 @@ impl Freshness {
             Seen {
                 evidence_at: Millis(now.0.saturating_sub(age_ms)),
                 read_at: now,
-                ceiling_ms: kv.max_staleness_ms,
+                ceiling_ms,
             },
         );
     }

@@ -11,10 +11,10 @@
 
 use crate::breaker::{Admission, Mode};
 use crate::cascade::KvRead;
-use crate::classify::{classify, timeout_failure, Class, Failure, FailureReason, Observed};
+use crate::classify::{classify, timeout_failure, CallerGets, Failure, FailureReason, Observed};
 use crate::disclosure::Answer;
 use crate::io::{IoId, Op};
-use crate::policy::{ClientErrors, TierKind};
+use crate::policy::ClientErrors;
 use crate::time::Millis;
 
 use super::command::Command;
@@ -228,23 +228,26 @@ fn ended<'p>(
         }
         Err(failure) => failure,
     };
-    let retry = match failure.reason.class() {
-        Class::Caller => {
+    let class = failure.reason.class();
+    match class.caller_gets() {
+        CallerGets::ClientErrors => {
             return match o.client_errors {
                 ClientErrors::PassThrough => Some(Answer::Rejected { failure }),
                 ClientErrors::Fallback => walk::enter(engine, f, req, now, failure, cmds),
             };
         }
-        // Only a dependency failure may be worth another attempt: a refused credential
-        // would be refused again, and the edge's own slowness is not the model's.
-        Class::Dependency => {
-            let left = req.ctx.deadline.origin_remaining(now);
-            let n = req.attempts.len() as u32;
-            req.retry
-                .after_failure(n, &failure, left)
-                .filter(|ms| *ms < left)
-        }
-        Class::Credential | Class::Shed | Class::Edge => None,
+        CallerGets::Fallback => {}
+    }
+    // Only a class worth another attempt is retried (a dependency failure: a refused
+    // credential would be refused again, and the edge's own slowness is not the model's).
+    let retry = if class.retried() {
+        let left = req.ctx.deadline.origin_remaining(now);
+        let n = req.attempts.len() as u32;
+        req.retry
+            .after_failure(n, &failure, left)
+            .filter(|ms| *ms < left)
+    } else {
+        None
     };
     match retry {
         // A retry is a call: once the breaker has opened, none is made.
@@ -266,10 +269,11 @@ fn ended<'p>(
 
 /// [E-CASCADE] Speculative tier reads, asked for when the model has gone silent or the call
 /// is a probe: the request will likely need its tiers at the deadline, and a read started
-/// now is done by then (issue 13: deadline to answer from KV). The KV tiers up to the first
-/// embedded one (which answers from memory) or the first whose key the isolate holds a value
-/// of (which will likely answer), at most [`PREFETCH_MAX`], less the keys read lately, read
-/// now, or already asked for by this request.
+/// now is done by then (issue 13: deadline to answer from KV). Each tier's speculative read
+/// ([`crate::tier::Kind::speculative_read`]) up to the first tier that answers from memory
+/// or the first whose key the isolate holds a value of (which will likely answer), at most
+/// [`PREFETCH_MAX`], less the keys read lately, read now, or already asked for by this
+/// request.
 fn prefetch<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
@@ -278,49 +282,51 @@ fn prefetch<'p>(
     cmds: &mut Vec<Command<'p>>,
 ) {
     let keep_until = now.plus(req.ctx.deadline.remaining(now));
+    let policy = req.ctx.policy;
     let mut started = 0;
-    for tier in &req.ctx.policy.cascade.tiers {
-        match &tier.kind {
-            TierKind::Embedded(_) => break,
-            TierKind::Http(_) => continue,
-            TierKind::Kv(kv) => {
-                if started >= PREFETCH_MAX {
-                    break;
-                }
-                let Some(key) = kv.key.render(|n| req.ctx.params.lookup(n)) else {
-                    continue;
-                };
-                let binding = kv.binding.as_str();
-                match engine.kv_cache.get(binding, &key, now) {
-                    Some(KvRead::Value { value: Some(_), .. }) => break,
-                    Some(_) => continue,
-                    None => {}
-                }
-                if engine.reads.in_flight(binding, &key, now)
-                    || f.prefetched.iter().any(|(b, k)| *b == binding && *k == key)
-                {
-                    continue;
-                }
-                let plan = engine.reads.plan(
-                    &engine.kv_cache,
-                    now,
-                    (binding, &key),
-                    keep_until,
-                    &mut engine.ios,
-                );
-                if let ReadPlan::Start(io) = plan {
-                    cmds.push(Command::Start {
-                        io,
-                        op: Op::ReadKv {
-                            binding,
-                            key: key.clone(),
-                        },
-                    });
-                    req.open.push(io);
-                    f.prefetched.push((binding, key));
-                    started += 1;
-                }
-            }
+    for tier in &policy.cascade.tiers {
+        // A tier that answers from memory: the request will not need the tiers after it.
+        if tier.kind.local() {
+            break;
+        }
+        let Some(kv) = tier.kind.speculative_read() else {
+            continue;
+        };
+        if started >= PREFETCH_MAX {
+            break;
+        }
+        let Some(key) = kv.key.render(|n| req.ctx.params.lookup(n)) else {
+            continue;
+        };
+        let binding = kv.binding;
+        match engine.kv_cache.get(binding, &key, now) {
+            Some(KvRead::Value { value: Some(_), .. }) => break,
+            Some(_) => continue,
+            None => {}
+        }
+        if engine.reads.in_flight(binding, &key, now)
+            || f.prefetched.iter().any(|(b, k)| *b == binding && *k == key)
+        {
+            continue;
+        }
+        let plan = engine.reads.plan(
+            &engine.kv_cache,
+            now,
+            (binding, &key),
+            keep_until,
+            &mut engine.ios,
+        );
+        if let ReadPlan::Start(io) = plan {
+            cmds.push(Command::Start {
+                io,
+                op: Op::ReadKv {
+                    binding,
+                    key: key.clone(),
+                },
+            });
+            req.open.push(io);
+            f.prefetched.push((binding, key));
+            started += 1;
         }
     }
     engine.counters.kv_prefetched += started as u64;

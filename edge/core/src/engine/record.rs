@@ -16,7 +16,7 @@
 //! answered nobody — a saturated isolate must not hide a hung model from its breaker.
 
 use crate::breaker::{Admission, Mode, Outcome as BreakerOutcome};
-use crate::classify::{Class, FailureReason};
+use crate::classify::{BreakerRecord, FailureReason};
 
 use super::flight::Attempt;
 use super::Engine;
@@ -49,8 +49,8 @@ pub(super) fn record(
 ) {
     let latency = a.latency_ms();
     let class = a.result.err().map(FailureReason::class);
-    if class == Some(Class::Credential) {
-        engine.counters.credential_refused += 1;
+    if let Some(c) = class {
+        c.count(&mut engine.counters);
     }
     let heard_meanwhile = engine.verdicts.heard_since(a.started);
     if a.result == Err(FailureReason::MlTimeout) {
@@ -77,7 +77,7 @@ pub(super) fn record(
     // cannot tell the model's latency from its own queue.
     let queue_delay = engine.lag.recent(a.ended);
     let saturated = queue_delay > BUSY_MS;
-    if cold || class == Some(Class::Edge) {
+    if cold || class.is_some_and(|c| c.breaker() == BreakerRecord::Unrecorded) {
         engine.counters.unrecorded += 1;
         engine.breaker.release(admission);
         return;
@@ -123,12 +123,12 @@ pub(super) fn record(
     }
     let outcome = match a.result {
         Ok(()) => BreakerOutcome::success(model_latency),
-        Err(r) => match r.class() {
-            Class::Caller | Class::Shed | Class::Edge => {
+        Err(r) => match r.class().breaker() {
+            BreakerRecord::Nothing | BreakerRecord::Unrecorded => {
                 engine.breaker.release(admission);
                 return;
             }
-            Class::Dependency | Class::Credential => match r {
+            BreakerRecord::Failure => match r {
                 FailureReason::MlTimeout => BreakerOutcome::timeout(latency),
                 _ => BreakerOutcome::failure(latency),
             },

@@ -181,12 +181,7 @@ pub(super) fn start<'p>(
         .cascade
         .tiers
         .iter()
-        .map(|t| match &t.kind {
-            crate::policy::TierKind::Http(h) => {
-                h.credential_secret.as_deref().and_then(|n| env.secret(n))
-            }
-            _ => None,
-        })
+        .map(|t| t.kind.secret().and_then(|s| env.secret(s.value)))
         .collect();
 
     let subject = claims.as_ref().and_then(|c| c.get("sub")).cloned();

@@ -4,9 +4,9 @@
 //! driver's), and hands the result back to the walker.
 
 use crate::cascade::{KvRead, TierStep, Walker};
-use crate::classify::{classify, Failure, FailureReason, Observed};
+use crate::classify::{Failure, FailureReason, Observed};
 use crate::disclosure::Answer;
-use crate::io::{IoId, Op};
+use crate::io::{Done, IoId, Op};
 use crate::time::Millis;
 
 use super::command::Command;
@@ -40,9 +40,9 @@ fn advance<'p>(
         let open = req.open.len() as u32;
         let max_body = engine.policy().origin.max_body_bytes;
         let walker = req.walker.as_mut()?;
-        let step = walker.next(&req.ctx, now, open, |tier, h| {
+        let step = walker.next(&req.ctx, now, open, |tier, url| {
             let secret = f.tier_secrets.get(tier).cloned().flatten();
-            outbound::tier(&h.url, &f.common(), secret.as_deref(), max_body)
+            outbound::tier(url, &f.common(), secret.as_deref(), max_body)
         });
         match step {
             TierStep::Answer(fb) => return Some(Answer::Fallback(fb)),
@@ -69,7 +69,7 @@ fn advance<'p>(
                         let (io, shared) = match plan {
                             // Read lately by this isolate: answered from memory, no I/O.
                             Plan::Cached(read) => {
-                                if let Some(fb) = walker.on_kv(&req.ctx, now, read) {
+                                if let Some(fb) = walker.on_done(&req.ctx, now, Done::Kv(read)) {
                                     return Some(Answer::Fallback(fb));
                                 }
                                 continue;
@@ -120,8 +120,8 @@ fn advance<'p>(
     }
 }
 
-/// KV read `io` ended with `read` (the isolate's cache already has it). `Some` when the
-/// request is answered.
+/// A tier's KV read `io` ended with `read` (the isolate's cache already has it). `Some`
+/// when the request is answered.
 pub(super) fn kv<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
@@ -136,13 +136,13 @@ pub(super) fn kv<'p>(
     }
     req.tier = None;
     let walker = req.walker.as_mut()?;
-    if let Some(fb) = walker.on_kv(&req.ctx, now, read) {
+    if let Some(fb) = walker.on_done(&req.ctx, now, Done::Kv(read)) {
         return Some(Answer::Fallback(fb));
     }
     advance(engine, f, req, now, cmds)
 }
 
-/// HTTP tier fetch `io` ended with `observed`. `Some` when the request is answered.
+/// A tier's fetch `io` ended with `observed`. `Some` when the request is answered.
 pub(super) fn http<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
@@ -156,18 +156,8 @@ pub(super) fn http<'p>(
         return None;
     }
     req.tier = None;
-    let max_body = engine.policy().origin.max_body_bytes;
     let walker = req.walker.as_mut()?;
-    let result = walker.pending_http_path(&req.ctx).map_or_else(
-        || {
-            Err(Failure::new(
-                FailureReason::MlBadResponse,
-                "no HTTP tier pending",
-            ))
-        },
-        |path| classify(&observed, path, max_body),
-    );
-    if let Some(fb) = walker.on_http(&req.ctx, result) {
+    if let Some(fb) = walker.on_done(&req.ctx, now, Done::Fetched(observed)) {
         return Some(Answer::Fallback(fb));
     }
     advance(engine, f, req, now, cmds)

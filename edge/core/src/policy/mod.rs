@@ -6,13 +6,22 @@
 //!
 //! These types are serialised with `postcard` into the baked module, so they use only
 //! plain serde shapes (no untagged or internally tagged enums, no `skip_serializing_if`).
+//!
+//! A few parts are declared below the policy, next to the code that applies them, and
+//! re-exported here: the tier kinds ([`crate::tier`], one module each), the catalog's rules
+//! ([`crate::catalog`]) and `retry_on` ([`crate::classify`]).
 
 pub mod events;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::catalog::{CatalogRules, OnExpired};
+pub use crate::classify::RetryOn;
 pub use crate::http::Method;
-use crate::template::Template;
+pub use crate::tier::embedded::{EmbeddedTier, NoMatch};
+pub use crate::tier::http::HttpTier;
+pub use crate::tier::kv::KvTier;
+pub use crate::tier::TierKind;
 
 /// One endpoint's fallback policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,28 +98,6 @@ pub struct Param {
 pub struct Budget {
     pub total_ms: u64,
     pub deadline_ms: u64,
-}
-
-/// Which origin outcomes may be retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RetryOn {
-    pub timeout: bool,
-    pub connect: bool,
-    pub status_408: bool,
-    pub status_429: bool,
-    pub status_5xx: bool,
-}
-
-impl RetryOn {
-    pub fn none() -> RetryOn {
-        RetryOn {
-            timeout: false,
-            connect: false,
-            status_408: false,
-            status_429: false,
-            status_5xx: false,
-        }
-    }
 }
 
 /// [P-ORIGIN] The model call.
@@ -233,93 +220,14 @@ pub struct Cascade {
     pub tiers: Vec<Tier>,
 }
 
+/// A tier of the cascade: its name, its kind with the kind's settings ([`crate::tier`]: one
+/// module per kind), and what every tier may set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tier {
     pub name: String,
     pub kind: TierKind,
     /// Overrides the disclosure's `Cache-Control` for answers from this tier.
     pub cache_control: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum TierKind {
-    Kv(KvTier),
-    Embedded(EmbeddedTier),
-    Http(HttpTier),
-}
-
-impl TierKind {
-    pub fn name(&self) -> &'static str {
-        match self {
-            TierKind::Kv(_) => "kv",
-            TierKind::Embedded(_) => "embedded",
-            TierKind::Http(_) => "http",
-        }
-    }
-
-    /// Time this tier may take at most, in milliseconds (embedded tiers do no I/O).
-    pub fn timeout_ms(&self) -> u64 {
-        match self {
-            TierKind::Kv(kv) => kv.read_timeout_ms,
-            TierKind::Embedded(_) => 0,
-            TierKind::Http(h) => h.timeout_ms,
-        }
-    }
-}
-
-/// A Workers KV tier. Values are JSON `{"items": [...]}`; the write time is in the key's
-/// metadata (`{"written_at": <ms>}`), falling back to a `written_at` field in the value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KvTier {
-    pub binding: String,
-    pub key: Template,
-    pub max_staleness_ms: u64,
-    pub read_timeout_ms: u64,
-    /// Live origin answers are written back to this tier.
-    pub write_through: bool,
-    /// A key is rewritten only when its stored copy is older than this.
-    pub refresh_ms: u64,
-    /// [B-PUBLISH] A curated tier filled by `understudy publish`: an entry answers only with
-    /// its inventory validation in the key's metadata (`snapshot_at`, `validated_at`), its
-    /// age counted from the earlier of the two; an entry without one is a miss.
-    pub published: bool,
-}
-
-/// The baked catalog, answered from memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum EmbeddedTier {
-    /// The curated list; per category when `by` names a parameter holding the category.
-    Curated { by: Option<String>, limit: u32 },
-    /// Keyword search over the catalog titles, with the query in parameter `query`.
-    Keyword {
-        query: String,
-        limit: u32,
-        /// What it answers when nothing matches (or the request has no query).
-        no_match: NoMatch,
-    },
-}
-
-crate::words! {
-    /// What a keyword tier answers when no catalog title shares a word with the query, or
-    /// the request carries no query: the final net of an `always_answer` cascade must answer.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum NoMatch {
-        /// The catalog's curated list (its first `limit` items).
-        Curated = "curated",
-        /// An empty, disclosed result.
-        Empty = "empty",
-        /// Nothing: the cascade goes on to the next tier (a 503 after the last one).
-        NextTier = "next_tier",
-    }
-}
-
-/// A secondary HTTP source (e.g. a smaller model) in its own failure domain.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HttpTier {
-    pub url: String,
-    pub timeout_ms: u64,
-    pub credential_secret: Option<String>,
-    pub result_path: Vec<String>,
 }
 
 /// [P-DISCLOSE] How degraded answers say so.
@@ -348,31 +256,6 @@ pub struct Storm {
     pub window_ms: u64,
 }
 
-crate::words! {
-    /// What to do when the baked stubs' validation has outlived `max_age_ms`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum OnExpired {
-        /// Skip the embedded tier, with a logged reason.
-        Refuse = "refuse",
-        /// Serve, disclosing `X-Catalog-Expired: true`.
-        Disclose = "disclose",
-    }
-}
-
-/// [P-CATALOG] The stub catalog and how it is validated.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CatalogRules {
-    /// Catalog file, relative to the policy file.
-    pub stubs: String,
-    /// Inventory snapshot file, relative to the policy file.
-    pub inventory: String,
-    /// Stubs must have been validated within this (seed: 24 h).
-    pub max_age_ms: u64,
-    /// A stub needs stock strictly above this (seed: 50).
-    pub min_stock: u64,
-    pub on_expired: OnExpired,
-}
-
 /// Verified identity: HS256 bearer tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IdentityRules {
@@ -397,11 +280,6 @@ impl Policy {
         self.params.iter().find(|p| p.name == name)
     }
 
-    /// Whether a template reads an identity parameter (a per-user tier).
-    pub fn template_is_per_user(&self, t: &Template) -> bool {
-        template_is_per_user(&self.params, t)
-    }
-
     /// Whether a tier's answers are per user.
     pub fn tier_is_per_user(&self, tier: &Tier) -> bool {
         tier.is_per_user(&self.params)
@@ -413,19 +291,11 @@ impl Policy {
     }
 }
 
-/// Whether a template reads an identity parameter among `params`.
-pub fn template_is_per_user(params: &[Param], t: &Template) -> bool {
-    t.params()
-        .any(|n| params.iter().any(|p| p.name == n && p.identity))
-}
-
 impl Tier {
     /// Whether the tier's answers are per user, given the policy's parameters.
     pub fn is_per_user(&self, params: &[Param]) -> bool {
-        match &self.kind {
-            TierKind::Kv(kv) => template_is_per_user(params, &kv.key),
-            _ => false,
-        }
+        self.kind
+            .per_user(&|n| params.iter().any(|p| p.name == n && p.identity))
     }
 
     /// The `Cache-Control` a degraded answer from this tier carries.

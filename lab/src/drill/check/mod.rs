@@ -16,7 +16,7 @@
 //! - `USER_TIER_REPOPULATED`: users answered live after recovery have fresh user-tier entries.
 
 use serde::Serialize;
-use understudy_core::policy::{Policy, Promise, TierKind};
+use understudy_core::policy::{Policy, Promise};
 
 mod invariants;
 mod recovery;
@@ -145,11 +145,7 @@ pub fn disclosure_gaps(o: &Observed) -> Vec<&'static str> {
 
 pub(super) fn can_always_answer(policy: &Policy) -> bool {
     policy.cascade.promise == Promise::AlwaysAnswer
-        || policy
-            .cascade
-            .tiers
-            .iter()
-            .any(|t| matches!(t.kind, TierKind::Embedded(_)))
+        || policy.cascade.tiers.iter().any(|t| t.kind.local())
 }
 
 pub(super) fn first_few(v: &[String]) -> String {
@@ -177,13 +173,13 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
     ]
 }
 
-/// The policy's first KV tier that live answers are written to.
+/// The policy's first tier that live answers are written to.
 pub fn write_through_tier(policy: &Policy) -> Option<String> {
     policy
         .cascade
         .tiers
         .iter()
-        .find(|t| matches!(&t.kind, TierKind::Kv(k) if k.write_through))
+        .find(|t| t.kind.write_through().is_some())
         .map(|t| t.name.clone())
 }
 

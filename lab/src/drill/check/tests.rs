@@ -1,6 +1,7 @@
 //! The invariants on synthetic observations.
 use super::super::observe::fixtures::{fallback, live};
 use super::*;
+use understudy_core::policy::TierKind;
 
 fn policy() -> Policy {
     understudy_compiler::fixtures::sample_policy()

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::classify::{Class, Observed};
+use crate::classify::Observed;
 use crate::time::Millis;
 
 mod operator;
@@ -387,13 +387,10 @@ pub fn settle(
             r.last_error_class = Some(class_name(class).to_string());
             r.last_error = Some(format!("{}: {}", attempt::code(f.reason), f.detail));
             r.last_status = f.status;
-            // Only a dependency failure may be worth another attempt: a refused credential
-            // or event would be refused again, and the edge's own refusals never reach a
-            // consumer. A new class must say which it is.
-            let retryable = match class {
-                Class::Dependency => f.reason.retryable(&events.retry.retry_on),
-                Class::Credential | Class::Caller | Class::Shed | Class::Edge => false,
-            };
+            // Only a class worth another attempt (a dependency failure) is redelivered: a
+            // refused credential or event would be refused again, and the edge's own
+            // refusals never reach a consumer.
+            let retryable = class.retried() && f.reason.retryable(&events.retry.retry_on);
             let since_first = now.since(Millis(r.first_attempt_at.unwrap_or(now.0)));
             let wait = retryable
                 .then(|| {
