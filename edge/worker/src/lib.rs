@@ -21,6 +21,12 @@ mod shim;
 
 pub use outbox::OutboxShard;
 
+/// The heap (see `Cargo.toml`): talc, in the configuration its authors give for a
+/// single-threaded WebAssembly module that grows its memory as it needs.
+#[cfg(all(not(target_feature = "atomics"), target_family = "wasm"))]
+#[global_allocator]
+static TALC: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{web_sys, Env};
 
