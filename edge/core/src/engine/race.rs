@@ -163,6 +163,11 @@ pub(super) fn timer<'p>(
             let io = engine.ios.next();
             if c.pair.send(now, io) {
                 engine.counters.hedges_sent += 1;
+                let after = now.since(c.started);
+                f.note(
+                    "HEDGE_SENT",
+                    format!("the first request had not answered in {after} ms"),
+                );
                 let request = origin_request(engine, f, req);
                 cmds.push(Command::Start {
                     io,
@@ -205,6 +210,15 @@ fn ended<'p>(
         engine.hedger.refund(o.hedge.as_ref());
     }
     engine.counters.hedges_won += u64::from(won);
+    if won {
+        f.note(
+            "HEDGE_WON",
+            format!(
+                "the hedge answered first, {} ms after the first request",
+                now.since(c.started)
+            ),
+        );
+    }
     let attempt = Attempt {
         started: c.started,
         ended: now,

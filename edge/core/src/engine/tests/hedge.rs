@@ -52,7 +52,14 @@ fn hedges_follow_the_p95_within_a_token_bucket_and_only_for_repeatable_requests(
         out.commands.contains(&Command::Abort { io: first }),
         "the first request lost and is aborted: {out:?}"
     );
-    assert_eq!(reply(out).status, 200);
+    let r = reply(out);
+    assert_eq!(r.status, 200);
+    // The log line says a hedge went out and won (docs/policy.md, `[origin.hedge]`).
+    let notes = log(&r)["notes"].to_string();
+    assert!(
+        notes.contains("HEDGE_SENT") && notes.contains("HEDGE_WON"),
+        "{notes}"
+    );
     // Answered before the hedge was due: no hedge goes out, the token is refunded.
     let (mut f2, io, h2) = start_hedged(&mut e, 1_100, 12);
     assert_eq!(h2, Some(20));
