@@ -55,7 +55,7 @@ async function transitions(stack) {
 }
 
 describe("the edge under load from a separate process (issue 23)", () => {
-  test("breaker open, cold category keys every second: every answer carries our envelope", { timeout: 400_000 }, async () => {
+  test("breaker open, cold category keys every second: every answer carries our envelope", { timeout: 400_000 }, async (t) => {
     const stack = await startStack("recommendations");
     try {
       await stack.origin.setFault({ kind: "hang" });
@@ -67,6 +67,7 @@ describe("the edge under load from a separate process (issue 23)", () => {
       assert.deepEqual(Object.keys(summary.status), ["200"], JSON.stringify(summary.status));
       assert.ok(summary.sent > 1_000, `${summary.sent} requests`);
       assert.ok((summary.modes.DEGRADED_FALLBACK ?? 0) > summary.sent / 2, `the breaker was open: ${JSON.stringify(summary.modes)}`);
+      t.diagnostic(JSON.stringify({ sent: summary.sent, unenveloped: summary.unenveloped, status: summary.status, modes: summary.modes }));
       void anomalies;
     } finally {
       await stack.dispose();

@@ -52,6 +52,11 @@ const BARE: Target = Target("bare");
 const PEER: Target = Target("peer");
 /// The runtime's floor: a no-op JS Worker.
 const NOOP: Target = Target("noop");
+/// The no-op Worker writing a log line the size of the edge's degraded one each request.
+const NOOP_LOG: Target = Target("noop-log");
+/// The edge's log line for a degraded answer with the breaker open (`BREAKER_OPEN`, the
+/// curated tier, two KV notes): 565 bytes on recommendations.toml.
+const EDGE_LOG_LINE_BYTES: usize = 560;
 const EDGE_HEDGE: Target = Target("edge-hedge");
 /// `--compare-edge`: another prebuilt edge, baked like `edge-off`, for A/B measurements.
 const EDGE_B: Target = Target("edge-b");
@@ -205,7 +210,9 @@ pub fn run(opts: &Options) -> Result<Value> {
     let peer_dir = work.join("peer");
     let peer_bytes = sides::peer_dist(&root, &off, loaded.catalog.as_ref(), &peer_dir, &edge_dir)?;
     let noop_dir = work.join("noop");
-    sides::noop_dist(&noop_dir, &edge_dir)?;
+    sides::noop_dist(&noop_dir, &edge_dir, None)?;
+    let noop_log_dir = work.join("noop-log");
+    sides::noop_dist(&noop_log_dir, &edge_dir, Some(EDGE_LOG_LINE_BYTES))?;
 
     let mut cfg = OriginConfig::new(([127, 0, 0, 1], 0).into());
     cfg.base_latency = Duration::from_millis(opts.origin_latency_ms);
@@ -218,6 +225,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         (PEER.0, peer_dir),
         (EDGE_HEDGE.0, hedge_dir),
         (NOOP.0, noop_dir),
+        (NOOP_LOG.0, noop_log_dir),
     ];
     if let Some(b) = &opts.compare_edge {
         let src = dist::edge::locate(Some(b))?;
@@ -260,9 +268,11 @@ pub fn run(opts: &Options) -> Result<Value> {
         let cold_edge = load::wave(addr, EDGE, &cold_plans, timeout).await;
         let cold_peer = load::wave(addr, PEER, &cold_plans, timeout).await;
         let cold_bare = load::wave(addr, BARE, &cold_plans, timeout).await;
-        for t in [EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER, EDGE_HEDGE, NOOP]
-            .into_iter()
-            .chain(opts.compare_edge.iter().flat_map(|_| [EDGE_B, EDGE_EMB_B]))
+        for t in [
+            EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER, EDGE_HEDGE, NOOP, NOOP_LOG,
+        ]
+        .into_iter()
+        .chain(opts.compare_edge.iter().flat_map(|_| [EDGE_B, EDGE_EMB_B]))
         {
             let warm = load::sequential(addr, t, std::slice::from_ref(&req), 50, timeout).await;
             if !warm.iter().any(|o| o.status == 200) {
@@ -373,12 +383,13 @@ pub fn run(opts: &Options) -> Result<Value> {
         }
         let off_after = speculative(addr, EDGE_OFF, &admin_path, &admin_token).await;
         let hi_before = speculative(addr, EDGE, &admin_path, &admin_token).await;
+        // Four sides here, so the phase runs 4/3 as long: each side keeps its share of time.
         let hung_hi = interleaved(
             addr,
-            &[EDGE, PEER, NOOP],
+            &[EDGE, PEER, NOOP, NOOP_LOG],
             &plans,
             HIGH_CONCURRENCY,
-            opts.throughput_secs,
+            opts.throughput_secs * 4.0 / 3.0,
             &pids,
         )
         .await;

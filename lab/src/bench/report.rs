@@ -206,8 +206,10 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
     let (hh_edge, hh_peer) = (&m.healthy_hi[0], &m.healthy_hi[1]);
     let (hung_edge, hung_peer) = (&m.hung_hi[0], &m.hung_hi[1]);
     let noop_p99 = |v: &[Slice]| v.get(2).map(|n| round(n.latency.p99_ms));
-    let cold_within = m.cold_edge.len() == m.cold_edge.iter().filter(|o| o.status == 200).count()
-        && m.cold_edge.iter().all(|o| o.latency_ms <= s.budget_ms);
+    let cold_bare = lat(&m.cold_bare);
+    let cold_all_answered =
+        m.cold_edge.len() == m.cold_edge.iter().filter(|o| o.status == 200).count();
+    let cold_within = cold_all_answered && m.cold_edge.iter().all(|o| o.latency_ms <= s.budget_ms);
     let cpu = |x: &Slice| x.cpu_us_per_request.map(round);
     let healthy_c16_rps_vs_js = ratio(hc_edge.live_rps(), hc_peer.live_rps());
     // What the healthy loop's connections can carry at all: each waits for the origin's
@@ -247,6 +249,9 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         // The same 64-connection closed loop on a Worker that answers `ok` with no I/O: the
         // runtime's own p99 under that load, the floor under hung_c64_p99_ms.
         "noop_c64_p99_ms": noop_p99(&m.hung_hi),
+        // The same no-op writing a log line the size of the edge's each request: the floor
+        // with the edge's output (workerd writes it into a pipe its host process reads).
+        "noop_log_c64_p99_ms": m.hung_hi.get(3).map(|n| round(n.latency.p99_ms)),
         "cold_first_wave_p99_ms": round(cold.p99_ms),
         "cpu_us_per_request": {
             "healthy": {"edge": cpu(hc_edge), "bare": cpu(hc_bare), "js": cpu(hc_peer)},
@@ -270,7 +275,7 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         },
 
         "detail": {
-            "cold_first_wave": {"edge": cold, "peer": cold_peer, "bare": lat(&m.cold_bare), "requests": m.cold_edge.len(),
+            "cold_first_wave": {"edge": cold, "peer": cold_peer, "bare": cold_bare, "requests": m.cold_edge.len(),
                                 "edge_answered": m.cold_edge.iter().filter(|o| o.status == 200).count()},
             "healthy_sequential": {"rounds": s.rounds, "edge": seq_e, "bare": seq_b},
             // The bare Worker passes the origin through without saying so: its answers are live.
@@ -289,11 +294,18 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
             "hung_every_tier_breaker_off": {"answers": m.off_hung.iter().filter(|o| o.status == 200).count(),
                                             "latency": lat(&m.off_hung), "ms_after_deadline_by_tier": tiers},
             "hung_closed_loop_64": {"edge": slice_json(hung_edge), "peer": slice_json(hung_peer),
-                                    "noop": m.hung_hi.get(2).map(slice_json)},
+                                    "noop": m.hung_hi.get(2).map(slice_json),
+                                    "noop_log": m.hung_hi.get(3).map(slice_json)},
             "bare_with_the_model_hung": if m.bare_hung.status == 0 { json!(format!("no answer within 1000 ms ({})", m.bare_hung.error.clone().unwrap_or_default())) } else { json!(m.bare_hung.status) },
             "origin_calls": m.origin_calls,
         },
+        // Issue 23's targets: each against a figure measured beside it in the same run.
         "targets": {
+            "cpu_healthy_at_most_js": matches!((cpu(hc_edge), cpu(hc_peer)), (Some(e), Some(j)) if e <= j),
+            "degraded_p99_within_race_floor_plus_1ms": emb_over.p99_ms <= race_floor.p99_ms + 1.0,
+            "cold_first_wave_within_bare_plus_10ms": cold_all_answered && cold.p99_ms <= cold_bare.p99_ms + 10.0,
+            "healthy_c16_at_least_1_1x_js": healthy_c16_rps_vs_js >= 1.1,
+            "hung_c64_p99_at_most_0_6x_js": hung_edge.latency.p99_ms <= 0.6 * hung_peer.latency.p99_ms,
             "degraded_p99_within_deadline_plus_2ms": emb_over.p99_ms <= 2.0,
             "hung_c64_at_least_1_5x_js_with_p99_in_budget": hung_c64_rps_vs_js >= 1.5 && hung_edge.latency.p99_ms <= s.budget_ms,
             "cold_first_wave_within_budget": cold_within,

@@ -243,9 +243,13 @@ fn side_files(dir: &Path, name: &str, edge_dir: &Path, manifest: &Value) -> Resu
 /// deadline). With `&race=1` as well, it first sends the model call (`UNDERSTUDY_ORIGIN_URL`)
 /// and answers when the timer wins the race, aborting the call once the answer is out, as the
 /// edge does: the runtime's floor under an answer at the deadline while a subrequest is in
-/// flight.
-pub const NOOP_JS: &str = r#"export default {
+/// flight. With the var `NOOP_LOG_BYTES` set it also writes one log line of about that many
+/// bytes a request, as the edge does (the runtime's floor with the edge's log output).
+pub const NOOP_JS: &str = r#"let line;
+export default {
   async fetch(request, env) {
+    const pad = Number(env.NOOP_LOG_BYTES ?? 0);
+    if (pad > 0) console.log((line ??= JSON.stringify({ event: "noop", pad: "x".repeat(pad) })));
     const q = new URL(request.url).searchParams;
     const wait = Number(q.get("wait") ?? 0);
     if (q.get("race") === "1" && wait > 0) {
@@ -264,14 +268,20 @@ pub const NOOP_JS: &str = r#"export default {
 };
 "#;
 
-pub fn noop_dist(dir: &Path, edge_dir: &Path) -> Result<()> {
+/// The no-op Worker as a directory; `log_bytes`: the size of the log line it writes a
+/// request (none when `None`).
+pub fn noop_dist(dir: &Path, edge_dir: &Path, log_bytes: Option<usize>) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("entry.mjs"), NOOP_JS)?;
+    let vars = match log_bytes {
+        Some(n) => json!({"NOOP_LOG_BYTES": n.to_string()}),
+        None => json!({}),
+    };
     side_files(
         dir,
-        "noop",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("noop"),
         edge_dir,
-        &json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}),
+        &json!({"bindings": {"vars": vars, "secrets": [], "kv": [], "rate_limits": []}}),
     )?;
     Ok(())
 }

@@ -111,6 +111,15 @@ pub fn human(d: &Value) -> String {
         f(&c["noop"]["latency"]["p50_ms"]),
         f(&c["noop"]["latency"]["p99_ms"])
     ));
+    if c["noop_log"].is_object() {
+        s.push_str(&format!(
+            "{:<38} {:>10} req/s, p50 {} ms, p99 {} ms\n",
+            "  no-op Worker logging the edge's line",
+            f(&c["noop_log"]["rps"]),
+            f(&c["noop_log"]["latency"]["p50_ms"]),
+            f(&c["noop_log"]["latency"]["p99_ms"])
+        ));
+    }
     s.push_str(&row("  CPU µs / request", c, "cpu_us_per_request"));
     s.push_str(&format!(
         "\nBreaker openings with a healthy origin: {}\n",

@@ -81,6 +81,7 @@ fn measured() -> Measured {
             slice(1500.0, false),
             slice(500.0, false),
             slice(3000.0, true),
+            slice(2500.0, true),
         ],
         bare_hung: Observed::default(),
         origin_calls: 100,
@@ -126,6 +127,16 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     assert_eq!(d["deadline_to_answer_p99_ms"]["user"], 8.0);
     assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
     assert_eq!(d["noop_c64_p99_ms"], 20.0);
+    assert_eq!(d["noop_log_c64_p99_ms"], 20.0);
+    assert_eq!(
+        d["detail"]["hung_closed_loop_64"]["noop_log"]["rps"],
+        2500.0
+    );
+    assert!(
+        human(&d).contains("no-op Worker logging the edge's line    2500.00 req/s"),
+        "{}",
+        human(&d)
+    );
     assert_eq!(d["timer_floor_p99_over_deadline_ms"], 1.5);
     assert_eq!(d["timer_floor_with_subrequest_p99_over_deadline_ms"], 2.25);
     assert_eq!(d["detail"]["cold_first_wave"]["bare"]["p99_ms"], 45.0);
@@ -136,6 +147,39 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     assert_eq!(d["targets"]["cold_first_wave_within_budget"], true);
     assert_eq!(d["targets"]["healthy_p50_within_5_percent_of_bare"], true);
     assert_eq!(d["cpu_us_per_request"]["healthy"]["js"], 500.0);
+    // Issue 23's targets, each against the figure measured beside it.
+    let t = &d["targets"];
+    assert_eq!(t["cpu_healthy_at_most_js"], true, "500 against 500 µs");
+    assert_eq!(
+        t["degraded_p99_within_race_floor_plus_1ms"], true,
+        "1.0 against 2.25 + 1"
+    );
+    assert_eq!(
+        t["cold_first_wave_within_bare_plus_10ms"], true,
+        "40 against 45 + 10"
+    );
+    assert_eq!(t["healthy_c16_at_least_1_1x_js"], true, "1.5×");
+    assert_eq!(
+        t["hung_c64_p99_at_most_0_6x_js"], false,
+        "20 against 0.6 × 20 ms"
+    );
+    let mut worse = measured();
+    worse.cold_edge = vec![ok(55.5, None); 10];
+    worse.emb_hung = vec![ok(48.5, Some("curated")); 10];
+    worse.hung_hi[0].latency = Latency::of([5.0, 11.0]);
+    let t = document(&s, &worse)["targets"].clone();
+    assert_eq!(
+        t["cold_first_wave_within_bare_plus_10ms"], false,
+        "55.5 against 45 + 10"
+    );
+    assert_eq!(
+        t["degraded_p99_within_race_floor_plus_1ms"], false,
+        "3.5 against 2.25 + 1"
+    );
+    assert_eq!(
+        t["hung_c64_p99_at_most_0_6x_js"], true,
+        "11 against 0.6 × 20 ms"
+    );
     let h = human(&d);
     assert!(
         h.contains("Breaker openings with a healthy origin: 0"),
