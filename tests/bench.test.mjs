@@ -41,6 +41,15 @@ test("bench: the short form measures every named figure against its floors", asy
     ]) {
       num(d[k], k);
     }
+    // The model hung: both sides paced to the peer's closed-loop rate, and the closed loop
+    // without its first slice (where the edge's breaker opens).
+    num(d.hung_c64_p99_at_peer_rate_ms.rate, "the peer's rate");
+    for (const side of ["edge", "peer"]) {
+      num(d.hung_c64_p99_at_peer_rate_ms[side], `p99 at the peer's rate, ${side}`);
+      num(d.hung_c64_p99_after_first_slice_ms[side], `p99 after the first slice, ${side}`);
+      const paced = d.detail.hung_paced_64_at_peer_rate[side];
+      assert.ok(paced.answers > 0, `${side} answered nothing paced: ${JSON.stringify(paced)}`);
+    }
     for (const tier of ["user", "curated"]) num(d.deadline_to_answer_p99_ms[tier], `deadline_to_answer_p99_ms.${tier}`);
     for (const side of ["edge", "bare", "js"]) num(d.cpu_us_per_request.healthy[side], `cpu healthy ${side}`);
     for (const side of ["edge", "js"]) num(d.cpu_us_per_request.degraded[side], `cpu degraded ${side}`);

@@ -155,13 +155,19 @@ pub async fn wave(
     out
 }
 
-/// Closed loop: `c` connections sending the plans (in turn) to `target` back to back for
-/// `dur`; the workerd processes `pids` are sampled for CPU before and after.
-pub async fn closed_loop(
+/// `c` connections sending `plans` in turn for `dur`: back to back (`rate` None, a closed
+/// loop), or paced to `rate` requests a second in all, each connection on its own schedule
+/// (an open loop while every answer comes within a connection's interval). A paced request
+/// sent late — its connection still waiting for the one before — counts its latency from
+/// when it was due, so a slow side is not flattered by sending less (no coordinated
+/// omission). The workerd processes `pids` are sampled for CPU before and after.
+#[allow(clippy::too_many_arguments)]
+pub async fn paced_loop(
     addr: server::Addr,
     target: Target,
     plans: &[Planned],
     c: usize,
+    rate: Option<f64>,
     dur: Duration,
     pids: &[u32],
     timeout: Duration,
@@ -172,20 +178,34 @@ pub async fn closed_loop(
     let start = Instant::now();
     let until = start + dur;
     let mut tasks = Vec::new();
-    for k in 0..c.clamp(1, MAX_CONNECTIONS) {
+    let conns = c.clamp(1, MAX_CONNECTIONS);
+    // Each connection's interval, and its first send staggered within it.
+    let every = rate
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .map(|r| Duration::from_secs_f64(conns as f64 / r));
+    for k in 0..conns {
         let (seen, plans) = (Arc::clone(&seen), Arc::clone(&plans));
         tasks.push(tokio::spawn(async move {
             let mut conn = None;
             let mut mine = Vec::new();
             let mut i = k;
+            let mut due = every.map(|e| start + e.mul_f64(k as f64 / conns as f64));
             while Instant::now() < until {
+                let mut late_ms = 0.0;
+                if let Some(d) = due {
+                    if d >= until {
+                        break;
+                    }
+                    tokio::time::sleep_until(d.into()).await;
+                    late_ms = d.elapsed().as_secs_f64() * 1e3;
+                }
                 let p = &plans[i % plans.len().max(1)];
-                let offset_ms = start.elapsed().as_secs_f64() * 1e3;
-                mine.push((
-                    offset_ms,
-                    server::once(&mut conn, addr, target, p, timeout).await,
-                ));
+                let offset_ms = start.elapsed().as_secs_f64() * 1e3 - late_ms;
+                let mut o = server::once(&mut conn, addr, target, p, timeout).await;
+                o.latency_ms += late_ms;
+                mine.push((offset_ms, o));
                 i += 1;
+                due = due.zip(every).map(|(d, e)| d + e);
             }
             seen.lock().await.extend(mine);
         }));

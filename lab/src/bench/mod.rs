@@ -102,6 +102,11 @@ pub(crate) fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
+/// The answers a second side `i` of a phase passed, when it passed any.
+fn m_rate(phase: &[Slice], i: usize) -> Option<f64> {
+    phase.get(i).map(Slice::rps).filter(|r| *r > 0.0)
+}
+
 /// Alternating closed-loop slices of each side, three rounds; one merged slice per side.
 async fn interleaved(
     addr: server::Addr,
@@ -111,13 +116,35 @@ async fn interleaved(
     secs: f64,
     pids: &[u32],
 ) -> Vec<Slice> {
+    interleaved_at(addr, sides, plans, c, None, secs, pids).await
+}
+
+/// [`interleaved`], each side paced to `rate` requests a second when given (an open loop).
+async fn interleaved_at(
+    addr: server::Addr,
+    sides: &[Target],
+    plans: &[Planned],
+    c: usize,
+    rate: Option<f64>,
+    secs: f64,
+    pids: &[u32],
+) -> Vec<Slice> {
     let rounds = 3;
     let slice = Duration::from_secs_f64((secs / (rounds * sides.len()) as f64).max(0.2));
     let mut per: Vec<Vec<Slice>> = vec![Vec::new(); sides.len()];
     for _ in 0..rounds {
         for (i, t) in sides.iter().enumerate() {
-            let s =
-                load::closed_loop(addr, *t, plans, c, slice, pids, Duration::from_secs(5)).await;
+            let s = load::paced_loop(
+                addr,
+                *t,
+                plans,
+                c,
+                rate,
+                slice,
+                pids,
+                Duration::from_secs(5),
+            )
+            .await;
             per[i].push(s);
         }
     }
@@ -394,6 +421,25 @@ pub fn run(opts: &Options) -> Result<Value> {
         )
         .await;
         let hi_after = speculative(addr, EDGE, &admin_path, &admin_token).await;
+        // The closed loop above runs each side as fast as it answers: the edge, answering at
+        // once, saturates its isolate, the peer waits its deadline every time. The same load
+        // at one rate for both — the peer's own — compares them as a user sees them.
+        let peer_rate = m_rate(&hung_hi, 1);
+        let hung_paced = match peer_rate {
+            Some(rate) => {
+                interleaved_at(
+                    addr,
+                    &[EDGE, PEER],
+                    &plans,
+                    HIGH_CONCURRENCY,
+                    Some(rate),
+                    opts.throughput_secs * 2.0 / 3.0,
+                    &pids,
+                )
+                .await
+            }
+            None => Vec::new(),
+        };
         let bare_hung = server::once(&mut None, addr, BARE, &req, Duration::from_secs(1)).await;
         // A model with a long tail: most calls fast, a few past the deadline. The hedging
         // edge and the same edge without hedging, in alternating blocks; origin calls counted
@@ -440,6 +486,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             speculative_off: added(off_before, off_after),
             speculative_hi: added(hi_before, hi_after),
             hung_hi,
+            hung_paced,
             bare_hung,
             origin_calls,
             tail: report::Tail {

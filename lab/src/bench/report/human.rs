@@ -103,6 +103,22 @@ pub fn human(d: &Value) -> String {
         &json!({"edge": c["edge"]["latency"], "peer": c["peer"]["latency"]}),
         "p99_ms",
     ));
+    let r = &d["hung_c64_p99_at_peer_rate_ms"];
+    s.push_str(&format!(
+        "{:<38} {:>10} {:>10} {:>10}\n",
+        format!("  p99 ms, both at {} req/s", f(&r["rate"])),
+        f(&r["edge"]),
+        f(&r["peer"]),
+        "?"
+    ));
+    let a = &d["hung_c64_p99_after_first_slice_ms"];
+    s.push_str(&format!(
+        "{:<38} {:>10} {:>10} {:>10}\n",
+        "  p99 ms after the first slice",
+        f(&a["edge"]),
+        f(&a["peer"]),
+        "?"
+    ));
     s.push_str(&tail_kinds(&c["edge"]["by_kind"]));
     s.push_str(&format!(
         "{:<38} {:>10} req/s, p50 {} ms, p99 {} ms\n",

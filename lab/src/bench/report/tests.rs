@@ -83,6 +83,7 @@ fn measured() -> Measured {
             slice(3000.0, true),
             slice(2500.0, true),
         ],
+        hung_paced: vec![slice(500.0, false), slice(500.0, false)],
         bare_hung: Observed::default(),
         origin_calls: 100,
         tail: Tail {
@@ -128,6 +129,15 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
     assert_eq!(d["noop_c64_p99_ms"], 20.0);
     assert_eq!(d["noop_log_c64_p99_ms"], 20.0);
+    assert_eq!(
+        d["hung_c64_p99_at_peer_rate_ms"],
+        json!({"rate": 500.0, "edge": 20.0, "peer": 20.0})
+    );
+    assert!(
+        human(&d).contains("  p99 ms, both at 500.00 req/s"),
+        "{}",
+        human(&d)
+    );
     assert_eq!(
         d["detail"]["hung_closed_loop_64"]["noop_log"]["rps"],
         2500.0
@@ -291,6 +301,35 @@ fn the_healthy_loops_ceiling_is_its_connections_over_the_origins_answer_time() {
     );
     assert!(
         human(&d).contains("at most 640.00 live req/s on 16 connections"),
+        "{}",
+        human(&d)
+    );
+}
+
+#[test]
+fn the_model_hung_p99_after_the_first_slice_leaves_the_breakers_opening_out() {
+    let answer = |slice: usize, ms: f64| Answer {
+        kind: "BREAKER_OPEN/curated".into(),
+        latency_ms: ms,
+        offset_ms: 0.0,
+        slice,
+    };
+    let mut edge = slice(1500.0, false);
+    // The first slice: the breaker opening (every request waits the deadline).
+    edge.kinds = (0..50).map(|_| answer(0, 60.0)).collect();
+    edge.kinds
+        .extend((0..100u32).map(|i| answer(1 + i as usize % 2, 2.0 + f64::from(i) / 100.0)));
+    let mut m = measured();
+    m.hung_hi[0] = edge;
+    let d = document(&setup(), &m);
+    let after = &d["hung_c64_p99_after_first_slice_ms"];
+    assert_eq!(after["edge"], 2.98, "{after}");
+    assert!(
+        after["peer"].is_null(),
+        "no answers recorded after its first slice"
+    );
+    assert!(
+        human(&d).contains("  p99 ms after the first slice               2.98          ?"),
         "{}",
         human(&d)
     );
