@@ -21,16 +21,28 @@ out="$root/edge/worker/build"
 crate_dir="$root/edge/worker"
 # `--bare` builds the floor `understudy bench` measures against instead (edge/bare, a
 # pass-through Worker) into edge/bare/build, with the same tools and the same caching.
+# `--bare-obliged`: the same crate with `--features obliged` (a token check, a log line and
+# the disclosure headers on top, written the direct workers-rs way: `understudy bench` runs it
+# beside the floor and the edge) into edge/bare/build-obliged.
+variant=""
+extra=()
 if [[ "${1:-}" == "--bare" || "${2:-}" == "--bare" ]]; then
     out="$root/edge/bare/build"
     crate_dir="$root/edge/bare"
     [[ "${1:-}" == "--force" || "${2:-}" == "--force" ]] && force=true
 fi
+if [[ "${1:-}" == "--bare-obliged" || "${2:-}" == "--bare-obliged" ]]; then
+    out="$root/edge/bare/build-obliged"
+    crate_dir="$root/edge/bare"
+    variant="obliged"
+    extra=(--out-dir build-obliged . --features obliged)
+    [[ "${1:-}" == "--force" || "${2:-}" == "--force" ]] && force=true
+fi
 fingerprint() {
     cd "$root"
     {
-        echo "${crate_dir#"$root"/}"
-        find edge -path edge/worker/build -prune -o -path edge/bare/build -prune -o -type f -print | LC_ALL=C sort | xargs sha256sum
+        echo "${crate_dir#"$root"/} $variant"
+        find edge -path edge/worker/build -prune -o -path edge/bare/build -prune -o -path edge/bare/build-obliged -prune -o -type f -print | LC_ALL=C sort | xargs sha256sum
         sha256sum Cargo.toml Cargo.lock
         rustc --version
         "$WORKER_BUILD_BIN" --version
@@ -52,7 +64,7 @@ fi
 
 echo "build-edge: building ${crate_dir#"$root"/} with worker-build --release" >&2
 start=$(date +%s)
-(cd "$crate_dir" && "$WORKER_BUILD_BIN" --release >&2)
+(cd "$crate_dir" && "$WORKER_BUILD_BIN" --release "${extra[@]}" >&2)
 [[ -f "$out/index_bg.wasm" && -f "$out/index.js" ]] \
     || { echo "build-edge: error: worker-build did not produce $out/index_bg.wasm and $out/index.js" >&2; exit 1; }
 printf '%s\n' "$want" >"$out/.fingerprint"

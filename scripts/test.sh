@@ -28,6 +28,7 @@ cargo fmt --all --check
 step "cargo clippy (native workspace, then the Worker for wasm32)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p understudy-edge --target wasm32-unknown-unknown --locked -- -D warnings
+cargo clippy -p understudy-bare --features obliged --target wasm32-unknown-unknown --locked -- -D warnings
 
 step "cargo test --workspace"
 cargo test --workspace --locked

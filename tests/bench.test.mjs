@@ -52,6 +52,9 @@ test("bench: the short form measures every named figure against its floors", asy
     }
     for (const tier of ["user", "curated"]) num(d.deadline_to_answer_p99_ms[tier], `deadline_to_answer_p99_ms.${tier}`);
     for (const side of ["edge", "bare", "js"]) num(d.cpu_us_per_request.healthy[side], `cpu healthy ${side}`);
+    // CPU in steps: bare, bare keeping the edge's promises the direct way (token, log line,
+    // headers), the edge — the policy has a token, so the obliged build ran.
+    for (const step of ["bare", "bare_obliged", "edge"]) num(d.cpu_us_healthy_steps[step], `cpu floor step ${step}`);
     for (const side of ["edge", "js"]) num(d.cpu_us_per_request.degraded[side], `cpu degraded ${side}`);
     assert.ok(d.module.edge_gzip_bytes > 0 && d.module.edge_bytes > d.module.edge_gzip_bytes);
     const hung = d.detail.hung_closed_loop_64;

@@ -2,6 +2,16 @@
 //! Understudy Worker makes (POST of the query parameters as JSON, the correlation ID, JSON
 //! accepted) and the origin's answer passed through — no deadline, no breaker, no cascade,
 //! no disclosure, no log line. Whatever the edge costs on top of this is the shell's price.
+//!
+//! Built with `--features obliged` (`scripts/build-edge.sh --bare-obliged`, into
+//! edge/bare/build-obliged) it also does what any Worker keeping the edge's promises must do
+//! on a healthy request, and nothing more: verify the caller's HS256 token (the core's own
+//! `token::verify`, against `TOKEN_HMAC_KEY`, `BARE_ISSUER`, `BARE_AUDIENCE`), write a log
+//! line the size of the edge's, and answer with the edge's disclosure headers — written the
+//! direct workers-rs way (the secret read and one call into JavaScript per header on every
+//! request). `understudy bench` runs it beside the plain floor and the edge
+//! (`cpu_us_healthy_steps`): what those promises cost when kept the direct way, against the
+//! edge, which keeps them and more with one crossing per step.
 #![forbid(unsafe_code)]
 
 use worker::{event, Context, Env, Headers, Method, Request, RequestInit, Response, Result, Url};
@@ -14,6 +24,12 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let Ok(origin) = env.var(ORIGIN_VAR).map(|v| v.to_string()) else {
         return Response::error("UNDERSTUDY_ORIGIN_URL is not set", 500);
     };
+    let cid = req.headers().get("X-Correlation-ID")?;
+    #[cfg(feature = "obliged")]
+    let subject = match obliged::verify(&req, &env) {
+        Ok(s) => s,
+        Err(res) => return res,
+    };
     let url = req.url()?;
     let params: serde_json::Map<String, serde_json::Value> = url
         .query_pairs()
@@ -22,8 +38,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let headers = Headers::new();
     headers.set("Accept", "application/json")?;
     headers.set("Content-Type", "application/json")?;
-    if let Some(cid) = req.headers().get("X-Correlation-ID")? {
-        headers.set("X-Correlation-ID", &cid)?;
+    if let Some(cid) = &cid {
+        headers.set("X-Correlation-ID", cid)?;
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
@@ -36,7 +52,83 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let body = res.bytes().await?;
     let out = Headers::new();
     out.set("Content-Type", "application/json")?;
+    #[cfg(feature = "obliged")]
+    obliged::finish(
+        &out,
+        cid.unwrap_or_default(),
+        subject,
+        res.status_code(),
+        body.len(),
+    )?;
     Ok(Response::from_bytes(body)?
         .with_status(res.status_code())
         .with_headers(out))
+}
+
+/// What keeping the edge's promises costs on a healthy request, and nothing more.
+#[cfg(feature = "obliged")]
+mod obliged {
+    use understudy_core::policy::IdentityRules;
+    use understudy_core::time::Millis;
+    use understudy_core::token;
+    use worker::{Env, Headers, Request, Response, Result};
+
+    /// The edge's log line for a live answer is ~560 bytes; this pads a line to that.
+    const LOG_PAD: usize = 300;
+
+    /// The caller's subject, or the 401 to answer.
+    pub fn verify(
+        req: &Request,
+        env: &Env,
+    ) -> std::result::Result<Option<String>, Result<Response>> {
+        let var = |name: &str| env.var(name).map(|v| v.to_string()).unwrap_or_default();
+        let rules = IdentityRules {
+            secret: "TOKEN_HMAC_KEY".into(),
+            issuer: var("BARE_ISSUER"),
+            audience: var("BARE_AUDIENCE"),
+            leeway_ms: 30_000,
+        };
+        let key = env
+            .secret("TOKEN_HMAC_KEY")
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        let auth = req
+            .headers()
+            .get("Authorization")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let now = Millis(worker::Date::now().as_millis());
+        match token::bearer(&auth).map(|t| token::verify(t, key.as_bytes(), &rules, now)) {
+            Some(Ok(claims)) => Ok(claims.subject().map(str::to_string)),
+            _ => Err(Response::error("unauthorized", 401)),
+        }
+    }
+
+    /// The edge's disclosure headers and a log line the size of its.
+    pub fn finish(
+        out: &Headers,
+        cid: String,
+        subject: Option<String>,
+        status: u16,
+        bytes: usize,
+    ) -> Result<()> {
+        for (k, v) in [
+            ("X-Correlation-ID", cid.as_str()),
+            ("X-Degraded", "false"),
+            ("X-Result-Source", "origin"),
+            ("X-Breaker-Mode", "PRIMARY_HEALTHY"),
+            ("X-Policy-Version", "bare-obliged"),
+            ("Cache-Control", "private, no-store"),
+            ("Vary", "Authorization"),
+        ] {
+            out.set(k, v)?;
+        }
+        let line = serde_json::json!({
+            "correlation_id": cid, "outcome": "live", "status": status,
+            "subject": subject, "bytes": bytes, "pad": "x".repeat(LOG_PAD),
+        });
+        worker::console_log!("{}", line);
+        Ok(())
+    }
 }

@@ -49,6 +49,9 @@ const EDGE: Target = Target("edge");
 const EDGE_OFF: Target = Target("edge-off");
 const EDGE_EMB: Target = Target("edge-emb");
 const BARE: Target = Target("bare");
+/// The bare Worker doing what the edge's promises oblige on a healthy request (a token
+/// check, a log line, the disclosure headers) and nothing more.
+const BARE_OBLIGED: Target = Target("bare-obliged");
 const PEER: Target = Target("peer");
 /// The runtime's floor: a no-op JS Worker.
 const NOOP: Target = Target("noop");
@@ -233,7 +236,18 @@ pub fn run(opts: &Options) -> Result<Value> {
         "edge-hedge",
     )?;
     let bare_dir = work.join("bare");
-    let bare_wasm = sides::bare_dist(&root, opts.bare.as_deref(), &bare_dir, &edge_dir)?;
+    let bare_wasm = sides::bare_dist(&root, opts.bare.as_deref(), &bare_dir, &edge_dir, None)?;
+    let obliged_dir = work.join("bare-obliged");
+    let obliged = shipped.identity.as_ref();
+    if obliged.is_some() {
+        sides::bare_dist(
+            &root,
+            opts.bare.as_deref(),
+            &obliged_dir,
+            &edge_dir,
+            obliged,
+        )?;
+    }
     let peer_dir = work.join("peer");
     let peer_bytes = sides::peer_dist(&root, &off, loaded.catalog.as_ref(), &peer_dir, &edge_dir)?;
     let noop_dir = work.join("noop");
@@ -254,6 +268,9 @@ pub fn run(opts: &Options) -> Result<Value> {
         (NOOP.0, noop_dir),
         (NOOP_LOG.0, noop_log_dir),
     ];
+    if obliged.is_some() {
+        workers.push((BARE_OBLIGED.0, obliged_dir));
+    }
     if let Some(b) = &opts.compare_edge {
         let src = dist::edge::locate(Some(b))?;
         let (dir, _, _) = bake(&off, &src, "edge-b")?;
@@ -300,6 +317,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         ]
         .into_iter()
         .chain(opts.compare_edge.iter().flat_map(|_| [EDGE_B, EDGE_EMB_B]))
+        .chain(obliged.map(|_| BARE_OBLIGED))
         {
             let warm = load::sequential(addr, t, std::slice::from_ref(&req), 50, timeout).await;
             if !warm.iter().any(|o| o.status == 200) {
@@ -339,6 +357,22 @@ pub fn run(opts: &Options) -> Result<Value> {
             &pids,
         )
         .await;
+        // CPU in steps: the bare pass-through, the same keeping the edge's promises on a
+        // healthy request the direct workers-rs way (token, log line, headers), and the
+        // edge — alternating slices.
+        let steps_phase = if obliged.is_some() {
+            interleaved(
+                addr,
+                &[BARE, BARE_OBLIGED, EDGE],
+                &plans,
+                opts.concurrency,
+                opts.throughput_secs,
+                &pids,
+            )
+            .await
+        } else {
+            Vec::new()
+        };
         let served_before = origin.served_histogram();
         let healthy_hi = interleaved(
             addr,
@@ -487,6 +521,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             speculative_hi: added(hi_before, hi_after),
             hung_hi,
             hung_paced,
+            steps_phase,
             bare_hung,
             origin_calls,
             tail: report::Tail {

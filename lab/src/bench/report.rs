@@ -53,6 +53,9 @@ pub struct Measured {
     /// The model hung, 64 connections, edge and peer each paced to the peer's rate in
     /// `hung_hi` (empty when the peer answered nothing there).
     pub hung_paced: Vec<Slice>,
+    /// Healthy, the bench's connections: the bare Worker, the bare Worker obliged (token,
+    /// log line, headers) and the edge, alternating (empty for a policy without a token).
+    pub steps_phase: Vec<Slice>,
     pub bare_hung: Observed,
     pub origin_calls: u64,
     pub tail: Tail,
@@ -240,6 +243,33 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
     bare_json["live_rps"] = json!(round(hc_bare.rps()));
     let tier_p99: BTreeMap<&String, f64> =
         tiers.iter().map(|(t, l)| (t, round(l.p99_ms))).collect();
+    let detail = json!({
+        "cold_first_wave": {"edge": cold, "peer": cold_peer, "bare": cold_bare, "requests": m.cold_edge.len(),
+                            "edge_answered": m.cold_edge.iter().filter(|o| o.status == 200).count()},
+        "healthy_sequential": {"rounds": s.rounds, "edge": seq_e, "bare": seq_b},
+        // The bare Worker passes the origin through without saying so: its answers are live.
+        "healthy_closed_loop": {"connections": s.concurrency, "edge": slice_json(hc_edge), "peer": slice_json(hc_peer),
+                                "origin_ceiling_rps": origin_ceiling,
+                                "bare": bare_json, "edge_breaker_off": slice_json(&m.healthy_c[3]),
+                                "edge_b": m.healthy_c.get(4).map(slice_json)},
+        "healthy_closed_loop_64": {"edge": slice_json(hh_edge), "peer": slice_json(hh_peer),
+                                   "noop": m.healthy_hi.get(2).map(slice_json),
+                                   "origin_served": served(&m.origin_served_hi)},
+        "hung_embedded_only": {"answers": m.emb_hung.iter().filter(|o| o.status == 200).count(),
+                               "latency": lat(&m.emb_hung), "ms_after_deadline": emb_over,
+                               "refused_before_io": refused, "timer_floor_after_deadline": timer_floor,
+                               "timer_floor_with_subrequest_after_deadline": race_floor,
+                               "edge_b_ms_after_deadline": (!m.emb_hung_b.is_empty()).then(|| over(&m.emb_hung_b))},
+        "hung_every_tier_breaker_off": {"answers": m.off_hung.iter().filter(|o| o.status == 200).count(),
+                                        "latency": lat(&m.off_hung), "ms_after_deadline_by_tier": tiers},
+        "hung_closed_loop_64": {"edge": slice_json(hung_edge), "peer": slice_json(hung_peer),
+                                "noop": m.hung_hi.get(2).map(slice_json),
+                                "noop_log": m.hung_hi.get(3).map(slice_json)},
+        "hung_paced_64_at_peer_rate": {"edge": m.hung_paced.first().map(slice_json),
+                                       "peer": m.hung_paced.get(1).map(slice_json)},
+        "bare_with_the_model_hung": if m.bare_hung.status == 0 { json!(format!("no answer within 1000 ms ({})", m.bare_hung.error.clone().unwrap_or_default())) } else { json!(m.bare_hung.status) },
+        "origin_calls": m.origin_calls,
+    });
     let targets = json!({
     "cpu_healthy_at_most_js": matches!((cpu(hc_edge), cpu(hc_peer)), (Some(e), Some(j)) if e <= j),
     "degraded_p99_within_race_floor_plus_1ms": emb_over.p99_ms <= race_floor.p99_ms + 1.0,
@@ -254,6 +284,8 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
     "healthy_c16_at_least_1_2x_js": healthy_c16_rps_vs_js >= 1.2,
     "no_breaker_opening_with_a_healthy_origin": m.breaker_openings.as_ref().is_some_and(Vec::is_empty),
     });
+    let step = |i: usize| m.steps_phase.get(i).and_then(cpu);
+    let steps_phase = json!({"bare": step(0), "bare_obliged": step(1), "edge": step(2)});
     let at_peer_rate = json!({
         "rate": m.hung_paced.first().map(|_| round(hung_peer.rps())),
         "edge": m.hung_paced.first().map(|x| round(x.latency.p99_ms)),
@@ -291,6 +323,9 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         // Both sides at one rate (the peer's closed-loop rate), latency from when each
         // request was due: the figure without the closed loop's saturation.
         "hung_c64_p99_at_peer_rate_ms": at_peer_rate,
+        // CPU µs per healthy request in one phase: what a pass-through costs, what keeping
+        // the edge's promises adds to it (token, log line, headers), and the edge.
+        "cpu_us_healthy_steps": steps_phase,
         "hung_c64_p99_after_first_slice_ms": after_first_slice,
         // The same 64-connection closed loop on a Worker that answers `ok` with no I/O: the
         // runtime's own p99 under that load, the floor under hung_c64_p99_ms.
@@ -320,33 +355,7 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
             "with": tail_side(&m.tail.hedged, m.tail.calls_hedged),
         },
 
-        "detail": {
-            "cold_first_wave": {"edge": cold, "peer": cold_peer, "bare": cold_bare, "requests": m.cold_edge.len(),
-                                "edge_answered": m.cold_edge.iter().filter(|o| o.status == 200).count()},
-            "healthy_sequential": {"rounds": s.rounds, "edge": seq_e, "bare": seq_b},
-            // The bare Worker passes the origin through without saying so: its answers are live.
-            "healthy_closed_loop": {"connections": s.concurrency, "edge": slice_json(hc_edge), "peer": slice_json(hc_peer),
-                                    "origin_ceiling_rps": origin_ceiling,
-                                    "bare": bare_json, "edge_breaker_off": slice_json(&m.healthy_c[3]),
-                                    "edge_b": m.healthy_c.get(4).map(slice_json)},
-            "healthy_closed_loop_64": {"edge": slice_json(hh_edge), "peer": slice_json(hh_peer),
-                                       "noop": m.healthy_hi.get(2).map(slice_json),
-                                       "origin_served": served(&m.origin_served_hi)},
-            "hung_embedded_only": {"answers": m.emb_hung.iter().filter(|o| o.status == 200).count(),
-                                   "latency": lat(&m.emb_hung), "ms_after_deadline": emb_over,
-                                   "refused_before_io": refused, "timer_floor_after_deadline": timer_floor,
-                                   "timer_floor_with_subrequest_after_deadline": race_floor,
-                                   "edge_b_ms_after_deadline": (!m.emb_hung_b.is_empty()).then(|| over(&m.emb_hung_b))},
-            "hung_every_tier_breaker_off": {"answers": m.off_hung.iter().filter(|o| o.status == 200).count(),
-                                            "latency": lat(&m.off_hung), "ms_after_deadline_by_tier": tiers},
-            "hung_closed_loop_64": {"edge": slice_json(hung_edge), "peer": slice_json(hung_peer),
-                                    "noop": m.hung_hi.get(2).map(slice_json),
-                                    "noop_log": m.hung_hi.get(3).map(slice_json)},
-            "hung_paced_64_at_peer_rate": {"edge": m.hung_paced.first().map(slice_json),
-                                           "peer": m.hung_paced.get(1).map(slice_json)},
-            "bare_with_the_model_hung": if m.bare_hung.status == 0 { json!(format!("no answer within 1000 ms ({})", m.bare_hung.error.clone().unwrap_or_default())) } else { json!(m.bare_hung.status) },
-            "origin_calls": m.origin_calls,
-        },
+        "detail": detail,
         // Issue 23's targets: each against a figure measured beside it in the same run.
         "targets": targets,
     })

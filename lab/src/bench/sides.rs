@@ -98,25 +98,35 @@ fn compat_line(edge_dir: &Path) -> Result<String> {
 
 /// The bare Worker (edge/bare), built once by `scripts/build-edge.sh --bare` when absent.
 /// Returns its directory and module bytes.
+/// The bare Worker as a directory. With `obliged` (the policy's identity rules) it also
+/// verifies the caller's token, logs a line the size of the edge's and answers with the
+/// edge's disclosure headers (`BARE_OBLIGED`, edge/bare/src/lib.rs).
 pub fn bare_dist(
     root: &Path,
     explicit: Option<&Path>,
     dir: &Path,
     edge_dir: &Path,
+    obliged: Option<&understudy_core::policy::IdentityRules>,
 ) -> Result<Vec<u8>> {
+    let (flag, default) = match obliged {
+        None => ("--bare", "edge/bare/build"),
+        Some(_) => ("--bare-obliged", "edge/bare/build-obliged"),
+    };
+    // `--bare DIR` names the plain floor only; the obliged build is always the checkout's.
+    let explicit = explicit.filter(|_| obliged.is_none());
     let build = match explicit {
         Some(d) => d.to_path_buf(),
-        None => root.join("edge/bare/build"),
+        None => root.join(default),
     };
     if explicit.is_none() && !build.join("index_bg.wasm").is_file() {
-        eprintln!("bench: building the bare Worker once (scripts/build-edge.sh --bare)…");
+        eprintln!("bench: building the bare Worker once (scripts/build-edge.sh {flag})…");
         let status = Command::new("bash")
             .arg(root.join("scripts/build-edge.sh"))
-            .arg("--bare")
+            .arg(flag)
             .current_dir(root)
             .status()?;
         if !status.success() {
-            bail!("scripts/build-edge.sh --bare failed ({status})");
+            bail!("scripts/build-edge.sh {flag} failed ({status})");
         }
     }
     std::fs::create_dir_all(dir)?;
@@ -132,11 +142,18 @@ pub fn bare_dist(
             understudy_compiler::dist::entry::direct_fetch_js("bare")
         ),
     )?;
+    let bindings = match obliged {
+        Some(id) => json!({
+            "vars": {"BARE_OBLIGED": "1", "BARE_ISSUER": id.issuer, "BARE_AUDIENCE": id.audience},
+            "secrets": [id.secret], "kv": [], "rate_limits": [],
+        }),
+        None => json!({"vars": {}, "secrets": [], "kv": [], "rate_limits": []}),
+    };
     side_files(
         dir,
-        "bare",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("bare"),
         edge_dir,
-        &json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}),
+        &json!({ "bindings": bindings }),
     )?;
     Ok(std::fs::read(dir.join("index_bg.wasm"))?)
 }

@@ -89,6 +89,15 @@ pub fn human(d: &Value) -> String {
             f(&c["edge_b"]["cpu_us_per_request"])
         ));
     }
+    let st = &d["cpu_us_healthy_steps"];
+    if st["bare"].is_number() {
+        s.push_str(&format!(
+            "  CPU µs / request in steps: bare {} → bare with the token, log line and headers {} → edge {}\n",
+            f(&st["bare"]),
+            f(&st["bare_obliged"]),
+            f(&st["edge"])
+        ));
+    }
     let c = &det["healthy_closed_loop_64"];
     s.push_str(&row("healthy, 64 conns: live req/s", c, "live_rps"));
     let o = &c["origin_served"];

@@ -84,6 +84,7 @@ fn measured() -> Measured {
             slice(2500.0, true),
         ],
         hung_paced: vec![slice(500.0, false), slice(500.0, false)],
+        steps_phase: vec![slice(600.0, true), slice(590.0, true), slice(580.0, true)],
         bare_hung: Observed::default(),
         origin_calls: 100,
         tail: Tail {
@@ -129,6 +130,17 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     assert_eq!(d["hung_c64_rps_vs_js"], 3.0);
     assert_eq!(d["noop_c64_p99_ms"], 20.0);
     assert_eq!(d["noop_log_c64_p99_ms"], 20.0);
+    assert_eq!(
+        d["cpu_us_healthy_steps"],
+        json!({"bare": 500.0, "bare_obliged": 500.0, "edge": 500.0})
+    );
+    assert!(
+        human(&d).contains(
+            "CPU µs / request in steps: bare 500.00 → bare with the token, log line and headers 500.00 → edge 500.00"
+        ),
+        "{}",
+        human(&d)
+    );
     assert_eq!(
         d["hung_c64_p99_at_peer_rate_ms"],
         json!({"rate": 500.0, "edge": 20.0, "peer": 20.0})
