@@ -16,6 +16,7 @@
 //! fixed latency histograms.
 
 pub mod consecutive;
+pub mod fleet;
 pub mod rate;
 pub mod window;
 

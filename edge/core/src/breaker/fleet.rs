@@ -1,0 +1,348 @@
+//! [F-SCOPE] The fleet's breaker, sans I/O (ADR 011, proposed): what the coordinator — a
+//! Durable Object per service, off every request's path — does with the isolates' reports,
+//! and the verdict it answers with. The Durable Object and `simulate --isolates` will both
+//! drive this one struct; neither decides anything itself.
+//!
+//! A report carries the isolate's **absolute** counts per bucket of its window (calls,
+//! failures, timeouts, calls slower than `slow_call_p95`, and the probes'), not deltas: a
+//! lost or repeated report cannot double count, and a late one (an older `seq`) is ignored.
+//! The fleet's window is the sum, over isolates heard within a window, of each one's latest
+//! counts per bucket. On it the coordinator applies seed 000's rules with the same
+//! thresholds and the same evidence rule for slowness ([`super::rate::p95_exceeded`]) as an
+//! isolate's breaker ([`super::rate::Rate`]); probes are pooled across the fleet, so the
+//! fleet's 2% decides in under a second what one thin isolate's 2% takes minutes to.
+//!
+//! Every verdict carries when it was issued and when it expires (three report intervals
+//! later): an isolate applies only an unexpired one, so a coordinator that stops answering
+//! can never hold the fleet open.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::rate::p95_exceeded;
+use super::window::BUCKETS;
+use crate::policy::RateBreaker;
+use crate::time::Millis;
+
+/// Most isolates one coordinator keeps (ADR 011's budget is 5,000 a region at most).
+pub const MAX_ISOLATES: usize = 20_000;
+/// Most buckets a report may carry (the window's, and one being filled).
+const MAX_BUCKETS: usize = BUCKETS + 1;
+
+/// One bucket of an isolate's window, as the isolate counted it so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counts {
+    /// The bucket: `time / (window / BUCKETS)`, on the isolate's clock.
+    pub epoch: u64,
+    pub calls: u32,
+    pub failures: u32,
+    pub timeouts: u32,
+    /// Calls slower than `slow_call_p95`.
+    pub slow: u32,
+    /// Probe calls, and those that succeeded within `slow_call_p95` (a probe that did not
+    /// aborts probing, seed 000); `probe_slow`: probes slower than `probe_p95`.
+    pub probes: u32,
+    pub probe_ok: u32,
+    pub probe_slow: u32,
+}
+
+/// An isolate's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub service: String,
+    /// A hash of the breaker's settings: isolates with other settings (another release in a
+    /// gradual rollout) are refused, not merged.
+    pub config: String,
+    /// The isolate's random ID, and the report's number from it (increasing).
+    pub isolate: String,
+    pub seq: u64,
+    pub buckets: Vec<Counts>,
+}
+
+/// Why a report was not merged (the Durable Object answers 4xx and counts it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    Malformed(String),
+    OtherService(String),
+    OtherConfig(String),
+    TooManyBuckets(usize),
+    /// The coordinator already keeps [`MAX_ISOLATES`].
+    Full,
+}
+
+/// The fleet's mode, as a verdict states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FleetMode {
+    Closed,
+    Open,
+    Probing,
+}
+
+/// What the coordinator answers a report with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub mode: FleetMode,
+    /// The evidence it stands on: the fleet window's totals (or the probes' while probing).
+    pub calls: u32,
+    pub failures: u32,
+    pub slow: u32,
+    pub probes: u32,
+    pub probe_ok: u32,
+    /// Isolates heard within the window.
+    pub isolates: usize,
+    pub issued_at: u64,
+    pub expires_at: u64,
+    /// When the fleet last opened (an isolate opened by its own evidence after this is not
+    /// closed by this verdict), and when probing began.
+    pub opened_at: Option<u64>,
+    pub probing_since: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Closed,
+    Open { since: Millis, until: Millis },
+    Probing { since: Millis, opened: Millis },
+}
+
+#[derive(Debug)]
+struct Isolate {
+    seq: u64,
+    heard: Millis,
+    buckets: Vec<Counts>,
+}
+
+/// The coordinator's state: soft, rebuilt from reports after a restart.
+#[derive(Debug)]
+pub struct Coordinator {
+    service: String,
+    config: String,
+    cfg: RateBreaker,
+    report_interval_ms: u64,
+    state: State,
+    /// Buckets before this epoch do not count (the window starts afresh after a recovery).
+    fresh_from: u64,
+    isolates: HashMap<String, Isolate>,
+    /// The sum of every kept isolate's counts, per bucket: a report costs O(its buckets),
+    /// not O(isolates) (ADR 011's budget: hundreds of reports a second per coordinator).
+    sums: BTreeMap<u64, Counts>,
+    /// When silent isolates were last swept out (at most once per report interval).
+    swept: Millis,
+}
+
+impl Coordinator {
+    pub fn new(service: &str, config: &str, cfg: RateBreaker, report_interval_ms: u64) -> Self {
+        Coordinator {
+            service: service.to_string(),
+            config: config.to_string(),
+            cfg,
+            report_interval_ms: report_interval_ms.max(1),
+            state: State::Closed,
+            fresh_from: 0,
+            isolates: HashMap::new(),
+            sums: BTreeMap::new(),
+            swept: Millis(0),
+        }
+    }
+
+    fn bucket_ms(&self) -> u64 {
+        (self.cfg.window_ms / BUCKETS as u64).max(1)
+    }
+
+    /// Parses a report's JSON; every problem is a [`Refusal::Malformed`] naming it.
+    pub fn parse(text: &str) -> Result<Report, Refusal> {
+        serde_json::from_str(text).map_err(|e| Refusal::Malformed(e.to_string()))
+    }
+
+    /// Merges `report` at `now` and answers with the fleet's verdict.
+    pub fn report(&mut self, now: Millis, report: Report) -> Result<Verdict, Refusal> {
+        if report.service != self.service {
+            return Err(Refusal::OtherService(report.service));
+        }
+        if report.config != self.config {
+            return Err(Refusal::OtherConfig(report.config));
+        }
+        if report.buckets.len() > MAX_BUCKETS {
+            return Err(Refusal::TooManyBuckets(report.buckets.len()));
+        }
+        self.forget_silent(now);
+        let full = self.isolates.len() >= MAX_ISOLATES;
+        let old = match self.isolates.get_mut(&report.isolate) {
+            Some(known) if report.seq <= known.seq => {
+                known.heard = now;
+                None
+            }
+            Some(known) => {
+                let old = std::mem::replace(&mut known.buckets, report.buckets.clone());
+                known.seq = report.seq;
+                known.heard = now;
+                Some(old)
+            }
+            None if full => return Err(Refusal::Full),
+            None => {
+                self.isolates.insert(
+                    report.isolate,
+                    Isolate {
+                        seq: report.seq,
+                        heard: now,
+                        buckets: report.buckets.clone(),
+                    },
+                );
+                Some(Vec::new())
+            }
+        };
+        if let Some(old) = old {
+            for b in &old {
+                self.add(b, false);
+            }
+            for b in &report.buckets {
+                self.add(b, true);
+            }
+        }
+        Ok(self.verdict(now))
+    }
+
+    /// Adds (or takes away) one isolate's bucket to the fleet's sums.
+    fn add(&mut self, b: &Counts, plus: bool) {
+        let sum = self.sums.entry(b.epoch).or_insert(Counts {
+            epoch: b.epoch,
+            ..Counts::default()
+        });
+        let f = |x: &mut u32, v: u32| {
+            *x = if plus {
+                x.saturating_add(v)
+            } else {
+                x.saturating_sub(v)
+            }
+        };
+        f(&mut sum.calls, b.calls);
+        f(&mut sum.failures, b.failures);
+        f(&mut sum.timeouts, b.timeouts);
+        f(&mut sum.slow, b.slow);
+        f(&mut sum.probes, b.probes);
+        f(&mut sum.probe_ok, b.probe_ok);
+        f(&mut sum.probe_slow, b.probe_slow);
+    }
+
+    /// Isolates silent for a whole window no longer count; buckets older than the window
+    /// are dropped from the sums. At most once per report interval.
+    fn forget_silent(&mut self, now: Millis) {
+        if now.since(self.swept) < self.report_interval_ms && self.swept.0 != 0 {
+            return;
+        }
+        self.swept = now;
+        let window = self.cfg.window_ms;
+        let silent: Vec<String> = self
+            .isolates
+            .iter()
+            .filter(|(_, i)| now.since(i.heard) >= window)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in silent {
+            if let Some(i) = self.isolates.remove(&k) {
+                for b in &i.buckets {
+                    self.add(b, false);
+                }
+            }
+        }
+        let oldest = (now.0 / self.bucket_ms()).saturating_sub(BUCKETS as u64);
+        self.sums.retain(|e, _| *e >= oldest);
+    }
+
+    /// The fleet window's totals at `now`: buckets inside the window and not before
+    /// `fresh_from`, summed over isolates.
+    fn totals(&self, now: Millis, from_epoch: u64) -> Counts {
+        let current = now.0 / self.bucket_ms();
+        let oldest = current.saturating_sub(BUCKETS as u64 - 1).max(from_epoch);
+        let mut t = Counts::default();
+        for b in self.sums.range(oldest..=current + 1).map(|(_, b)| b) {
+            t.calls = t.calls.saturating_add(b.calls);
+            t.failures = t.failures.saturating_add(b.failures);
+            t.timeouts = t.timeouts.saturating_add(b.timeouts);
+            t.slow = t.slow.saturating_add(b.slow);
+            t.probes = t.probes.saturating_add(b.probes);
+            t.probe_ok = t.probe_ok.saturating_add(b.probe_ok);
+            t.probe_slow = t.probe_slow.saturating_add(b.probe_slow);
+        }
+        t
+    }
+
+    /// Applies what the evidence and time say, and states the result.
+    pub fn verdict(&mut self, now: Millis) -> Verdict {
+        let bucket_ms = self.bucket_ms();
+        let epoch_of = |m: Millis| m.0 / bucket_ms;
+        if let State::Open { since, until } = self.state {
+            if now >= until {
+                self.state = State::Probing {
+                    since: now,
+                    opened: since,
+                };
+            }
+        }
+        let t = match self.state {
+            State::Closed => {
+                let t = self.totals(now, self.fresh_from);
+                let trips = t.calls >= self.cfg.min_calls.max(1)
+                    && (f64::from(t.failures) >= self.cfg.failure_ratio * f64::from(t.calls)
+                        || p95_exceeded(t.slow, t.calls));
+                if trips {
+                    self.state = State::Open {
+                        since: now,
+                        until: now.plus(self.cfg.hold_down_ms),
+                    };
+                }
+                t
+            }
+            State::Open { .. } => self.totals(now, self.fresh_from),
+            State::Probing { since, opened } => {
+                // Probes sent since probing began, pooled across the fleet.
+                let t = self.totals(now, epoch_of(since));
+                let bad = t.probes.saturating_sub(t.probe_ok);
+                if bad > 0 {
+                    self.state = State::Open {
+                        since: opened,
+                        until: now.plus(self.cfg.failed_probe_hold_ms),
+                    };
+                } else if t.probes >= self.cfg.probe_min_calls.max(1) {
+                    let allowed_slow = t.probes - (0.95 * f64::from(t.probes)).ceil() as u32;
+                    let ratio = f64::from(t.probe_ok) / f64::from(t.probes);
+                    if ratio >= self.cfg.probe_success_ratio && t.probe_slow <= allowed_slow {
+                        self.state = State::Closed;
+                        self.fresh_from = epoch_of(now) + 1;
+                    } else {
+                        self.state = State::Open {
+                            since: opened,
+                            until: now.plus(self.cfg.failed_probe_hold_ms),
+                        };
+                    }
+                }
+                t
+            }
+        };
+        let (mode, opened_at, probing_since) = match self.state {
+            State::Closed => (FleetMode::Closed, None, None),
+            State::Open { since, .. } => (FleetMode::Open, Some(since.0), None),
+            State::Probing { since, opened } => (FleetMode::Probing, Some(opened.0), Some(since.0)),
+        };
+        Verdict {
+            mode,
+            calls: t.calls,
+            failures: t.failures,
+            slow: t.slow,
+            probes: t.probes,
+            probe_ok: t.probe_ok,
+            isolates: self.isolates.len(),
+            issued_at: now.0,
+            expires_at: now.0 + 3 * self.report_interval_ms,
+            opened_at,
+            probing_since,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
