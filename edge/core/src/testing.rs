@@ -157,3 +157,19 @@ pub fn seed_catalog() -> Catalog {
         NOW - 2 * HOUR,
     )
 }
+
+/// Seed 000's breaker numbers (MC-ST-01).
+pub fn seed_rate_breaker() -> RateBreaker {
+    RateBreaker {
+        window_ms: 30_000,
+        failure_ratio: 0.15,
+        min_calls: 20,
+        slow_call_p95_ms: 45,
+        hold_down_ms: 30_000,
+        probe_fraction: 0.02,
+        probe_min_calls: 20,
+        probe_success_ratio: 0.995,
+        probe_p95_ms: 40,
+        failed_probe_hold_ms: 60_000,
+    }
+}

@@ -48,6 +48,26 @@ pub struct Counts {
     pub probe_slow: u32,
 }
 
+impl Counts {
+    /// Adds `other`'s counts to these (or takes them away), saturating; the epoch stays.
+    fn merge(&mut self, other: &Counts, plus: bool) {
+        let f = |x: &mut u32, v: u32| {
+            *x = if plus {
+                x.saturating_add(v)
+            } else {
+                x.saturating_sub(v)
+            }
+        };
+        f(&mut self.calls, other.calls);
+        f(&mut self.failures, other.failures);
+        f(&mut self.timeouts, other.timeouts);
+        f(&mut self.slow, other.slow);
+        f(&mut self.probes, other.probes);
+        f(&mut self.probe_ok, other.probe_ok);
+        f(&mut self.probe_slow, other.probe_slow);
+    }
+}
+
 /// An isolate's report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -171,36 +191,23 @@ impl Coordinator {
         }
         self.forget_silent(now);
         let full = self.isolates.len() >= MAX_ISOLATES;
-        let old = match self.isolates.get_mut(&report.isolate) {
-            Some(known) if report.seq <= known.seq => {
-                known.heard = now;
-                None
-            }
-            Some(known) => {
-                let old = std::mem::replace(&mut known.buckets, report.buckets.clone());
-                known.seq = report.seq;
-                known.heard = now;
-                Some(old)
-            }
+        match self.isolates.get_mut(&report.isolate) {
+            Some(known) if report.seq <= known.seq => known.heard = now,
             None if full => return Err(Refusal::Full),
-            None => {
-                self.isolates.insert(
-                    report.isolate,
-                    Isolate {
-                        seq: report.seq,
-                        heard: now,
-                        buckets: report.buckets.clone(),
-                    },
-                );
-                Some(Vec::new())
-            }
-        };
-        if let Some(old) = old {
-            for b in &old {
-                self.add(b, false);
-            }
-            for b in &report.buckets {
-                self.add(b, true);
+            _ => {
+                for b in &report.buckets {
+                    self.add(b, true);
+                }
+                let new = Isolate {
+                    seq: report.seq,
+                    heard: now,
+                    buckets: report.buckets,
+                };
+                if let Some(old) = self.isolates.insert(report.isolate, new) {
+                    for b in &old.buckets {
+                        self.add(b, false);
+                    }
+                }
             }
         }
         Ok(self.verdict(now))
@@ -212,20 +219,7 @@ impl Coordinator {
             epoch: b.epoch,
             ..Counts::default()
         });
-        let f = |x: &mut u32, v: u32| {
-            *x = if plus {
-                x.saturating_add(v)
-            } else {
-                x.saturating_sub(v)
-            }
-        };
-        f(&mut sum.calls, b.calls);
-        f(&mut sum.failures, b.failures);
-        f(&mut sum.timeouts, b.timeouts);
-        f(&mut sum.slow, b.slow);
-        f(&mut sum.probes, b.probes);
-        f(&mut sum.probe_ok, b.probe_ok);
-        f(&mut sum.probe_slow, b.probe_slow);
+        sum.merge(b, plus);
     }
 
     /// Isolates silent for a whole window no longer count; buckets older than the window
@@ -259,14 +253,8 @@ impl Coordinator {
         let current = now.0 / self.bucket_ms();
         let oldest = current.saturating_sub(BUCKETS as u64 - 1).max(from_epoch);
         let mut t = Counts::default();
-        for b in self.sums.range(oldest..=current + 1).map(|(_, b)| b) {
-            t.calls = t.calls.saturating_add(b.calls);
-            t.failures = t.failures.saturating_add(b.failures);
-            t.timeouts = t.timeouts.saturating_add(b.timeouts);
-            t.slow = t.slow.saturating_add(b.slow);
-            t.probes = t.probes.saturating_add(b.probes);
-            t.probe_ok = t.probe_ok.saturating_add(b.probe_ok);
-            t.probe_slow = t.probe_slow.saturating_add(b.probe_slow);
+        for (_, b) in self.sums.range(oldest..=current + 1) {
+            t.merge(b, true);
         }
         t
     }

@@ -247,21 +247,7 @@ fn mode_of(s: State) -> Mode {
 mod tests {
     use super::*;
 
-    /// Seed 000's numbers.
-    fn seed() -> RateBreaker {
-        RateBreaker {
-            window_ms: 30_000,
-            failure_ratio: 0.15,
-            min_calls: 20,
-            slow_call_p95_ms: 45,
-            hold_down_ms: 30_000,
-            probe_fraction: 0.02,
-            probe_min_calls: 20,
-            probe_success_ratio: 0.995,
-            probe_p95_ms: 40,
-            failed_probe_hold_ms: 60_000,
-        }
-    }
+    use crate::testing::seed_rate_breaker as seed;
 
     /// One request: a failure at 45 ms is the race's timeout.
     fn call(r: &mut Rate, now: u64, ok: bool, latency_ms: u64) -> Admission {

@@ -3,24 +3,10 @@
 use std::collections::BTreeMap;
 
 use super::*;
-
-fn cfg() -> RateBreaker {
-    RateBreaker {
-        window_ms: 30_000,
-        failure_ratio: 0.15,
-        min_calls: 20,
-        slow_call_p95_ms: 45,
-        hold_down_ms: 30_000,
-        probe_fraction: 0.02,
-        probe_min_calls: 20,
-        probe_success_ratio: 0.995,
-        probe_p95_ms: 40,
-        failed_probe_hold_ms: 60_000,
-    }
-}
+use crate::testing::seed_rate_breaker;
 
 fn coordinator() -> Coordinator {
-    Coordinator::new("svc", "cfg-1", cfg(), 1_000)
+    Coordinator::new("svc", "cfg-1", seed_rate_breaker(), 1_000)
 }
 
 /// One isolate as the coordinator sees it: its counts per bucket, and its reports.
