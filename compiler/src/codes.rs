@@ -244,6 +244,32 @@ codes! {
         "With `service.expected_rps` declared, a rate breaker whose `min_calls` exceeds the\n\
          calls one window can hold never opens, and a probe whose `probe_min_calls` exceeds\n\
          the probe traffic one window can hold never closes. The notes show the arithmetic.";
+    FleetReportInterval = "ERR_FLEET_REPORT_INTERVAL", "F-SCOPE",
+        "the fleet's report interval is too long for the breaker's window",
+        "In fleet scope (`breaker.scope = \"fleet\"`) each isolate reports its window to the\n\
+         coordinator every `report_interval` while anything is abnormal, and learns the\n\
+         fleet's verdict from the reply: the fleet decides at most two intervals after the\n\
+         evidence is there. Over a tenth of `breaker.window` (3 s for seed 000's 30 s window,\n\
+         its bound to degrade), the fleet would decide later than one isolate alone. Shorten\n\
+         `report_interval` or lengthen `window` (docs/adr/011-fleet-scoped-breaker.md).";
+    FleetVerdictTtl = "ERR_FLEET_VERDICT_TTL", "F-SCOPE",
+        "a fleet verdict would expire before the next one arrives",
+        "An isolate applies the coordinator's verdict for `verdict_ttl` after it arrives, then\n\
+         falls back to its own evidence. Shorter than two report intervals, one late or lost\n\
+         report makes every isolate drop the fleet's verdict and flap between fleet and\n\
+         isolate scope. Set `verdict_ttl` to at least twice `report_interval` (the default is\n\
+         three times).";
+    FleetCoordinatorBinding = "ERR_FLEET_COORDINATOR_BINDING", "F-SCOPE",
+        "the coordinator's binding name is taken by another binding",
+        "`understudy build` declares the coordinator as a Durable Object namespace bound as\n\
+         `breaker.coordinator` (default `BREAKER_COORDINATOR`). A Worker's bindings share one\n\
+         namespace (`env.NAME`): a KV namespace, secret, rate limit or Durable Object of the\n\
+         same name would hide it, and every report would fail. Rename one of them.";
+    FleetSettingsUnused = "WARN_FLEET_SETTINGS_UNUSED", "F-SCOPE",
+        "warning: fleet settings on a breaker in isolate scope",
+        "`coordinator`, `report_interval` and `verdict_ttl` only matter with\n\
+         `breaker.scope = \"fleet\"`; in isolate scope (the default) nothing reads them. Set\n\
+         the scope you meant, or remove them.";
     CatalogUnreadable = "ERR_CATALOG_UNREADABLE", "P-CATALOG",
         "the catalog or inventory snapshot cannot be read",
         "The file named by `catalog.stubs` or `catalog.inventory` (relative to the policy)\n\

@@ -4,11 +4,12 @@
 use schemars::JsonSchema;
 use toml_span::value::Value;
 use toml_span::{DeserError, Deserialize};
-use understudy_core::policy::{Breaker, RateBreaker};
+use understudy_core::policy::{Breaker, FleetScope, RateBreaker, Scope, DEFAULT_COORDINATOR};
 
 use super::leaf::*;
 use super::origin::{HOUR, MINUTE};
 use super::route::bug;
+use super::strings::Binding;
 use super::table::{Problems, Table, Unknown};
 
 understudy_core::words! {
@@ -24,6 +25,24 @@ impl Words for Mode {
     const NAME: &'static str = "BreakerMode";
     const ALL: &'static [(&'static str, Mode)] = Mode::ALL;
 }
+
+understudy_core::words! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ScopeWord {
+        Isolate = "isolate",
+        Fleet = "fleet",
+    }
+}
+
+impl Words for ScopeWord {
+    const NAME: &'static str = "BreakerScope";
+    const ALL: &'static [(&'static str, ScopeWord)] = ScopeWord::ALL;
+}
+
+/// [F-SCOPE] The report interval when the policy names none.
+pub const DEFAULT_REPORT_INTERVAL_MS: u64 = 1_000;
+/// …and a verdict's lifetime: this many report intervals.
+pub const DEFAULT_TTL_INTERVALS: u64 = 3;
 
 /// [P-BREAKER] Circuit breaker: off, consecutive (seed 002) or rate (seed 000).
 #[derive(Debug, Clone, JsonSchema)]
@@ -82,6 +101,17 @@ pub struct RawRate {
     pub probe_p95: Spanned<Dur<1, MINUTE>>,
     /// Extra hold after a failed probe (default 60s, 1s..=1h).
     pub failed_probe_hold: Option<Spanned<Dur<1_000, HOUR>>>,
+    /// Whose evidence decides: this isolate's, or the fleet's through a coordinator
+    /// (default "isolate"; docs/adr/011-fleet-scoped-breaker.md).
+    pub scope: Option<Spanned<Word<ScopeWord>>>,
+    /// The coordinator's Durable Object binding (fleet scope; default BREAKER_COORDINATOR).
+    pub coordinator: Option<Spanned<Binding>>,
+    /// How often an isolate with anything abnormal reports (fleet scope; default 1s,
+    /// 100ms..=1m; at most a tenth of the window).
+    pub report_interval: Option<Spanned<Dur<100, MINUTE>>>,
+    /// How long a verdict holds after it arrives (fleet scope; default three report
+    /// intervals, 200ms..=1h; at least two).
+    pub verdict_ttl: Option<Spanned<Dur<200, HOUR>>>,
     #[serde(skip)]
     pub unknown: Unknown,
 }
@@ -120,6 +150,10 @@ impl<'de> Deserialize<'de> for RawBreaker {
                 let probe_success_ratio = t.opt("probe_success_ratio");
                 let probe_p95 = t.req("probe_p95");
                 let failed_probe_hold = t.opt("failed_probe_hold");
+                let scope = t.opt("scope");
+                let coordinator = t.opt("coordinator");
+                let report_interval = t.opt("report_interval");
+                let verdict_ttl = t.opt("verdict_ttl");
                 let unknown = Unknown(t.finish()?);
                 RawBreaker::Rate(Box::new(RawRate {
                     window: window.ok_or_else(bug)?,
@@ -132,6 +166,10 @@ impl<'de> Deserialize<'de> for RawBreaker {
                     probe_success_ratio,
                     probe_p95: probe_p95.ok_or_else(bug)?,
                     failed_probe_hold,
+                    scope,
+                    coordinator,
+                    report_interval,
+                    verdict_ttl,
                     unknown,
                 }))
             }
@@ -145,6 +183,30 @@ impl Problems for RawBreaker {
             RawBreaker::Off(o) => o.unknown.problems(out),
             RawBreaker::Consecutive(c) => c.unknown.problems(out),
             RawBreaker::Rate(r) => r.unknown.problems(out),
+        }
+    }
+}
+
+impl RawRate {
+    /// The scope and, in fleet scope, its settings with their defaults.
+    pub fn lower_scope(&self) -> Scope {
+        match self.scope.map(|s| s.value.0) {
+            Some(ScopeWord::Fleet) => {
+                let interval = self
+                    .report_interval
+                    .map_or(DEFAULT_REPORT_INTERVAL_MS, |v| v.value.0);
+                Scope::Fleet(FleetScope {
+                    coordinator: self
+                        .coordinator
+                        .as_ref()
+                        .map_or(DEFAULT_COORDINATOR.to_string(), |b| b.value.0.clone()),
+                    report_interval_ms: interval,
+                    verdict_ttl_ms: self
+                        .verdict_ttl
+                        .map_or(DEFAULT_TTL_INTERVALS * interval, |v| v.value.0),
+                })
+            }
+            _ => Scope::Isolate,
         }
     }
 }
@@ -168,6 +230,7 @@ impl RawBreaker {
                 probe_success_ratio: r.probe_success_ratio.map_or(0.995, |v| v.value.0),
                 probe_p95_ms: r.probe_p95.value.0,
                 failed_probe_hold_ms: r.failed_probe_hold.map_or(60_000, |v| v.value.0),
+                scope: r.lower_scope(),
             }),
         }
     }

@@ -8,6 +8,7 @@ pub mod catalog_files;
 mod events;
 mod expiry;
 pub mod explicit;
+mod fleet;
 pub mod inventory;
 pub mod model;
 mod params;

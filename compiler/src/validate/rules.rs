@@ -5,7 +5,7 @@ use understudy_core::policy::{Breaker, Promise};
 use understudy_core::time::format_duration as fmt;
 
 use super::model::{Model, Opt};
-use super::{budget, events, params, privacy, Ctx};
+use super::{budget, events, fleet, params, privacy, Ctx};
 use crate::codes::Code;
 use crate::parse::host_of;
 use crate::parse::tier::Check;
@@ -20,6 +20,7 @@ pub fn check_all(ctx: &mut Ctx, m: &Model<'_>) {
     privacy::check(ctx, m);
     throttling(ctx, m);
     breaker_can_trigger(ctx, m);
+    fleet::check(ctx, m);
     transport(ctx, m);
     events::check(ctx, m);
 }

@@ -58,10 +58,15 @@ pub fn status(
             j
         })
         .collect();
+    let mut breaker_json = json!({"mode": mode, "transitions": transitions, "scope": "isolate"});
+    if let Some(m) = breaker.member() {
+        breaker_json["scope"] = json!("fleet");
+        breaker_json["fleet"] = m.status(now);
+    }
     let body = json!({
         "release_id": meta.policy_version,
         "service": service,
-        "breaker": {"mode": mode, "transitions": transitions},
+        "breaker": breaker_json,
         "counters": counters,
         "degraded_share": counters.degraded_share(),
         "freshness": freshness,

@@ -171,5 +171,6 @@ pub fn seed_rate_breaker() -> RateBreaker {
         probe_success_ratio: 0.995,
         probe_p95_ms: 40,
         failed_probe_hold_ms: 60_000,
+        scope: Default::default(),
     }
 }

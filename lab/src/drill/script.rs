@@ -375,6 +375,7 @@ mod tests {
             probe_success_ratio: 0.995,
             probe_p95_ms: 40,
             failed_probe_hold_ms: 60_000,
+            scope: Default::default(),
         });
         let Breaker::Rate(r) = scale_policy(&p, 0.05).breaker else {
             panic!("rate")

@@ -30,6 +30,14 @@ pub const MAX_ISOLATES: usize = 20_000;
 /// Most buckets a report may carry (the window's, and one being filled).
 const MAX_BUCKETS: usize = BUCKETS + 1;
 
+/// The hash of the breaker's settings a report names: isolates running other settings
+/// (another release during a gradual rollout) report to another coordinator.
+pub fn settings_hash(cfg: &RateBreaker) -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = postcard::to_allocvec(cfg).unwrap_or_default();
+    hex::encode(&Sha256::digest(&bytes)[..8])
+}
+
 /// One bucket of an isolate's window, as the isolate counted it so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -116,8 +124,9 @@ pub struct Verdict {
     pub isolates: usize,
     pub issued_at: u64,
     pub expires_at: u64,
-    /// When the fleet last opened (an isolate opened by its own evidence after this is not
-    /// closed by this verdict), and when probing began.
+    /// When the fleet last opened, and when probing began — for a closed verdict, when the
+    /// probing that closed it began: an isolate that opened on its own evidence before then
+    /// recovers with the fleet, one that opened after keeps its own mode.
     pub opened_at: Option<u64>,
     pub probing_since: Option<u64>,
 }
@@ -152,6 +161,9 @@ pub struct Coordinator {
     sums: BTreeMap<u64, Counts>,
     /// When silent isolates were last swept out (at most once per report interval).
     swept: Millis,
+    /// When the probing that last closed the fleet began: a closed verdict names it, and an
+    /// isolate whose own opening is older recovers with the fleet.
+    recovered_from: Option<Millis>,
 }
 
 impl Coordinator {
@@ -166,6 +178,7 @@ impl Coordinator {
             isolates: HashMap::new(),
             sums: BTreeMap::new(),
             swept: Millis(0),
+            recovered_from: None,
         }
     }
 
@@ -300,6 +313,7 @@ impl Coordinator {
                     let ratio = f64::from(t.probe_ok) / f64::from(t.probes);
                     if ratio >= self.cfg.probe_success_ratio && t.probe_slow <= allowed_slow {
                         self.state = State::Closed;
+                        self.recovered_from = Some(since);
                         self.fresh_from = epoch_of(now) + 1;
                     } else {
                         self.state = State::Open {
@@ -312,7 +326,7 @@ impl Coordinator {
             }
         };
         let (mode, opened_at, probing_since) = match self.state {
-            State::Closed => (FleetMode::Closed, None, None),
+            State::Closed => (FleetMode::Closed, None, self.recovered_from.map(|m| m.0)),
             State::Open { since, .. } => (FleetMode::Open, Some(since.0), None),
             State::Probing { since, opened } => (FleetMode::Probing, Some(opened.0), Some(since.0)),
         };

@@ -17,6 +17,7 @@
 
 pub mod consecutive;
 pub mod fleet;
+pub mod member;
 pub mod rate;
 pub mod window;
 
@@ -132,17 +133,31 @@ pub enum Breaker {
     Off,
     Consecutive(consecutive::Consecutive),
     Rate(Box<rate::Rate>),
+    /// A rate breaker in fleet scope (ADR 011).
+    Fleet(Box<member::Member>),
 }
 
 impl Breaker {
     pub fn new(cfg: &policy::Breaker) -> Breaker {
+        Breaker::for_service(cfg, "")
+    }
+
+    /// The breaker of `service`'s origin (a fleet-scoped one reports under the name).
+    pub fn for_service(cfg: &policy::Breaker, service: &str) -> Breaker {
         match cfg {
+            policy::Breaker::Rate(r) => match &r.scope {
+                policy::Scope::Fleet(fleet) => Breaker::Fleet(Box::new(member::Member::new(
+                    service,
+                    r.clone(),
+                    fleet.clone(),
+                ))),
+                policy::Scope::Isolate => Breaker::Rate(Box::new(rate::Rate::new(r.clone()))),
+            },
             policy::Breaker::Off => Breaker::Off,
             policy::Breaker::Consecutive {
                 failures,
                 cooldown_ms,
             } => Breaker::Consecutive(consecutive::Consecutive::new(*failures, *cooldown_ms)),
-            policy::Breaker::Rate(r) => Breaker::Rate(Box::new(rate::Rate::new(r.clone()))),
         }
     }
 
@@ -152,6 +167,7 @@ impl Breaker {
             Breaker::Off => Admission::Call,
             Breaker::Consecutive(c) => c.admit(now),
             Breaker::Rate(r) => r.admit(now),
+            Breaker::Fleet(m) => m.admit(now),
         }
     }
 
@@ -161,6 +177,7 @@ impl Breaker {
             Breaker::Off => {}
             Breaker::Consecutive(c) => c.record(now, admission, outcome),
             Breaker::Rate(r) => r.record(now, admission, outcome),
+            Breaker::Fleet(m) => m.record(now, admission, outcome),
         }
     }
 
@@ -172,6 +189,7 @@ impl Breaker {
             Breaker::Off => {}
             Breaker::Consecutive(c) => c.release(admission),
             Breaker::Rate(r) => r.release(admission),
+            Breaker::Fleet(m) => m.release(admission),
         }
     }
 
@@ -181,6 +199,7 @@ impl Breaker {
             Breaker::Off => Mode::Healthy,
             Breaker::Consecutive(c) => c.mode(now),
             Breaker::Rate(r) => r.mode(now),
+            Breaker::Fleet(m) => m.mode(now),
         }
     }
 
@@ -193,14 +212,19 @@ impl Breaker {
     /// `mode`'s name in this breaker's vocabulary: seed 000's for the rate breaker
     /// (PRIMARY_HEALTHY, DEGRADED_FALLBACK, RECOVERING_PROBE), seed 002's otherwise.
     pub fn name(&self, mode: Mode) -> &'static str {
-        let rate = matches!(self, Breaker::Rate(_));
-        match (mode, rate) {
-            (Mode::Healthy, true) => "PRIMARY_HEALTHY",
-            (Mode::Open, true) => "DEGRADED_FALLBACK",
-            (Mode::Probing, true) => "RECOVERING_PROBE",
-            (Mode::Healthy, false) => "CLOSED",
-            (Mode::Open, false) => "OPEN",
-            (Mode::Probing, false) => "HALF_OPEN",
+        match (self, mode) {
+            (Breaker::Rate(_) | Breaker::Fleet(_), _) => rate_name(mode),
+            (_, Mode::Healthy) => "CLOSED",
+            (_, Mode::Open) => "OPEN",
+            (_, Mode::Probing) => "HALF_OPEN",
+        }
+    }
+
+    /// The fleet member, when the breaker is fleet-scoped.
+    pub fn member(&mut self) -> Option<&mut member::Member> {
+        match self {
+            Breaker::Fleet(m) => Some(m),
+            _ => None,
         }
     }
 
@@ -209,7 +233,17 @@ impl Breaker {
             Breaker::Off => &[],
             Breaker::Consecutive(c) => c.transitions(),
             Breaker::Rate(r) => r.transitions(),
+            Breaker::Fleet(m) => m.transitions(),
         }
+    }
+}
+
+/// Seed 000's name of `mode` (PRIMARY_HEALTHY, DEGRADED_FALLBACK, RECOVERING_PROBE).
+pub fn rate_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Healthy => "PRIMARY_HEALTHY",
+        Mode::Open => "DEGRADED_FALLBACK",
+        Mode::Probing => "RECOVERING_PROBE",
     }
 }
 

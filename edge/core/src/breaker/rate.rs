@@ -196,6 +196,24 @@ impl Rate {
         self.window.summary(now)
     }
 
+    /// When this breaker last opened on its own evidence, while it is not healthy.
+    pub fn opened_at(&mut self, now: Millis) -> Option<Millis> {
+        if self.mode(now) == Mode::Healthy {
+            return None;
+        }
+        self.log
+            .iter()
+            .rev()
+            .find(|t| t.to == Mode::Open && t.from == Mode::Healthy)
+            .map(|t| t.at)
+    }
+
+    /// The fleet recovered from the failure this breaker opened on: healthy, a fresh window.
+    pub fn recover(&mut self, now: Millis, evidence: Option<Evidence>) {
+        self.window.clear();
+        self.set(now, State::Healthy, evidence);
+    }
+
     /// Probe calls and successes since probing began.
     pub fn probe_counts(&self) -> (u32, u32) {
         (self.probes.calls, self.probes.successes)

@@ -170,5 +170,6 @@ fn finish<'p>(
         writes: Vec::new(),
         log,
         point: None,
+        report: None,
     }))
 }

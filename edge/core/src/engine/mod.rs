@@ -189,7 +189,7 @@ impl<'p> Engine<'p> {
         Ok(Engine {
             bake,
             validator,
-            breaker: Breaker::new(&bake.policy.breaker),
+            breaker: Breaker::for_service(&bake.policy.breaker, &bake.policy.service.name),
             writes: WriteThrough::default(),
             counters: Counters::default(),
             bulkhead: bulkhead::Bulkhead::default(),
@@ -272,6 +272,31 @@ impl<'p> Engine<'p> {
             "error": crate::classify::bounded(error),
         })
         .to_string()
+    }
+
+    /// [F-SCOPE] The coordinator answered the report a [`Reply`] carried (`Ok`: the reply's
+    /// body), or the report failed — unreachable, over its timeout, a refusal, an answer
+    /// that is no verdict (`Err`: why). Returns the log line to print when it failed.
+    pub fn fleet_heard(&mut self, now: Millis, reply: Result<&str, &str>) -> Option<String> {
+        let member = self.breaker.member()?;
+        let why = match reply.map(serde_json::from_str::<crate::breaker::fleet::Verdict>) {
+            Ok(Ok(verdict)) => {
+                member.heard(now, verdict);
+                return None;
+            }
+            Ok(Err(e)) => format!("the coordinator's answer is no verdict: {e}"),
+            Err(why) => why.to_string(),
+        };
+        member.failed(now, &why);
+        Some(
+            serde_json::json!({
+                "event": "breaker_coordinator_failed",
+                "binding": member.settings().coordinator,
+                "error": crate::classify::bounded(&why),
+                "alert": "ALERT_BREAKER_COORDINATOR_LOST",
+            })
+            .to_string(),
+        )
     }
 
     /// A request arrived at `now`. `seed` feeds the request's random source (correlation
@@ -392,6 +417,7 @@ impl<'p> Engine<'p> {
             writes: facts.writes,
             log,
             point,
+            report: self.breaker.member().and_then(|m| m.report_due(now)),
         }
     }
 }
@@ -450,6 +476,7 @@ pub fn last_resort(release: &str) -> Reply {
         writes: Vec::new(),
         log: String::new(),
         point: None,
+        report: None,
     }
 }
 
@@ -490,6 +517,7 @@ fn edge_down(cid: &str, provenance: Provenance, trace_id: &str, message: &str) -
         writes: Vec::new(),
         log,
         point: None,
+        report: None,
     }
 }
 

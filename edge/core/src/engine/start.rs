@@ -34,6 +34,9 @@ pub(super) fn start<'p>(
     seed: u64,
 ) -> (Flight<'p>, Output<'p>) {
     let policy = engine.policy();
+    if let Some(m) = engine.breaker.member() {
+        m.identify(seed ^ 0x9e37_79b9_7f4a_7c15);
+    }
     let mut rng = Rng::new(seed);
     let (correlation_id, provenance) =
         correlation::resolve(req.header(correlation::HEADER), || rng.bytes::<16>());

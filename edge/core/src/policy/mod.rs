@@ -200,7 +200,36 @@ pub struct RateBreaker {
     pub probe_p95_ms: u64,
     /// A failed probe re-arms DEGRADED_FALLBACK for this long (seed: 60 s).
     pub failed_probe_hold_ms: u64,
+    /// [F-SCOPE] Whose evidence decides: this isolate's, or the fleet's (ADR 011).
+    #[serde(default)]
+    pub scope: Scope,
 }
+
+/// [F-SCOPE] Whose evidence the rate breaker decides on (docs/adr/011-fleet-scoped-breaker.md).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Scope {
+    /// Each isolate decides on its own calls alone (ADR 002).
+    #[default]
+    Isolate,
+    /// Isolates report their window to a coordinator off the request path and apply its
+    /// verdict; each still opens on its own evidence, and falls back to isolate scope when
+    /// the coordinator is away.
+    Fleet(FleetScope),
+}
+
+/// The fleet scope's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetScope {
+    /// The Durable Object namespace binding of the coordinator (`BREAKER_COORDINATOR`).
+    pub coordinator: String,
+    /// How often an isolate with anything abnormal reports (a healthy one: ten times less).
+    pub report_interval_ms: u64,
+    /// How long a verdict holds after it arrives, on the isolate's own clock.
+    pub verdict_ttl_ms: u64,
+}
+
+/// The coordinator's binding name when the policy names none.
+pub const DEFAULT_COORDINATOR: &str = "BREAKER_COORDINATOR";
 
 crate::words! {
     /// Whether the cascade promises an answer.

@@ -223,6 +223,7 @@ fn quick_rate() -> crate::policy::RateBreaker {
         probe_success_ratio: 0.99,
         probe_p95_ms: 40,
         failed_probe_hold_ms: 1_000,
+        scope: Default::default(),
     }
 }
 

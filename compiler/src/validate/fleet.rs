@@ -1,0 +1,122 @@
+//! [F-SCOPE] The fleet scope's keys against the rest of the breaker and the Worker's other
+//! bindings (docs/adr/011-fleet-scoped-breaker.md).
+
+use understudy_core::policy::{Breaker, Scope};
+use understudy_core::time::format_duration as fmt;
+
+use super::model::{Model, Opt};
+use super::Ctx;
+use crate::codes::Code;
+use crate::parse::breaker::RawBreaker;
+
+pub fn check(ctx: &mut Ctx, m: &Model<'_>) {
+    let (Some(Breaker::Rate(r)), Some(RawBreaker::Rate(raw))) = (&m.breaker, m.raw_breaker) else {
+        return;
+    };
+    let Scope::Fleet(fleet) = &r.scope else {
+        let set = [
+            raw.coordinator.as_ref().map(|s| ("coordinator", s.span)),
+            raw.report_interval.map(|s| ("report_interval", s.span)),
+            raw.verdict_ttl.map(|s| ("verdict_ttl", s.span)),
+        ];
+        if let Some((key, span)) = set.into_iter().flatten().next() {
+            ctx.push(
+                ctx.diag(
+                    Code::FleetSettingsUnused,
+                    format!("`breaker.{key}` has no effect: the breaker's scope is \"isolate\""),
+                )
+                .at(span, "read only in fleet scope")
+                .help("set `breaker.scope = \"fleet\"`, or remove the fleet settings"),
+            );
+        }
+        return;
+    };
+    let interval = fleet.report_interval_ms;
+    if interval * 10 > r.window_ms {
+        let span = raw.report_interval.map_or(raw.window.span, |s| s.span);
+        ctx.push(
+            ctx.diag(
+                Code::FleetReportInterval,
+                format!(
+                    "isolates report every {} but the window is {}: the fleet would decide later than one isolate",
+                    fmt(interval),
+                    fmt(r.window_ms)
+                ),
+            )
+            .at(span, "over a tenth of the window")
+            .note(format!(
+                "the fleet's verdict reaches an isolate up to two intervals ({}) after the evidence; a tenth of the window is {}",
+                fmt(2 * interval),
+                fmt(r.window_ms / 10)
+            ))
+            .help("shorten `breaker.report_interval` or lengthen `breaker.window`"),
+        );
+    }
+    if fleet.verdict_ttl_ms < 2 * interval {
+        let span = raw
+            .verdict_ttl
+            .map(|s| s.span)
+            .or(raw.report_interval.map(|s| s.span))
+            .unwrap_or(raw.window.span);
+        ctx.push(
+            ctx.diag(
+                Code::FleetVerdictTtl,
+                format!(
+                    "a verdict holds {} but isolates report every {}: one late report drops the fleet's verdict",
+                    fmt(fleet.verdict_ttl_ms),
+                    fmt(interval)
+                ),
+            )
+            .at(span, "under two report intervals")
+            .help(format!(
+                "set `breaker.verdict_ttl` to at least {} (the default is three intervals)",
+                fmt(2 * interval)
+            )),
+        );
+    }
+    if let Some(other) = taken(m, &fleet.coordinator) {
+        let span = raw
+            .coordinator
+            .as_ref()
+            .map(|s| s.span)
+            .or(raw.scope.map(|s| s.span))
+            .unwrap_or(raw.window.span);
+        ctx.push(
+            ctx.diag(
+                Code::FleetCoordinatorBinding,
+                format!(
+                    "the coordinator's binding `{}` is also {other}",
+                    fleet.coordinator
+                ),
+            )
+            .at(span, "binding name taken")
+            .help("set `breaker.coordinator` to a name no other binding of the Worker uses"),
+        );
+    }
+}
+
+/// What else in the Worker is bound as `name`, if anything.
+fn taken(m: &Model<'_>, name: &str) -> Option<String> {
+    if name.starts_with("UNDERSTUDY_") {
+        return Some("reserved: names starting with UNDERSTUDY_ are the edge's own".into());
+    }
+    for (_, t) in m.tiers() {
+        if t.model.kind.kv_binding().is_some_and(|k| k.value == name) {
+            return Some(format!("tier `{}`'s KV namespace", t.model.name));
+        }
+        if t.model.kind.secret().is_some_and(|k| k.value == name) {
+            return Some(format!("tier `{}`'s secret", t.model.name));
+        }
+    }
+    if let Some((o, _)) = &m.origin {
+        if o.credential_secret.as_deref() == Some(name) {
+            return Some("the origin's credential secret".into());
+        }
+    }
+    if let Opt::Ok(s) = &m.storm {
+        if s.binding == name {
+            return Some("the retry-storm limit's Rate Limiting binding".into());
+        }
+    }
+    None
+}

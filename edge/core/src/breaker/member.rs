@@ -1,0 +1,466 @@
+//! [F-SCOPE] An isolate's side of the fleet-scoped breaker (ADR 011): its own rate breaker,
+//! the counts it reports to the coordinator, and the fleet verdict it applies.
+//!
+//! The isolate keeps seed 000's breaker exactly as in isolate scope ([`Rate`]) and may
+//! always open on its own evidence. Beside it, it counts every call and probe per bucket of
+//! the window (a [`Ledger`]) and, when a report is due, hands the engine the report's JSON
+//! to send off the request path. The coordinator's reply is a [`Verdict`]:
+//! - `OPEN` opens an isolate that has not seen the failure yet;
+//! - `PROBING` makes it probe `probe_fraction` of its own traffic — the fleet's 2% is the
+//!   sum — unless it opened on its own evidence after the fleet's probing began;
+//! - `CLOSED` after a recovery closes an isolate whose own opening is older than the
+//!   fleet's probing; an isolate that opened later keeps its own mode.
+//!
+//! A verdict holds for the shorter of the policy's `verdict_ttl` and the coordinator's own
+//! expiry, measured from its arrival on this isolate's clock. A coordinator that fails, is
+//! slow or refuses drops the verdict at once: the isolate runs in isolate scope, counts it,
+//! and tries again one report interval later. No request ever waits for any of it.
+
+use super::fleet::{settings_hash, Counts, FleetMode, Report, Verdict};
+use super::rate::Rate;
+use super::window::BUCKETS;
+use super::{log_transition, Admission, Evidence, Mode, Outcome, Transition};
+use crate::policy::{FleetScope, RateBreaker};
+use crate::time::Millis;
+
+const PPM: u64 = 1_000_000;
+/// A healthy isolate reports this many times less often (a heartbeat that keeps it counted).
+pub const HEARTBEAT_FACTOR: u64 = 10;
+
+/// The isolate's absolute counts per bucket of the window, as a report carries them.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    bucket_ms: u64,
+    ring: [Counts; BUCKETS + 1],
+}
+
+impl Ledger {
+    pub fn new(window_ms: u64) -> Ledger {
+        Ledger {
+            bucket_ms: (window_ms / BUCKETS as u64).max(1),
+            ring: [Counts {
+                epoch: u64::MAX,
+                ..Counts::default()
+            }; BUCKETS + 1],
+        }
+    }
+
+    fn bucket(&mut self, now: Millis) -> &mut Counts {
+        let epoch = now.0 / self.bucket_ms;
+        let b = &mut self.ring[(epoch % (BUCKETS as u64 + 1)) as usize];
+        if b.epoch != epoch {
+            *b = Counts {
+                epoch,
+                ..Counts::default()
+            };
+        }
+        b
+    }
+
+    /// Counts one call (`probe`: a probe) with the breaker's bars.
+    pub fn record(&mut self, now: Millis, probe: bool, outcome: Outcome, cfg: &RateBreaker) {
+        let slow = |bar: u64| outcome.timed_out || outcome.latency_ms > bar;
+        let b = self.bucket(now);
+        let add = |x: &mut u32, yes: bool| *x = x.saturating_add(u32::from(yes));
+        if probe {
+            add(&mut b.probes, true);
+            add(&mut b.probe_ok, outcome.ok && !slow(cfg.slow_call_p95_ms));
+            add(&mut b.probe_slow, slow(cfg.probe_p95_ms));
+        } else {
+            add(&mut b.calls, true);
+            add(&mut b.failures, !outcome.ok);
+            add(&mut b.timeouts, outcome.timed_out);
+            add(&mut b.slow, slow(cfg.slow_call_p95_ms));
+        }
+    }
+
+    /// The buckets inside the window at `now` that counted anything, oldest first.
+    pub fn buckets(&self, now: Millis) -> Vec<Counts> {
+        let current = now.0 / self.bucket_ms;
+        let mut v: Vec<Counts> = self
+            .ring
+            .iter()
+            .filter(|b| {
+                b.epoch != u64::MAX
+                    && b.epoch <= current
+                    && current - b.epoch < BUCKETS as u64
+                    && (b.calls > 0 || b.probes > 0)
+            })
+            .copied()
+            .collect();
+        v.sort_by_key(|b| b.epoch);
+        v
+    }
+
+    /// Whether anything failed or was slow in the bucket of `now` or the one before.
+    fn troubled(&self, now: Millis) -> bool {
+        let current = now.0 / self.bucket_ms;
+        self.ring.iter().any(|b| {
+            b.epoch != u64::MAX
+                && b.epoch <= current
+                && current - b.epoch <= 1
+                && (b.failures > 0 || b.slow > 0 || b.probes > b.probe_ok)
+        })
+    }
+}
+
+/// How the coordinator has been doing, as this isolate saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// No report sent yet.
+    Unknown,
+    /// The last report was answered with a verdict.
+    Ok,
+    /// The last report failed, timed out or was refused: isolate scope until one succeeds.
+    Failing,
+    /// The last verdict that was not `CLOSED` expired before a newer one came.
+    Expired,
+}
+
+impl Health {
+    pub fn name(self) -> &'static str {
+        match self {
+            Health::Unknown => "unknown",
+            Health::Ok => "ok",
+            Health::Failing => "failing",
+            Health::Expired => "expired",
+        }
+    }
+}
+
+/// The verdict this isolate applies, and when it arrived.
+#[derive(Debug, Clone)]
+struct Heard {
+    verdict: Verdict,
+    at: Millis,
+    /// Until when it holds, on this isolate's clock.
+    until: Millis,
+}
+
+impl Heard {
+    /// An instant of the coordinator's clock on this isolate's (the offset measured when
+    /// the verdict arrived: the clocks' skew plus the reply's way back).
+    fn local(&self, coordinator_ms: u64) -> Millis {
+        let offset = self.at.0 as i128 - self.verdict.issued_at as i128;
+        Millis((coordinator_ms as i128 + offset).max(0) as u64)
+    }
+}
+
+/// Who decides this request: the fleet's verdict, or this isolate's own breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lead {
+    Fleet(Mode),
+    Local,
+}
+
+/// An isolate's breaker in fleet scope.
+#[derive(Debug, Clone)]
+pub struct Member {
+    local: Rate,
+    cfg: RateBreaker,
+    fleet: FleetScope,
+    service: String,
+    config: String,
+    /// The isolate's random ID (set by the engine from its first request's random source).
+    isolate: String,
+    seq: u64,
+    ledger: Ledger,
+    heard: Option<Heard>,
+    /// When the report in flight was handed out.
+    in_flight: Option<Millis>,
+    last_report: Option<Millis>,
+    /// Fleet-led probe credit, in millionths of a request (as [`Rate`]'s own).
+    credit_ppm: u64,
+    /// A fleet-led probe failed since the last verdict: open until the next one.
+    probe_failed: bool,
+    health: Health,
+    /// Reports that failed, timed out or were refused; and the last one's reason.
+    failures: u64,
+    last_error: Option<String>,
+    /// The mode answers last carried, and its changes.
+    mode: Mode,
+    log: Vec<Transition>,
+}
+
+impl Member {
+    pub fn new(service: &str, cfg: RateBreaker, fleet: FleetScope) -> Member {
+        Member {
+            local: Rate::new(cfg.clone()),
+            ledger: Ledger::new(cfg.window_ms),
+            config: settings_hash(&cfg),
+            cfg,
+            fleet,
+            service: service.to_string(),
+            isolate: String::new(),
+            seq: 0,
+            heard: None,
+            in_flight: None,
+            last_report: None,
+            credit_ppm: 0,
+            probe_failed: false,
+            health: Health::Unknown,
+            failures: 0,
+            last_error: None,
+            mode: Mode::Healthy,
+            log: Vec::new(),
+        }
+    }
+
+    /// Names this isolate to the coordinator (once: later calls change nothing).
+    pub fn identify(&mut self, random: u64) {
+        if self.isolate.is_empty() {
+            self.isolate = format!("{random:016x}");
+        }
+    }
+
+    pub fn settings(&self) -> &FleetScope {
+        &self.fleet
+    }
+
+    /// The verdict in force at `now`, dropping an expired one.
+    fn verdict(&mut self, now: Millis) -> Option<&Heard> {
+        if let Some(h) = &self.heard {
+            if now >= h.until {
+                if h.verdict.mode != FleetMode::Closed {
+                    self.health = Health::Expired;
+                }
+                self.heard = None;
+            }
+        }
+        self.heard.as_ref()
+    }
+
+    fn lead(&mut self, now: Millis) -> Lead {
+        let local_opened = self.local.opened_at(now);
+        let probe_failed = self.probe_failed;
+        let Some(h) = self.verdict(now) else {
+            return Lead::Local;
+        };
+        match h.verdict.mode {
+            FleetMode::Closed => Lead::Local,
+            FleetMode::Open => Lead::Fleet(Mode::Open),
+            FleetMode::Probing if probe_failed => Lead::Fleet(Mode::Open),
+            FleetMode::Probing => {
+                let probing = h.local(h.verdict.probing_since.unwrap_or(h.verdict.issued_at));
+                match local_opened {
+                    // Fresh evidence of its own, after the fleet's probing began.
+                    Some(opened) if opened > probing => Lead::Local,
+                    _ => Lead::Fleet(Mode::Probing),
+                }
+            }
+        }
+    }
+
+    /// The mode answers carry at `now` (its changes are logged).
+    pub fn mode(&mut self, now: Millis) -> Mode {
+        let mode = match self.lead(now) {
+            Lead::Fleet(m) => m,
+            Lead::Local => self.local.mode(now),
+        };
+        if mode != self.mode {
+            log_transition(&mut self.log, now, self.mode, mode, None);
+            self.mode = mode;
+        }
+        mode
+    }
+
+    pub fn admit(&mut self, now: Millis) -> Admission {
+        let admission = match self.lead(now) {
+            Lead::Fleet(Mode::Probing) => {
+                self.credit_ppm += self.fraction_ppm();
+                if self.credit_ppm >= PPM {
+                    self.credit_ppm -= PPM;
+                    Admission::Probe
+                } else {
+                    Admission::Reject
+                }
+            }
+            Lead::Fleet(_) => Admission::Reject,
+            Lead::Local => self.local.admit(now),
+        };
+        self.mode(now);
+        admission
+    }
+
+    pub fn record(&mut self, now: Millis, admission: Admission, outcome: Outcome) {
+        if admission.calls_origin() {
+            self.ledger
+                .record(now, admission == Admission::Probe, outcome, &self.cfg);
+        }
+        if admission == Admission::Probe {
+            let ok =
+                outcome.ok && !outcome.timed_out && outcome.latency_ms <= self.cfg.slow_call_p95_ms;
+            if !ok && matches!(self.lead(now), Lead::Fleet(Mode::Probing)) {
+                // Seed 000: a failed probe aborts probing; the fleet hears it with the next
+                // report, this isolate stops probing now.
+                self.probe_failed = true;
+            }
+        }
+        self.local.record(now, admission, outcome);
+        self.mode(now);
+    }
+
+    pub fn release(&mut self, admission: Admission) {
+        if admission == Admission::Probe {
+            self.credit_ppm = PPM - self.fraction_ppm();
+        }
+        self.local.release(admission);
+    }
+
+    fn fraction_ppm(&self) -> u64 {
+        ((self.cfg.probe_fraction * PPM as f64).round() as u64).clamp(1, PPM)
+    }
+
+    /// Whether this isolate has anything to tell or to learn soon: a failure or slow call
+    /// lately, a breaker or verdict not closed, a coordinator that has not answered.
+    fn abnormal(&mut self, now: Millis) -> bool {
+        let verdict_open = self
+            .verdict(now)
+            .is_some_and(|h| h.verdict.mode != FleetMode::Closed);
+        verdict_open
+            || self.health != Health::Ok
+            || self.ledger.troubled(now)
+            || self.local.mode(now) != Mode::Healthy
+    }
+
+    /// The report to send now, as JSON, when one is due: at most one in flight (one that
+    /// was never answered counts as failed after `verdict_ttl`), every report interval while
+    /// anything is abnormal, every [`HEARTBEAT_FACTOR`] intervals otherwise.
+    pub fn report_due(&mut self, now: Millis) -> Option<String> {
+        if self.isolate.is_empty() {
+            return None;
+        }
+        if let Some(sent) = self.in_flight {
+            if now.since(sent) < self.fleet.verdict_ttl_ms {
+                return None;
+            }
+            self.failed(now, "the last report was never answered");
+        }
+        let interval = self.fleet.report_interval_ms.max(1);
+        let every = if self.abnormal(now) {
+            interval
+        } else {
+            interval * HEARTBEAT_FACTOR
+        };
+        if self.last_report.is_some_and(|t| now.since(t) < every) {
+            return None;
+        }
+        self.seq += 1;
+        self.in_flight = Some(now);
+        self.last_report = Some(now);
+        let report = Report {
+            service: self.service.clone(),
+            config: self.config.clone(),
+            isolate: self.isolate.clone(),
+            seq: self.seq,
+            buckets: self.ledger.buckets(now),
+        };
+        serde_json::to_string(&report).ok()
+    }
+
+    /// The coordinator answered the report in flight with `verdict` at `now`.
+    pub fn heard(&mut self, now: Millis, verdict: Verdict) {
+        self.in_flight = None;
+        self.health = Health::Ok;
+        self.probe_failed = false;
+        let ttl = self
+            .fleet
+            .verdict_ttl_ms
+            .min(verdict.expires_at.saturating_sub(verdict.issued_at));
+        let h = Heard {
+            until: now.plus(ttl),
+            at: now,
+            verdict,
+        };
+        if h.verdict.mode == FleetMode::Closed {
+            if let (Some(probing), Some(opened)) =
+                (h.verdict.probing_since, self.local.opened_at(now))
+            {
+                if opened < h.local(probing) {
+                    let evidence = Evidence {
+                        calls: h.verdict.probes,
+                        failures: h.verdict.probes.saturating_sub(h.verdict.probe_ok),
+                        timeouts: 0,
+                        p95_ms: None,
+                    };
+                    self.local.recover(now, Some(evidence));
+                }
+            }
+        }
+        let was_probing = self
+            .heard
+            .as_ref()
+            .is_some_and(|o| o.verdict.mode == FleetMode::Probing);
+        if h.verdict.mode == FleetMode::Probing && !was_probing {
+            // The first request of the fleet's probing probes at once, as in isolate scope.
+            self.credit_ppm = PPM - self.fraction_ppm();
+        }
+        self.heard = Some(h);
+        self.mode(now);
+    }
+
+    /// The report in flight failed (unreachable, over its timeout, erroring, refused, or a
+    /// reply that is no verdict): isolate scope from now on, until a report succeeds.
+    pub fn failed(&mut self, now: Millis, why: &str) {
+        self.in_flight = None;
+        self.heard = None;
+        self.probe_failed = false;
+        self.health = Health::Failing;
+        self.failures += 1;
+        self.last_error = Some(crate::classify::bounded(why));
+        self.mode(now);
+    }
+
+    pub fn transitions(&self) -> &[Transition] {
+        &self.log
+    }
+
+    /// The isolate's own breaker (its window, its transitions).
+    pub fn local(&self) -> &Rate {
+        &self.local
+    }
+
+    /// What the status endpoint shows of the fleet.
+    pub fn status(&mut self, now: Millis) -> serde_json::Value {
+        let lead = self.lead(now);
+        let local = self.local.mode(now);
+        let verdict = self.verdict(now).map(|h| {
+            serde_json::json!({
+                "mode": h.verdict.mode,
+                "age_ms": now.since(h.at),
+                "expires_in_ms": h.until.since(now),
+                "isolates": h.verdict.isolates,
+                "calls": h.verdict.calls,
+                "failures": h.verdict.failures,
+                "slow": h.verdict.slow,
+                "probes": h.verdict.probes,
+                "probe_ok": h.verdict.probe_ok,
+            })
+        });
+        serde_json::json!({
+            "scope": "fleet",
+            "decided_by": if matches!(lead, Lead::Fleet(_)) { "fleet" } else { "isolate" },
+            "isolate_mode": super::rate_name(local),
+            "verdict": verdict,
+            "coordinator": {
+                "binding": self.fleet.coordinator,
+                "health": self.health.name(),
+                "failures": self.failures,
+                "last_error": self.last_error,
+                "reports": self.seq,
+            },
+        })
+    }
+
+    /// Whether the fleet's verdict decides this isolate's answers at `now`.
+    pub fn fleet_led(&mut self, now: Millis) -> bool {
+        matches!(self.lead(now), Lead::Fleet(_))
+    }
+
+    pub fn health(&self) -> Health {
+        self.health
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,225 @@
+//! An isolate in fleet scope: what a verdict does to it, when it reports, and what it does
+//! when the coordinator is away.
+
+use super::*;
+use crate::breaker::fleet::Coordinator;
+use crate::testing::seed_rate_breaker;
+
+fn scope() -> FleetScope {
+    FleetScope {
+        coordinator: "BREAKER_COORDINATOR".into(),
+        report_interval_ms: 1_000,
+        verdict_ttl_ms: 3_000,
+    }
+}
+
+fn member() -> Member {
+    let mut m = Member::new("svc", seed_rate_breaker(), scope());
+    m.identify(7);
+    m
+}
+
+fn verdict(mode: FleetMode, issued_at: u64) -> Verdict {
+    Verdict {
+        mode,
+        calls: 100,
+        failures: 100,
+        slow: 100,
+        probes: 0,
+        probe_ok: 0,
+        isolates: 300,
+        issued_at,
+        expires_at: issued_at + 3_000,
+        opened_at: (mode != FleetMode::Closed).then_some(issued_at),
+        probing_since: None,
+    }
+}
+
+fn ok(ms: u64) -> Outcome {
+    Outcome::success(ms)
+}
+
+#[test]
+fn the_fleets_open_verdict_opens_a_healthy_isolate_until_it_expires() {
+    let mut m = member();
+    assert_eq!(m.admit(Millis(1_000)), Admission::Call);
+    m.report_due(Millis(1_000))
+        .expect("the first request reports");
+    m.heard(Millis(1_010), verdict(FleetMode::Open, 1_005));
+    assert_eq!(m.admit(Millis(1_020)), Admission::Reject);
+    assert_eq!(m.mode(Millis(1_020)), Mode::Open);
+    assert!(m.fleet_led(Millis(1_020)));
+    // Three seconds after it arrived, on this isolate's clock, the verdict is gone.
+    assert_eq!(m.mode(Millis(4_009)), Mode::Open);
+    assert_eq!(m.mode(Millis(4_010)), Mode::Healthy);
+    assert_eq!(m.admit(Millis(4_010)), Admission::Call);
+    assert_eq!(m.health(), Health::Expired);
+    let t = m.transitions();
+    assert_eq!(
+        (t[0].from, t[0].to, t[0].at),
+        (Mode::Healthy, Mode::Open, Millis(1_010))
+    );
+    assert_eq!((t[1].to, t[1].at), (Mode::Healthy, Millis(4_010)));
+}
+
+#[test]
+fn a_verdict_is_timed_on_the_isolates_clock_not_the_coordinators() {
+    let mut m = member();
+    m.report_due(Millis(1_000)).unwrap();
+    // The coordinator's clock is an hour ahead: its expiry (in its clock) means nothing
+    // here; the verdict still holds three seconds from its arrival.
+    let mut v = verdict(FleetMode::Open, 3_601_000);
+    v.expires_at = 3_604_000;
+    m.heard(Millis(1_000), v);
+    assert_eq!(m.mode(Millis(3_999)), Mode::Open);
+    assert_eq!(m.mode(Millis(4_000)), Mode::Healthy);
+}
+
+#[test]
+fn a_probing_fleet_makes_a_thin_isolate_probe_its_share_and_a_failed_probe_stops_it() {
+    let mut m = member();
+    m.report_due(Millis(0)).unwrap();
+    m.heard(Millis(10), verdict(FleetMode::Open, 10));
+    m.report_due(Millis(1_010)).unwrap();
+    let mut v = verdict(FleetMode::Probing, 1_010);
+    v.probing_since = Some(1_000);
+    m.heard(Millis(1_010), v);
+    let admissions: Vec<Admission> = (0..100).map(|i| m.admit(Millis(1_020 + i))).collect();
+    let probes: Vec<usize> = admissions
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| **a == Admission::Probe)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        probes,
+        vec![0, 50],
+        "2%: the first request, then one in fifty"
+    );
+    assert_eq!(m.mode(Millis(1_200)), Mode::Probing);
+    m.record(Millis(1_200), Admission::Probe, Outcome::timeout(45));
+    assert_eq!(
+        m.mode(Millis(1_201)),
+        Mode::Open,
+        "seed 000: a failed probe aborts probing"
+    );
+    assert_eq!(m.admit(Millis(1_201)), Admission::Reject);
+}
+
+#[test]
+fn the_fleets_recovery_closes_an_isolate_that_opened_before_it_probed_and_no_other() {
+    let cfg = seed_rate_breaker();
+    // Two isolates open on their own evidence: one before the fleet's probing, one after.
+    let mut early = member();
+    let mut late = member();
+    for (m, at) in [(&mut early, 1_000u64), (&mut late, 32_000)] {
+        for i in 0..cfg.min_calls as u64 {
+            let a = m.admit(Millis(at + i));
+            m.record(Millis(at + i), a, Outcome::timeout(45));
+        }
+        assert_eq!(m.mode(Millis(at + 100)), Mode::Open);
+    }
+    let mut closed = verdict(FleetMode::Closed, 33_000);
+    closed.opened_at = None;
+    closed.probing_since = Some(31_500);
+    for m in [&mut early, &mut late] {
+        m.report_due(Millis(33_000)).unwrap();
+        m.heard(Millis(33_000), closed.clone());
+    }
+    assert_eq!(early.mode(Millis(33_001)), Mode::Healthy);
+    assert_eq!(early.admit(Millis(33_001)), Admission::Call);
+    assert_eq!(
+        late.mode(Millis(33_001)),
+        Mode::Open,
+        "its own evidence is newer"
+    );
+}
+
+#[test]
+fn a_failing_coordinator_puts_the_isolate_back_in_isolate_scope_at_once() {
+    let mut m = member();
+    m.report_due(Millis(0)).unwrap();
+    m.heard(Millis(5), verdict(FleetMode::Open, 5));
+    assert_eq!(m.admit(Millis(1_000)), Admission::Reject);
+    assert!(m.report_due(Millis(1_005)).is_some());
+    m.failed(Millis(1_300), "HTTP 500 from the coordinator");
+    assert_eq!(m.health(), Health::Failing);
+    assert_eq!(
+        m.admit(Millis(1_301)),
+        Admission::Call,
+        "isolate scope: its own breaker"
+    );
+    // It tries again one interval after the last report, not after the heartbeat.
+    assert!(m.report_due(Millis(2_004)).is_none());
+    assert!(m.report_due(Millis(2_005)).is_some());
+    let s = m.status(Millis(2_005));
+    assert_eq!(s["coordinator"]["health"], "failing");
+    assert_eq!(s["coordinator"]["failures"], 1);
+    assert_eq!(s["decided_by"], "isolate");
+}
+
+#[test]
+fn reports_come_every_interval_when_troubled_every_ten_when_healthy_one_at_a_time() {
+    let mut m = Member::new("svc", seed_rate_breaker(), scope());
+    assert!(
+        m.report_due(Millis(0)).is_none(),
+        "an isolate without an ID does not report"
+    );
+    m.identify(1);
+    m.identify(2);
+    assert!(m.report_due(Millis(0)).is_some());
+    assert!(m.report_due(Millis(2_000)).is_none(), "one in flight");
+    m.heard(Millis(20), verdict(FleetMode::Closed, 20));
+    assert!(
+        m.report_due(Millis(9_999)).is_none(),
+        "healthy: every ten intervals"
+    );
+    assert!(m.report_due(Millis(10_000)).is_some());
+    m.heard(Millis(10_010), verdict(FleetMode::Closed, 10_010));
+    let a = m.admit(Millis(10_500));
+    m.record(Millis(10_500), a, Outcome::failure(3));
+    assert!(m.report_due(Millis(10_999)).is_none());
+    assert!(
+        m.report_due(Millis(11_000)).is_some(),
+        "a failure: every interval"
+    );
+    // A report never answered counts as failed once a verdict would have expired.
+    assert!(m.report_due(Millis(13_999)).is_none());
+    assert!(m.report_due(Millis(14_000)).is_some());
+    assert_eq!(m.health(), Health::Failing);
+}
+
+#[test]
+fn the_coordinator_merges_what_a_member_reports() {
+    let cfg = seed_rate_breaker();
+    let config = settings_hash(&cfg);
+    let mut c = Coordinator::new("svc", &config, cfg.clone(), 1_000);
+    let mut m = member();
+    for i in 0..40u64 {
+        let now = Millis(1_000 + i * 10);
+        let a = m.admit(now);
+        let outcome = if i == 30 || i == 35 {
+            Outcome::timeout(45)
+        } else {
+            ok(20)
+        };
+        m.record(now, a, outcome);
+    }
+    let text = m.report_due(Millis(1_500)).unwrap();
+    let report = Coordinator::parse(&text).expect("the coordinator reads a member's report");
+    assert_eq!(report.config, config);
+    assert_eq!(report.buckets.iter().map(|b| b.calls).sum::<u32>(), 40);
+    assert_eq!(report.buckets.iter().map(|b| b.timeouts).sum::<u32>(), 2);
+    assert_eq!(report.buckets.iter().map(|b| b.slow).sum::<u32>(), 2);
+    let v = c.report(Millis(1_500), report).unwrap();
+    assert_eq!(
+        (v.mode, v.calls, v.failures, v.slow),
+        (FleetMode::Closed, 40, 2, 2)
+    );
+    // Other settings (another release) are another coordinator's.
+    let other = RateBreaker {
+        min_calls: 21,
+        ..cfg
+    };
+    assert_ne!(settings_hash(&other), config);
+}
