@@ -311,6 +311,7 @@ fn scenario(policy: &Policy, fault: Fault) -> Scenario {
             2
         },
         expect: None,
+        fleet: None,
     }
 }
 

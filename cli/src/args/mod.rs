@@ -243,6 +243,20 @@ pub struct SimulateArgs {
     pub scenario: PathBuf,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
+    /// [F-SCOPE] Spread the traffic over this many isolates (1..=20000) and run the breaker
+    /// in both scopes side by side (overrides the scenario's `[fleet] isolates`).
+    #[arg(long)]
+    pub isolates: Option<u64>,
+    /// With `--isolates`: how the traffic splits over them (overrides `[fleet] split`).
+    #[arg(long, value_enum)]
+    pub split: Option<SplitArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SplitArg {
+    Uniform,
+    /// Zipf with the scenario's exponent (default 1): isolate k gets ∝ 1/(k+1)^s.
+    Zipf,
 }
 
 #[derive(Debug, clap::Args)]

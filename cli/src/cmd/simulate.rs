@@ -5,7 +5,7 @@
 use crate::exit::Exit;
 use std::process::ExitCode;
 
-use crate::args::{Format, SimulateArgs};
+use crate::args::{Format, SimulateArgs, SplitArg};
 use understudy_compiler::load::load_policy;
 use understudy_compiler::simulate::{self, report, scenario};
 
@@ -28,6 +28,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     };
     let sc = scenario::build(raw, policy)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.scenario.display()))?;
+    if args.isolates.is_some() || sc.fleet.is_some() {
+        return fleet(&args, policy, loaded.catalog.as_ref(), &sc);
+    }
     let run = simulate::run(policy, loaded.catalog.as_ref(), &sc);
     let summary = report::summarize(policy, &sc, &run);
     let unmet = report::check_expectations(&sc, &summary);
@@ -40,6 +43,76 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         }
         Format::Json => {
             let doc = serde_json::json!({ "summary": summary, "unmet_expectations": unmet });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+    }
+    Ok(if unmet.is_empty() {
+        Exit::Ok.into()
+    } else {
+        Exit::ExpectationUnmet.into()
+    })
+}
+
+/// `--isolates` or a `[fleet]` table: both scopes over the fleet, side by side; exit 1 when
+/// the fleet scope misses the scenario's `degrade_within` / `recover_within`.
+fn fleet(
+    args: &SimulateArgs,
+    policy: &understudy_core::policy::Policy,
+    catalog: Option<&understudy_core::catalog::Catalog>,
+    sc: &scenario::Scenario,
+) -> anyhow::Result<ExitCode> {
+    use simulate::fleet::{self, FleetSpec, Split};
+    let mut spec = sc.fleet.clone().unwrap_or_else(|| FleetSpec::uniform(1));
+    if let Some(n) = args.isolates {
+        if !(1..=fleet::MAX_ISOLATES).contains(&n) {
+            anyhow::bail!("--isolates {n}: out of range 1..={}", fleet::MAX_ISOLATES);
+        }
+        spec.isolates = n;
+    }
+    match args.split {
+        Some(SplitArg::Uniform) => spec.split = Split::Uniform,
+        Some(SplitArg::Zipf) if !matches!(spec.split, Split::Zipf(_)) => {
+            spec.split = Split::Zipf(1.0)
+        }
+        _ => {}
+    }
+    let Some((onset, end)) = fleet::fault_span(sc) else {
+        anyhow::bail!(
+            "{}: the scenario has no faulty phase: nothing to degrade from",
+            args.scenario.display()
+        );
+    };
+    let mut rows = Vec::new();
+    for (name, scope) in [("isolate", false), ("fleet", true)] {
+        let p = fleet::scoped(policy, scope, &spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let run = fleet::run(&p, catalog, sc, &spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+        rows.push(fleet::figures(name, &run, onset, end));
+    }
+    let split = match spec.split {
+        Split::Uniform => "uniform".to_string(),
+        Split::Zipf(s) => format!("zipf (exponent {s})"),
+    };
+    let title = format!(
+        "{}: {} requests over {} isolates, split {split}; fault {:.1}-{:.1} s",
+        sc.name,
+        sc.requests,
+        spec.isolates,
+        onset as f64 / 1000.0,
+        end as f64 / 1000.0
+    );
+    let unmet = fleet::unmet(sc, &rows[1]);
+    match args.format {
+        Format::Human => {
+            print!("{}", fleet::human(&title, &rows));
+            for u in &unmet {
+                println!("EXPECTATION NOT MET: {u}");
+            }
+        }
+        Format::Json => {
+            let doc = serde_json::json!({
+                "scenario": sc.name, "isolates": spec.isolates, "split": split,
+                "fault_ms": [onset, end], "scopes": rows, "unmet_expectations": unmet,
+            });
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
     }

@@ -14,6 +14,7 @@
 //! latencies say, so the breaker sees outcomes in the order a real isolate would. Nothing
 //! sleeps; a 120-second drill replays in milliseconds.
 
+pub mod fleet;
 pub mod limiter;
 pub mod origin;
 pub mod report;
@@ -90,7 +91,7 @@ pub fn source_of(status: u16, header: impl Fn(&str) -> Option<String>) -> (Sourc
 
 /// The secrets `simulate` gives the engine: every secret binding holds its development
 /// value (as in `understudy dev` and the drills); no var is set.
-struct DevBindings;
+pub(crate) struct DevBindings;
 
 impl Bindings for DevBindings {
     fn secret(&self, name: &str) -> Option<String> {
@@ -108,7 +109,7 @@ type Kv = HashMap<(String, String), (String, serde_json::Value)>;
 /// scenario scripts it ([`origin`]), KV holds the scenario's entries plus what the engine
 /// writes through and answers after the scenario's KV latency, the rate limiter counts
 /// fixed windows ([`limiter`]). It decides nothing: the engine times out, hedges, retries.
-struct ScenarioWorld<'s> {
+pub(crate) struct ScenarioWorld<'s> {
     sc: &'s Scenario,
     start: Millis,
     origin_url: &'s str,
@@ -123,6 +124,10 @@ struct ScenarioWorld<'s> {
     results: Vec<Option<RequestResult>>,
     /// The breaker's mode when each request arrived (filled by the run loop).
     modes: Vec<&'static str>,
+    /// Model calls made while the scenario's model was faulty.
+    outage_calls: u64,
+    /// Reports for the breaker's coordinator the replies carried: (request, when, JSON).
+    reports: Vec<(u64, Millis, String)>,
 }
 
 impl<'p> World<'p> for ScenarioWorld<'_> {
@@ -139,6 +144,10 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
                 let call = u64::from(self.calls[i]);
                 self.calls[i] += 1;
                 self.model_calls += 1;
+                if !matches!(fault, scenario::ModelFault::Ok { latency_ms } if latency_ms <= self.sc.model_latency_ms)
+                {
+                    self.outage_calls += 1;
+                }
                 origin::attempt(fault, request, call).map(|(ms, o)| (ms, Done::Fetched(o)))
             }
             Op::Fetch(_) => Some((
@@ -161,6 +170,9 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
     }
 
     fn answered(&mut self, request: u64, now: Millis, reply: Reply) {
+        if let Some(r) = &reply.report {
+            self.reports.push((request, now, r.clone()));
+        }
         for wr in &reply.writes {
             self.kv.insert(
                 (wr.binding.clone(), wr.key.clone()),
@@ -190,9 +202,9 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
     }
 }
 
-/// Replays `sc` against `policy` (and its baked `catalog`).
-pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
-    let bake = Bake {
+/// The bake `simulate` runs `policy` (and its baked `catalog`) as.
+pub(crate) fn bake(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Bake {
+    Bake {
         release_id: "simulate".into(),
         policy_hash: String::new(),
         catalog_hash: String::new(),
@@ -200,15 +212,14 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
         compiler_version: crate::dist::COMPILER_VERSION.into(),
         policy: policy.clone(),
         catalog: catalog.cloned(),
-    };
-    let Ok(mut engine) = Engine::new(&bake) else {
-        // The compiler refuses such a policy; nothing can be answered.
-        return Run {
-            results: Vec::new(),
-            breaker: Vec::new(),
-            model_calls: 0,
-        };
-    };
+    }
+}
+
+/// The scenario's world, and its requests as the clients send them.
+pub(crate) fn setup<'s>(
+    policy: &'s Policy,
+    sc: &'s Scenario,
+) -> (ScenarioWorld<'s>, Vec<request::Planned>) {
     let start = Millis(sc.start_ms);
     let (limit, period) = policy.storm.as_ref().map_or((u32::MAX, 1), |s| {
         (understudy_core::storm::limit(s), s.window_ms)
@@ -218,7 +229,7 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
         .map(|i| request::plan(policy, sc, i, &mut tokens, sc.start_ms / 1000))
         .collect();
     let n = sc.requests as usize;
-    let mut world = ScenarioWorld {
+    let world = ScenarioWorld {
         sc,
         start,
         origin_url: &policy.origin.url,
@@ -231,21 +242,41 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
         calls: vec![0; n],
         results: vec![None; n],
         modes: vec![""; n],
+        outage_calls: 0,
+        reports: Vec::new(),
     };
+    (world, plans)
+}
+
+/// Request `p` as the virtual driver delivers it.
+pub(crate) fn arrival(p: &request::Planned) -> Arrival {
+    let (path, query) = p.path_and_query();
+    Arrival {
+        method: p.method.clone(),
+        path: path.to_string(),
+        query: query.to_string(),
+        headers: p.headers.clone(),
+        seed: p.index + 1,
+    }
+}
+
+/// Replays `sc` against `policy` (and its baked `catalog`).
+pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
+    let bake = bake(policy, catalog, sc);
+    let Ok(mut engine) = Engine::new(&bake) else {
+        // The compiler refuses such a policy; nothing can be answered.
+        return Run {
+            results: Vec::new(),
+            breaker: Vec::new(),
+            model_calls: 0,
+        };
+    };
+    let start = Millis(sc.start_ms);
+    let (mut world, plans) = setup(policy, sc);
+    let n = sc.requests as usize;
     let mut v = Virtual::new();
     for p in &plans {
-        let (path, query) = p.path_and_query();
-        v.arrive(
-            sc.start_ms * 1000 + p.due_us,
-            p.index,
-            Arrival {
-                method: p.method.clone(),
-                path: path.to_string(),
-                query: query.to_string(),
-                headers: p.headers.clone(),
-                seed: p.index + 1,
-            },
-        );
+        v.arrive(sc.start_ms * 1000 + p.due_us, p.index, arrival(p));
     }
     let mut events = Vec::new();
     let mut last_mode = engine.breaker_mode(start);

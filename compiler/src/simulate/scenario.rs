@@ -35,6 +35,9 @@ pub struct RawScenario {
     pub kv_latency: Option<String>,
     #[serde(default)]
     pub expect: Option<RawExpect>,
+    /// `[fleet]`: the traffic over many isolates (`simulate --isolates`, ADR 011).
+    #[serde(default)]
+    pub fleet: Option<super::fleet::RawFleet>,
     /// `[drill]` limits, read by `understudy drill` (see `crate::drill::limits`); ignored here.
     #[serde(default)]
     pub drill: Option<toml::Table>,
@@ -154,6 +157,7 @@ pub struct Scenario {
     pub kv: Vec<KvSeed>,
     pub kv_latency_ms: u64,
     pub expect: Option<RawExpect>,
+    pub fleet: Option<super::fleet::FleetSpec>,
 }
 
 impl Scenario {
@@ -440,5 +444,6 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
         kv,
         kv_latency_ms,
         expect: raw.expect,
+        fleet: raw.fleet.as_ref().map(super::fleet::spec).transpose()?,
     })
 }

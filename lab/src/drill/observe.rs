@@ -295,6 +295,7 @@ mod tests {
             kv: Vec::new(),
             kv_latency_ms: 2,
             expect: None,
+            fleet: None,
         }
     }
 

@@ -12,9 +12,11 @@
 //!   fleet's probing; an isolate that opened later keeps its own mode.
 //!
 //! A verdict holds for the shorter of the policy's `verdict_ttl` and the coordinator's own
-//! expiry, measured from its arrival on this isolate's clock. A coordinator that fails, is
-//! slow or refuses drops the verdict at once: the isolate runs in isolate scope, counts it,
-//! and tries again one report interval later. No request ever waits for any of it.
+//! expiry, measured from its arrival on this isolate's clock, and past it only while the
+//! next report is on its way (or, on an isolate that had no request since, until its next
+//! request's report is answered; at most a window). A coordinator that fails, is slow or
+//! refuses drops the verdict at once: the isolate runs in isolate scope, counts it, and tries
+//! again one report interval later. No request ever waits for any of it.
 
 use super::fleet::{settings_hash, Counts, FleetMode, Report, Verdict};
 use super::rate::Rate;
@@ -24,6 +26,8 @@ use crate::policy::{FleetScope, RateBreaker};
 use crate::time::Millis;
 
 const PPM: u64 = 1_000_000;
+/// How long a driver waits for the coordinator's answer before it reports the report failed.
+pub const REPORT_TIMEOUT_MS: u64 = 500;
 /// A healthy isolate reports this many times less often (a heartbeat that keeps it counted).
 pub const HEARTBEAT_FACTOR: u64 = 10;
 
@@ -173,6 +177,8 @@ pub struct Member {
     credit_ppm: u64,
     /// A fleet-led probe failed since the last verdict: open until the next one.
     probe_failed: bool,
+    /// The fleet's last recovery this isolate applied (when its probing began).
+    recovered: Option<u64>,
     health: Health,
     /// Reports that failed, timed out or were refused; and the last one's reason.
     failures: u64,
@@ -198,6 +204,7 @@ impl Member {
             last_report: None,
             credit_ppm: 0,
             probe_failed: false,
+            recovered: None,
             health: Health::Unknown,
             failures: 0,
             last_error: None,
@@ -217,10 +224,21 @@ impl Member {
         &self.fleet
     }
 
-    /// The verdict in force at `now`, dropping an expired one.
+    /// The verdict in force at `now`, dropping an expired one. A verdict holds until the
+    /// answer to the next report replaces it, or that report fails (the driver gives up
+    /// after [`REPORT_TIMEOUT_MS`]), and past `verdict_ttl` only while that report is on its
+    /// way. An isolate that sent no report since (it had no request) keeps it until its next
+    /// request's report is answered — at most a window: an idle isolate's first request
+    /// must not meet a model the fleet knows is down.
     fn verdict(&mut self, now: Millis) -> Option<&Heard> {
         if let Some(h) = &self.heard {
-            if now >= h.until {
+            let asked_since = self.last_report.is_some_and(|t| t > h.at);
+            let awaiting = self
+                .in_flight
+                .is_some_and(|sent| sent > h.at && now.since(sent) < REPORT_TIMEOUT_MS);
+            let limit = h.at.plus(self.cfg.window_ms.max(h.until.since(h.at)));
+            let holds = (now < h.until || !asked_since || awaiting) && now < limit;
+            if !holds {
                 if h.verdict.mode != FleetMode::Closed {
                     self.health = Health::Expired;
                 }
@@ -372,10 +390,16 @@ impl Member {
             at: now,
             verdict,
         };
-        if h.verdict.mode == FleetMode::Closed {
-            if let (Some(probing), Some(opened)) =
-                (h.verdict.probing_since, self.local.opened_at(now))
-            {
+        let recovery = h
+            .verdict
+            .probing_since
+            .filter(|_| h.verdict.mode == FleetMode::Closed);
+        if recovery.is_some() && recovery != self.recovered {
+            // A recovery this isolate has not applied yet: seed 000's fresh window, so the
+            // outage's calls in it cannot trip it again on a model that is back.
+            self.recovered = recovery;
+            self.local.forget();
+            if let (Some(probing), Some(opened)) = (recovery, self.local.opened_at(now)) {
                 if opened < h.local(probing) {
                     let evidence = Evidence {
                         calls: h.verdict.probes,

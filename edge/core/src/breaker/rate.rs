@@ -208,6 +208,14 @@ impl Rate {
             .map(|t| t.at)
     }
 
+    /// The fleet recovered from a failure this breaker did not open on: its window forgets the
+    /// failure (seed 000: PRIMARY_HEALTHY again with a fresh window).
+    pub fn forget(&mut self) {
+        if self.state == State::Healthy {
+            self.window.clear();
+        }
+    }
+
     /// The fleet recovered from the failure this breaker opened on: healthy, a fresh window.
     pub fn recover(&mut self, now: Millis, evidence: Option<Evidence>) {
         self.window.clear();

@@ -109,6 +109,11 @@ impl<'p> Virtual<'p> {
         self.push(at_us, Wake::Arrive(request));
     }
 
+    /// When the next step happens (µs since the epoch), if anything is left to happen.
+    pub fn next_at_us(&self) -> Option<u64> {
+        self.queue.peek().map(|Reverse((at, _, _))| *at)
+    }
+
     /// The virtual clock: the instant of the last step.
     pub fn now(&self) -> Millis {
         Millis(self.now_us / 1000)
@@ -132,7 +137,22 @@ impl<'p> Virtual<'p> {
         env: &dyn Bindings,
         world: &mut impl World<'p>,
     ) -> Option<Stepped> {
+        self.step_until(u64::MAX, engine, env, world)
+    }
+
+    /// [`Self::step`], but only to an instant at or before `limit_us`: `None` when the next
+    /// thing to happen is later (several drivers interleaved in time: `simulate --isolates`).
+    pub fn step_until(
+        &mut self,
+        limit_us: u64,
+        engine: &mut Engine<'p>,
+        env: &dyn Bindings,
+        world: &mut impl World<'p>,
+    ) -> Option<Stepped> {
         loop {
+            if self.next_at_us()? > limit_us {
+                return None;
+            }
             let Reverse((at_us, _, wake)) = self.queue.pop()?;
             self.now_us = self.now_us.max(at_us);
             let now = Millis(at_us / 1000);

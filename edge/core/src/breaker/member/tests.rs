@@ -49,7 +49,9 @@ fn the_fleets_open_verdict_opens_a_healthy_isolate_until_it_expires() {
     assert_eq!(m.admit(Millis(1_020)), Admission::Reject);
     assert_eq!(m.mode(Millis(1_020)), Mode::Open);
     assert!(m.fleet_led(Millis(1_020)));
-    // Three seconds after it arrived, on this isolate's clock, the verdict is gone.
+    // The next report goes out and is never answered: three seconds after the verdict
+    // arrived, on this isolate's clock, it is gone.
+    assert!(m.report_due(Millis(2_010)).is_some());
     assert_eq!(m.mode(Millis(4_009)), Mode::Open);
     assert_eq!(m.mode(Millis(4_010)), Mode::Healthy);
     assert_eq!(m.admit(Millis(4_010)), Admission::Call);
@@ -71,6 +73,7 @@ fn a_verdict_is_timed_on_the_isolates_clock_not_the_coordinators() {
     let mut v = verdict(FleetMode::Open, 3_601_000);
     v.expires_at = 3_604_000;
     m.heard(Millis(1_000), v);
+    assert!(m.report_due(Millis(2_000)).is_some());
     assert_eq!(m.mode(Millis(3_999)), Mode::Open);
     assert_eq!(m.mode(Millis(4_000)), Mode::Healthy);
 }
@@ -222,4 +225,30 @@ fn the_coordinator_merges_what_a_member_reports() {
         ..cfg
     };
     assert_ne!(settings_hash(&other), config);
+}
+
+#[test]
+fn an_idle_isolate_keeps_the_fleets_verdict_until_its_next_report_is_answered() {
+    let mut m = member();
+    m.report_due(Millis(0)).unwrap();
+    m.heard(Millis(10), verdict(FleetMode::Open, 10));
+    // No request for 20 s: no report was due, none was sent; the verdict still holds for
+    // the first request after the gap (a window at most).
+    assert_eq!(m.admit(Millis(20_000)), Admission::Reject);
+    assert!(m.report_due(Millis(20_000)).is_some());
+    assert_eq!(
+        m.mode(Millis(20_499)),
+        Mode::Open,
+        "its report is on its way"
+    );
+    assert_eq!(
+        m.mode(Millis(20_500)),
+        Mode::Healthy,
+        "unanswered: isolate scope"
+    );
+    // Idle past a whole window: gone.
+    let mut m = member();
+    m.report_due(Millis(0)).unwrap();
+    m.heard(Millis(10), verdict(FleetMode::Open, 10));
+    assert_eq!(m.admit(Millis(30_010)), Admission::Call);
 }

@@ -1,0 +1,508 @@
+//! [F-SCOPE] `simulate --isolates N`: the scenario's traffic spread over N isolates — N
+//! engines, the very engine code each isolate runs — plus the breaker's coordinator
+//! (`breaker::fleet::Coordinator`, the struct the Durable Object drives), in virtual time.
+//!
+//! Like the one-isolate run, this is a driver and decides nothing: each engine gets its
+//! share of the arrivals (uniform, or Zipf-skewed as the scenario's `[fleet]` table says),
+//! and a report a reply carries travels to the coordinator after the scenario's delay, is
+//! lost as often as it says, meets the coordinator down when it says, and its answer goes
+//! back to the engine that sent it. Every isolate's steps interleave in time order, so the
+//! coordinator sees reports in the order a real fleet would send them.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use serde::Deserialize;
+use understudy_core::breaker::fleet::{settings_hash, Coordinator};
+use understudy_core::breaker::member::REPORT_TIMEOUT_MS;
+use understudy_core::catalog::Catalog;
+use understudy_core::engine::virtual_io::Virtual;
+use understudy_core::engine::Engine;
+use understudy_core::policy::{Breaker, FleetScope, Policy, Scope, DEFAULT_COORDINATOR};
+use understudy_core::time::parse_duration;
+use understudy_core::Millis;
+
+use super::scenario::Scenario;
+use super::{arrival, bake, setup, DevBindings, RequestResult};
+
+/// Most isolates a simulation runs.
+pub const MAX_ISOLATES: u64 = 20_000;
+
+/// The scenario's `[fleet]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFleet {
+    /// How many isolates share the traffic (`--isolates` overrides it).
+    pub isolates: u64,
+    /// `uniform` (default) or `zipf`: isolate k gets a share ∝ 1 / (k + 1)^exponent.
+    pub split: Option<String>,
+    pub zipf_exponent: Option<f64>,
+    /// Overrides the policy's `report_interval` (and sets `verdict_ttl` to three of them).
+    pub report_interval: Option<String>,
+    /// Share of reports (or their answers) lost on the way: the isolate's driver gives up
+    /// after its timeout.
+    pub report_loss: Option<f64>,
+    /// One way, isolate to coordinator (default 20ms).
+    pub report_delay: Option<String>,
+    /// A stretch with the coordinator failing.
+    pub coordinator_down: Option<RawDown>,
+    /// What the fleet scope must achieve (seed 000: `3s` and `45s`).
+    pub degrade_within: Option<String>,
+    pub recover_within: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDown {
+    pub from: String,
+    pub to: String,
+    /// `error` (answers 500), `hang` (never answers: the driver's timeout), or `reset` (at
+    /// `from` the coordinator restarts with nothing; `to` is ignored).
+    pub how: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Split {
+    Uniform,
+    Zipf(f64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Down {
+    Error,
+    Hang,
+    Reset,
+}
+
+/// The `[fleet]` table, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetSpec {
+    pub isolates: u64,
+    pub split: Split,
+    pub report_interval_ms: Option<u64>,
+    pub report_loss: f64,
+    pub report_delay_ms: u64,
+    /// `[from, to)` in ms after the start.
+    pub down: Option<(u64, u64, Down)>,
+    pub degrade_within_ms: Option<u64>,
+    pub recover_within_ms: Option<u64>,
+}
+
+impl FleetSpec {
+    pub fn uniform(isolates: u64) -> FleetSpec {
+        FleetSpec {
+            isolates,
+            split: Split::Uniform,
+            report_interval_ms: None,
+            report_loss: 0.0,
+            report_delay_ms: 20,
+            down: None,
+            degrade_within_ms: None,
+            recover_within_ms: None,
+        }
+    }
+}
+
+fn dur(what: &str, s: &str) -> Result<u64, String> {
+    parse_duration(s).map_err(|e| format!("[fleet] {what}: {e}"))
+}
+
+/// Checks a `[fleet]` table.
+pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
+    if !(1..=MAX_ISOLATES).contains(&raw.isolates) {
+        return Err(format!(
+            "[fleet] isolates: {} is out of range 1..={MAX_ISOLATES}",
+            raw.isolates
+        ));
+    }
+    let split = match raw.split.as_deref().unwrap_or("uniform") {
+        "uniform" => Split::Uniform,
+        "zipf" => {
+            let s = raw.zipf_exponent.unwrap_or(1.0);
+            if !(s.is_finite() && (0.0..=4.0).contains(&s)) {
+                return Err(format!("[fleet] zipf_exponent: {s} is out of range 0..=4"));
+            }
+            Split::Zipf(s)
+        }
+        other => {
+            return Err(format!(
+                "[fleet] split: `{other}` is not one of `uniform`, `zipf`"
+            ))
+        }
+    };
+    let report_loss = raw.report_loss.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&report_loss) {
+        return Err(format!(
+            "[fleet] report_loss: {report_loss} is not a share 0..=1"
+        ));
+    }
+    let down = match &raw.coordinator_down {
+        None => None,
+        Some(d) => {
+            let how = match d.how.as_str() {
+                "error" => Down::Error,
+                "hang" => Down::Hang,
+                "reset" => Down::Reset,
+                other => {
+                    return Err(format!(
+                        "[fleet.coordinator_down] how: `{other}` is not one of `error`, `hang`, `reset`"
+                    ))
+                }
+            };
+            let (from, to) = (
+                dur("coordinator_down.from", &d.from)?,
+                dur("coordinator_down.to", &d.to)?,
+            );
+            if to <= from && how != Down::Reset {
+                return Err("[fleet.coordinator_down] `to` must be after `from`".into());
+            }
+            Some((from, to, how))
+        }
+    };
+    Ok(FleetSpec {
+        isolates: raw.isolates,
+        split,
+        report_interval_ms: raw
+            .report_interval
+            .as_deref()
+            .map(|s| dur("report_interval", s))
+            .transpose()?,
+        report_loss,
+        report_delay_ms: raw
+            .report_delay
+            .as_deref()
+            .map_or(Ok(20), |s| dur("report_delay", s))?,
+        down,
+        degrade_within_ms: raw
+            .degrade_within
+            .as_deref()
+            .map(|s| dur("degrade_within", s))
+            .transpose()?,
+        recover_within_ms: raw
+            .recover_within
+            .as_deref()
+            .map(|s| dur("recover_within", s))
+            .transpose()?,
+    })
+}
+
+/// What the fleet scope's figures miss of the scenario's `degrade_within` and
+/// `recover_within`.
+pub fn unmet(sc: &Scenario, fleet: &Figures) -> Vec<String> {
+    let Some(spec) = &sc.fleet else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let checks = [
+        ("degrade", spec.degrade_within_ms, fleet.degrade_s),
+        ("recover", spec.recover_within_ms, fleet.recover_s),
+    ];
+    for (what, bound, got) in checks {
+        let Some(bound) = bound else { continue };
+        match got {
+            Some(s) if s * 1000.0 <= bound as f64 => {}
+            Some(s) => out.push(format!(
+                "fleet scope: time to {what} {s:.2} s, over {:.1} s",
+                bound as f64 / 1000.0
+            )),
+            None => out.push(format!("fleet scope: the traffic did not {what}")),
+        }
+    }
+    out
+}
+
+/// A 64-bit mix of `x` (splitmix64's finaliser): the split's and the losses' dice.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A uniform draw in [0, 1) from `x`.
+fn unit(x: u64) -> f64 {
+    (mix(x) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Which isolate request `i` goes to.
+struct Splitter {
+    /// Cumulative shares (Zipf), empty for uniform.
+    cdf: Vec<f64>,
+    n: usize,
+}
+
+impl Splitter {
+    fn new(split: Split, n: usize) -> Splitter {
+        let cdf = match split {
+            Split::Uniform => Vec::new(),
+            Split::Zipf(s) => {
+                let w: Vec<f64> = (0..n).map(|k| 1.0 / ((k + 1) as f64).powf(s)).collect();
+                let total: f64 = w.iter().sum();
+                let mut acc = 0.0;
+                w.iter()
+                    .map(|x| {
+                        acc += x / total;
+                        acc
+                    })
+                    .collect()
+            }
+        };
+        Splitter { cdf, n }
+    }
+
+    fn isolate(&self, i: u64) -> usize {
+        let u = unit(i ^ 0x5eed);
+        if self.cdf.is_empty() {
+            return ((u * self.n as f64) as usize).min(self.n - 1);
+        }
+        self.cdf.partition_point(|c| *c <= u).min(self.n - 1)
+    }
+}
+
+/// One isolate's mode changes: (ms after the start, new mode).
+type Changes = Vec<(u64, &'static str)>;
+
+/// What one scope's run did.
+pub struct FleetRun {
+    pub results: Vec<RequestResult>,
+    pub isolate_of: Vec<u32>,
+    pub changes: Vec<Changes>,
+    pub model_calls: u64,
+    pub outage_calls: u64,
+    pub reports: u64,
+    pub report_failures: u64,
+}
+
+enum Ev {
+    /// A report reaches the coordinator.
+    Deliver(usize, String),
+    /// Its answer (or failure) reaches isolate k.
+    Answer(usize, Result<String, String>),
+    /// The coordinator restarts empty.
+    Reset,
+}
+
+/// `policy` with the breaker's scope set: `fleet` keeps the policy's fleet settings (or
+/// takes the defaults), with the spec's report interval if it has one.
+pub fn scoped(policy: &Policy, fleet: bool, spec: &FleetSpec) -> Result<Policy, String> {
+    let mut p = policy.clone();
+    let Breaker::Rate(r) = &mut p.breaker else {
+        return Err("the fleet scope needs a rate breaker (`[breaker] mode = \"rate\"`)".into());
+    };
+    r.scope = if fleet {
+        let mut f = match &r.scope {
+            Scope::Fleet(f) => f.clone(),
+            Scope::Isolate => FleetScope {
+                coordinator: DEFAULT_COORDINATOR.into(),
+                report_interval_ms: 1_000,
+                verdict_ttl_ms: 3_000,
+            },
+        };
+        if let Some(ms) = spec.report_interval_ms {
+            f.report_interval_ms = ms;
+            f.verdict_ttl_ms = 3 * ms;
+        }
+        Scope::Fleet(f)
+    } else {
+        Scope::Isolate
+    };
+    Ok(p)
+}
+
+/// Replays `sc` over `spec.isolates` isolates of `policy` (whose scope is used as is).
+pub fn run(
+    policy: &Policy,
+    catalog: Option<&Catalog>,
+    sc: &Scenario,
+    spec: &FleetSpec,
+) -> Result<FleetRun, String> {
+    let bake = bake(policy, catalog, sc);
+    let n = spec.isolates as usize;
+    let mut engines = Vec::with_capacity(n);
+    for _ in 0..n {
+        engines.push(Engine::new(&bake)?);
+    }
+    let mut coordinator = match &policy.breaker {
+        Breaker::Rate(r) => match &r.scope {
+            Scope::Fleet(f) => Some(Coordinator::new(
+                &policy.service.name,
+                &settings_hash(r),
+                r.clone(),
+                f.report_interval_ms,
+            )),
+            Scope::Isolate => None,
+        },
+        _ => None,
+    };
+    let (mut world, plans) = setup(policy, sc);
+    let splitter = Splitter::new(spec.split, n);
+    let mut virtuals: Vec<Virtual> = (0..n).map(|_| Virtual::new()).collect();
+    let mut isolate_of = vec![0u32; plans.len()];
+    for p in &plans {
+        let k = splitter.isolate(p.index);
+        isolate_of[p.index as usize] = k as u32;
+        virtuals[k].arrive(sc.start_ms * 1000 + p.due_us, p.index, arrival(p));
+    }
+    drop(plans);
+    let start = Millis(sc.start_ms);
+    let mut due: BinaryHeap<Reverse<(u64, usize)>> = virtuals
+        .iter()
+        .enumerate()
+        .filter_map(|(k, v)| v.next_at_us().map(|t| Reverse((t, k))))
+        .collect();
+    let mut fleet_q: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+    let mut evs: HashMap<u64, Ev> = HashMap::new();
+    let mut seq = 0u64;
+    let mut push =
+        |q: &mut BinaryHeap<Reverse<(u64, u64)>>, evs: &mut HashMap<u64, Ev>, at: u64, e: Ev| {
+            seq += 1;
+            q.push(Reverse((at, seq)));
+            evs.insert(seq, e);
+        };
+    if let Some((from, _, Down::Reset)) = spec.down {
+        push(
+            &mut fleet_q,
+            &mut evs,
+            (sc.start_ms + from) * 1000,
+            Ev::Reset,
+        );
+    }
+    let mut last: Vec<&'static str> = engines.iter_mut().map(|e| e.breaker_mode(start)).collect();
+    let mut changes: Vec<Changes> = vec![Vec::new(); n];
+    let mut seen = vec![false; isolate_of.len()];
+    let (mut reports, mut report_failures) = (0u64, 0u64);
+    let delay_us = spec.report_delay_ms * 1000;
+    loop {
+        let tv = due.peek().map(|Reverse((t, _))| *t);
+        let tf = fleet_q.peek().map(|Reverse((t, _))| *t);
+        let fleet_first = match (tf, tv) {
+            (None, None) => break,
+            (Some(f), Some(v)) => f <= v,
+            (f, _) => f.is_some(),
+        };
+        if fleet_first {
+            let Some(Reverse((at_us, id))) = fleet_q.pop() else {
+                break;
+            };
+            let Some(ev) = evs.remove(&id) else { continue };
+            let now = Millis(at_us / 1000);
+            match ev {
+                Ev::Reset => {
+                    if let (Some(c), Breaker::Rate(r)) = (&mut coordinator, &policy.breaker) {
+                        if let Scope::Fleet(f) = &r.scope {
+                            *c = Coordinator::new(
+                                &policy.service.name,
+                                &settings_hash(r),
+                                r.clone(),
+                                f.report_interval_ms,
+                            );
+                        }
+                    }
+                }
+                Ev::Deliver(k, text) => {
+                    let answer = match coordinator.as_mut() {
+                        None => Err("no coordinator".to_string()),
+                        Some(c) => match Coordinator::parse(&text).and_then(|r| c.report(now, r)) {
+                            Ok(v) => Ok(serde_json::to_string(&v).unwrap_or_default()),
+                            Err(refusal) => Err(format!("refused: {refusal:?}")),
+                        },
+                    };
+                    push(
+                        &mut fleet_q,
+                        &mut evs,
+                        at_us + delay_us,
+                        Ev::Answer(k, answer),
+                    );
+                }
+                Ev::Answer(k, answer) => {
+                    if answer.is_err() {
+                        report_failures += 1;
+                    }
+                    engines[k].fleet_heard(now, answer.as_deref().map_err(|e| e.as_str()));
+                    let mode = engines[k].breaker_mode(now);
+                    if mode != last[k] {
+                        changes[k].push((now.since(start), mode));
+                        last[k] = mode;
+                    }
+                }
+            }
+            continue;
+        }
+        let Some(Reverse((t, k))) = due.pop() else {
+            break;
+        };
+        if virtuals[k].next_at_us() != Some(t) {
+            continue;
+        }
+        // Never past the coordinator's next event: a step skips stale wake-ups, and must
+        // not jump over an answer due before its next real one.
+        let limit = tf.unwrap_or(u64::MAX);
+        let stepped = virtuals[k].step_until(limit, &mut engines[k], &DevBindings, &mut world);
+        if let Some(next) = virtuals[k].next_at_us() {
+            due.push(Reverse((next, k)));
+        }
+        let Some(stepped) = stepped else {
+            continue;
+        };
+        let now = stepped.at;
+        let i = stepped.request as usize;
+        let mode = engines[k].breaker_mode(now);
+        if let Some(s) = seen.get_mut(i).filter(|s| !**s) {
+            *s = true;
+            world.modes[i] = mode;
+            if let Some(Some(r)) = world.results.get_mut(i) {
+                r.mode = mode;
+            }
+        }
+        if mode != last[k] {
+            changes[k].push((now.since(start), mode));
+            last[k] = mode;
+        }
+        for (request, at, text) in std::mem::take(&mut world.reports) {
+            reports += 1;
+            let k = isolate_of[request as usize] as usize;
+            let at_us = at.0 * 1000;
+            let t_ms = at.since(start);
+            let lost = unit(mix(request) ^ reports) < spec.report_loss;
+            let down = spec
+                .down
+                .filter(|(from, to, how)| *how != Down::Reset && (*from..*to).contains(&t_ms))
+                .map(|d| d.2);
+            match (lost, down) {
+                (true, _) | (_, Some(Down::Hang)) => push(
+                    &mut fleet_q,
+                    &mut evs,
+                    at_us + REPORT_TIMEOUT_MS * 1000,
+                    Ev::Answer(k, Err(format!("no answer within {REPORT_TIMEOUT_MS} ms"))),
+                ),
+                (_, Some(_)) => push(
+                    &mut fleet_q,
+                    &mut evs,
+                    at_us + 2 * delay_us,
+                    Ev::Answer(k, Err("the coordinator answered 500".into())),
+                ),
+                _ => push(
+                    &mut fleet_q,
+                    &mut evs,
+                    at_us + delay_us,
+                    Ev::Deliver(k, text),
+                ),
+            }
+        }
+    }
+    Ok(FleetRun {
+        results: world.results.into_iter().flatten().collect(),
+        isolate_of,
+        changes,
+        model_calls: world.model_calls,
+        outage_calls: world.outage_calls,
+        reports,
+        report_failures,
+    })
+}
+
+mod figures;
+pub use figures::{fault_span, figures, human, Figures};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,211 @@
+//! What a fleet run did, per scope: time to degrade and to recover for the traffic and per
+//! isolate, model calls during the outage, probes, live share.
+
+use serde::Serialize;
+
+use super::super::scenario::{ModelFault, Scenario};
+use super::super::{RequestResult, Source};
+use super::FleetRun;
+
+/// One scope's figures (docs/scenarios.md, "The fleet").
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Figures {
+    pub scope: &'static str,
+    /// From the fault's onset until the traffic is degraded: from then to the fault's end,
+    /// at least 99% of the requests of every 250 ms slot met a breaker not closed.
+    pub degrade_s: Option<f64>,
+    /// From the fault's end until the traffic is live again: from then on, at least 99% of
+    /// every slot's requests met a closed breaker.
+    pub recover_s: Option<f64>,
+    /// Model calls made while the model was faulty, and probes (calls by requests that met
+    /// RECOVERING_PROBE).
+    pub outage_model_calls: u64,
+    pub probes: u64,
+    /// Share of all requests answered by the model.
+    pub live_share: f64,
+    /// Per isolate that had traffic in the fault: time from the onset to its own first
+    /// DEGRADED_FALLBACK (the slowest, and the 95th percentile across isolates)…
+    pub isolate_degrade_slowest_s: Option<f64>,
+    pub isolate_degrade_p95_s: Option<f64>,
+    /// …and from the fault's end to its last return to PRIMARY_HEALTHY.
+    pub isolate_recover_slowest_s: Option<f64>,
+    pub isolate_recover_p95_s: Option<f64>,
+    /// Isolates with traffic during the fault that never degraded, and that never came back.
+    pub never_degraded: u64,
+    pub never_recovered: u64,
+    pub reports: u64,
+    pub report_failures: u64,
+    pub requests: u64,
+}
+
+/// The fault's span in ms after the start: the first faulty phase's start to the last's end
+/// (a phase is faulty unless the model answers in it as fast as its baseline).
+pub fn fault_span(sc: &Scenario) -> Option<(u64, u64)> {
+    let spans: Vec<(u64, u64)> = sc
+        .phases
+        .iter()
+        .filter(|p| !matches!(p.fault, ModelFault::Ok { latency_ms } if latency_ms <= sc.model_latency_ms))
+        .map(|p| sc.window_us(p))
+        .collect();
+    let from = spans.iter().map(|s| s.0).min()? / 1000;
+    let to = spans.iter().map(|s| s.1).max()?;
+    let last_ms = sc.requests.saturating_mul(sc.interval_us) / 1000;
+    Some((from, (to / 1000).min(last_ms)))
+}
+
+const SLOT_MS: u64 = 250;
+const SHARE: f64 = 0.99;
+
+/// The first slot start in `[from, to)` from which every slot's share of requests `pred`
+/// holds for is at least [`SHARE`]; the time from `from` to that slot's end, in s.
+fn settled(
+    results: &[RequestResult],
+    from: u64,
+    to: u64,
+    pred: impl Fn(&RequestResult) -> bool,
+) -> Option<f64> {
+    let slots = (to.saturating_sub(from)).div_ceil(SLOT_MS) as usize;
+    let mut tally = vec![(0u64, 0u64); slots];
+    for r in results
+        .iter()
+        .filter(|r| (from..to).contains(&r.arrival_ms))
+    {
+        let s = ((r.arrival_ms - from) / SLOT_MS) as usize;
+        tally[s].0 += 1;
+        tally[s].1 += u64::from(pred(r));
+    }
+    let mut first = None;
+    for (s, (n, yes)) in tally.iter().enumerate().rev() {
+        if *n == 0 {
+            continue;
+        }
+        if (*yes as f64) < SHARE * *n as f64 {
+            break;
+        }
+        first = Some(s);
+    }
+    first.map(|s| ((s as u64 + 1) * SLOT_MS) as f64 / 1000.0)
+}
+
+fn p95(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((0.95 * v.len() as f64).ceil() as usize).saturating_sub(1);
+    Some(v[i.min(v.len() - 1)])
+}
+
+/// A run's figures, the fault spanning `[onset, end)` ms after the start.
+pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Figures {
+    let healthy = |m: &str| m == "PRIMARY_HEALTHY" || m == "CLOSED";
+    let run_end = run
+        .results
+        .iter()
+        .map(|r| r.arrival_ms + 1)
+        .max()
+        .unwrap_or(end);
+    let n = run.changes.len();
+    let mut in_fault = vec![false; n];
+    for r in &run.results {
+        if (onset..end).contains(&r.arrival_ms) {
+            in_fault[run.isolate_of[r.index as usize] as usize] = true;
+        }
+    }
+    let (mut degrade, mut recover) = (Vec::new(), Vec::new());
+    let (mut never_degraded, mut never_recovered) = (0, 0);
+    for (_, ch) in run.changes.iter().enumerate().filter(|(k, _)| in_fault[*k]) {
+        match ch.iter().find(|(t, m)| *t >= onset && !healthy(m)) {
+            Some((t, _)) => degrade.push((t - onset) as f64 / 1000.0),
+            None => never_degraded += 1,
+        }
+        let Some(first_open) = ch.iter().position(|(t, m)| *t >= onset && !healthy(m)) else {
+            continue;
+        };
+        match ch[first_open..].last() {
+            Some((t, m)) if healthy(m) => recover.push(t.saturating_sub(end) as f64 / 1000.0),
+            _ => never_recovered += 1,
+        }
+    }
+    let max = |v: &[f64]| v.iter().copied().reduce(f64::max);
+    let live = run
+        .results
+        .iter()
+        .filter(|r| r.source == Source::Origin)
+        .count();
+    Figures {
+        scope,
+        degrade_s: settled(&run.results, onset, end, |r| !healthy(r.mode)),
+        recover_s: settled(&run.results, end, run_end, |r| healthy(r.mode)),
+        outage_model_calls: run.outage_calls,
+        probes: run
+            .results
+            .iter()
+            .filter(|r| r.mode == "RECOVERING_PROBE" && r.model_attempts > 0)
+            .count() as u64,
+        live_share: live as f64 / run.results.len().max(1) as f64,
+        isolate_degrade_slowest_s: max(&degrade),
+        isolate_degrade_p95_s: p95(degrade),
+        isolate_recover_slowest_s: if never_recovered > 0 {
+            None
+        } else {
+            max(&recover)
+        },
+        isolate_recover_p95_s: p95(recover),
+        never_degraded,
+        never_recovered,
+        reports: run.reports,
+        report_failures: run.report_failures,
+        requests: run.results.len() as u64,
+    }
+}
+
+fn secs(v: Option<f64>) -> String {
+    v.map_or("never".to_string(), |s| format!("{s:.2} s"))
+}
+
+/// Both scopes side by side, as `simulate` prints them.
+pub fn human(title: &str, rows: &[Figures]) -> String {
+    let mut out = format!("{title}\n\n");
+    let w = 34;
+    out += &format!("{:w$}", "");
+    for r in rows {
+        out += &format!("{:>22}", format!("scope = {}", r.scope));
+    }
+    out += "\n";
+    let line = |name: &str, f: &dyn Fn(&Figures) -> String| {
+        let mut l = format!("{name:w$}");
+        for r in rows {
+            l += &format!("{:>22}", f(r));
+        }
+        l + "\n"
+    };
+    out += &line("time to degrade (traffic)", &|r| secs(r.degrade_s));
+    out += &line("time to recover (traffic)", &|r| secs(r.recover_s));
+    out += &line("model calls during the outage", &|r| {
+        r.outage_model_calls.to_string()
+    });
+    out += &line("probes sent", &|r| r.probes.to_string());
+    out += &line("live share", &|r| format!("{:.1}%", 100.0 * r.live_share));
+    out += &line("degrade: slowest isolate", &|r| {
+        secs(r.isolate_degrade_slowest_s)
+    });
+    out += &line("degrade: p95 across isolates", &|r| {
+        secs(r.isolate_degrade_p95_s)
+    });
+    out += &line("recover: slowest isolate", &|r| {
+        secs(r.isolate_recover_slowest_s)
+    });
+    out += &line("recover: p95 across isolates", &|r| {
+        secs(r.isolate_recover_p95_s)
+    });
+    out += &line("isolates never degraded", &|r| r.never_degraded.to_string());
+    out += &line("isolates never recovered", &|r| {
+        r.never_recovered.to_string()
+    });
+    out += &line("reports (failed)", &|r| {
+        format!("{} ({})", r.reports, r.report_failures)
+    });
+    out += &line("requests", &|r| r.requests.to_string());
+    out
+}

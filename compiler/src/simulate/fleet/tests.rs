@@ -1,0 +1,158 @@
+//! The fleet driver on a small fleet: thin isolates, both scopes, the coordinator away.
+
+use super::*;
+use crate::simulate::scenario::{self, RawScenario};
+use crate::simulate::Source;
+use understudy_core::policy::RateBreaker;
+
+/// The sample policy with seed 000's rules on a short clock: a 10 s window, 5 s hold-down.
+fn policy() -> Policy {
+    let mut p = crate::fixtures::sample_policy();
+    p.breaker = Breaker::Rate(RateBreaker {
+        window_ms: 10_000,
+        failure_ratio: 0.15,
+        min_calls: 20,
+        slow_call_p95_ms: 45,
+        hold_down_ms: 5_000,
+        probe_fraction: 0.02,
+        probe_min_calls: 20,
+        probe_success_ratio: 0.995,
+        probe_p95_ms: 40,
+        failed_probe_hold_ms: 10_000,
+        scope: Scope::Isolate,
+    });
+    p.storm = None;
+    p
+}
+
+/// 200 req/s for 40 s; the model slow past the deadline from 2 s to 12 s.
+fn scenario(p: &Policy, fleet: &str) -> Scenario {
+    let raw: RawScenario = toml::from_str(&format!(
+        "name = \"t\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 8000\nrate = 200\n\
+         [params]\ncategory_id = [\"audio\", \"bags\", \"kitchen\"]\n\
+         [model]\nlatency = \"20ms\"\n[[model.phase]]\nfrom = \"2s\"\nto = \"12s\"\nfault = \"slow\"\nlatency = \"500ms\"\n\
+         [fleet]\n{fleet}\n"
+    ))
+    .expect("scenario");
+    scenario::build(raw, p).expect("valid")
+}
+
+fn both(p: &Policy, sc: &Scenario) -> (Figures, Figures, FleetRun) {
+    let spec = sc.fleet.clone().unwrap();
+    let (onset, end) = fault_span(sc).unwrap();
+    assert_eq!((onset, end), (2_000, 12_000));
+    let catalog = crate::fixtures::sample_catalog();
+    let iso = run(&scoped(p, false, &spec).unwrap(), Some(&catalog), sc, &spec).unwrap();
+    let fl = run(&scoped(p, true, &spec).unwrap(), Some(&catalog), sc, &spec).unwrap();
+    (
+        figures("isolate", &iso, onset, end),
+        figures("fleet", &fl, onset, end),
+        fl,
+    )
+}
+
+#[test]
+fn forty_thin_isolates_recover_on_the_fleets_probes_and_not_on_their_own() {
+    let p = policy();
+    let sc = scenario(&p, "isolates = 40\nreport_delay = \"10ms\"");
+    let (iso, fleet, run) = both(&p, &sc);
+    // 5 req/s an isolate: 20 calls of its own take 4 s; the fleet's take a fraction of one.
+    assert!(fleet.degrade_s.unwrap() <= 2.5, "{fleet:?}");
+    assert!(iso.degrade_s.unwrap() > fleet.degrade_s.unwrap(), "{iso:?}");
+    // 2% of 5 req/s is one probe in 10 s: alone, 20 probes take 200 s; pooled, 5 s.
+    assert_eq!(iso.recover_s, None, "{iso:?}");
+    assert_eq!(iso.never_recovered, 40);
+    assert!(fleet.recover_s.unwrap() <= 10.0, "{fleet:?}");
+    assert_eq!(fleet.never_recovered, 0);
+    assert!(
+        fleet.outage_model_calls < iso.outage_model_calls,
+        "{fleet:?} {iso:?}"
+    );
+    assert!(fleet.reports > 0 && fleet.report_failures == 0);
+    assert_eq!(iso.reports, 0, "isolate scope sends no report");
+    // Every answer is the policy's: no 5xx.
+    assert!(run.results.iter().all(|r| r.status < 500), "no 5xx");
+}
+
+#[test]
+fn with_the_coordinator_failing_isolates_fall_back_to_their_own_evidence() {
+    let p = policy();
+    for how in ["error", "hang"] {
+        let sc = scenario(
+            &p,
+            &format!("isolates = 40\ncoordinator_down = {{ from = \"0s\", to = \"60s\", how = \"{how}\" }}"),
+        );
+        let (iso, fleet, run) = both(&p, &sc);
+        assert_eq!(
+            fleet.report_failures, fleet.reports,
+            "{how}: every report failed"
+        );
+        // Isolate scope in all but name: the same degrade time as isolate scope.
+        assert_eq!(fleet.degrade_s, iso.degrade_s, "{how}");
+        assert!(run.results.iter().all(|r| r.status < 500), "{how}: no 5xx");
+        let fallbacks = run
+            .results
+            .iter()
+            .filter(|r| matches!(r.source, Source::Tier(_)))
+            .count();
+        assert!(
+            fallbacks > 1_000,
+            "{how}: degraded answers served: {fallbacks}"
+        );
+    }
+}
+
+#[test]
+fn a_coordinator_restarted_mid_incident_rebuilds_from_reports() {
+    let p = policy();
+    let sc = scenario(
+        &p,
+        "isolates = 40\ncoordinator_down = { from = \"8s\", to = \"8s\", how = \"reset\" }",
+    );
+    let (_, fleet, _) = both(&p, &sc);
+    assert!(fleet.recover_s.unwrap() <= 10.0, "{fleet:?}");
+    assert_eq!(fleet.never_recovered, 0);
+}
+
+#[test]
+fn the_split_is_uniform_or_skewed_as_asked() {
+    let n = 10;
+    let mut counts = vec![0u32; n];
+    let u = Splitter::new(Split::Uniform, n);
+    for i in 0..10_000 {
+        counts[u.isolate(i)] += 1;
+    }
+    assert!(
+        counts.iter().all(|c| (900..1_100).contains(c)),
+        "{counts:?}"
+    );
+    let z = Splitter::new(Split::Zipf(1.0), n);
+    let mut counts = vec![0u32; n];
+    for i in 0..10_000 {
+        counts[z.isolate(i)] += 1;
+    }
+    // 1/H(10) = 34% to the first, 3.4% to the last.
+    assert!((3_100..3_700).contains(&counts[0]), "{counts:?}");
+    assert!((200..500).contains(&counts[9]), "{counts:?}");
+}
+
+#[test]
+fn a_bad_fleet_table_names_what_is_wrong() {
+    let raw = |t: &str| toml::from_str::<RawFleet>(t).unwrap();
+    assert!(spec(&raw("isolates = 0")).unwrap_err().contains("isolates"));
+    assert!(spec(&raw("isolates = 3\nsplit = \"pareto\""))
+        .unwrap_err()
+        .contains("split"));
+    assert!(spec(&raw("isolates = 3\nreport_loss = 1.5"))
+        .unwrap_err()
+        .contains("report_loss"));
+    let e = spec(&raw(
+        "isolates = 3\ncoordinator_down = { from = \"5s\", to = \"1s\", how = \"error\" }",
+    ));
+    assert!(e.unwrap_err().contains("after"));
+    assert!(toml::from_str::<RawFleet>("isolates = 3\nsplitt = \"zipf\"").is_err());
+    let consecutive = crate::fixtures::sample_policy();
+    assert!(scoped(&consecutive, true, &FleetSpec::uniform(2))
+        .unwrap_err()
+        .contains("rate"));
+}
