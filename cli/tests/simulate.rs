@@ -316,3 +316,74 @@ fn hedges_retries_the_bulkhead_and_a_breaker_opening_mid_retry_come_out_as_desig
         ]
     );
 }
+
+/// [F-SCOPE] `--isolates`: seed 000's policy over 40 thin isolates, both scopes side by
+/// side; a fleet that cannot meet the scenario's bound exits 1 and says so.
+#[test]
+fn simulate_over_a_fleet_prints_both_scopes_and_checks_the_fleets_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let sc = dir.path().join("fleet.toml");
+    // 241 users x 3 categories: no request repeats 3 times in 10 s (the retry-storm limit).
+    let users: Vec<String> = (0..241).map(|u| format!("\"u-{u}\"")).collect();
+    let users = users.join(", ");
+    let write = |extra: &str| {
+        std::fs::write(
+            &sc,
+            format!(
+                "name = \"fleet\"\nstart = \"2026-11-30T12:00:00Z\"\nrate = 200\nrequests = 3000\n\
+                 [params]\nuser_id = [{users}]\n\
+                 category_id = [\"audio\", \"bags\", \"all\"]\n\
+                 [model]\nlatency = \"25ms\"\n[[model.phase]]\nfrom = \"2s\"\nto = \"15s\"\nfault = \"slow\"\nlatency = \"500ms\"\n\
+                 [fleet]\nisolates = 10\n{extra}\n"
+            ),
+        )
+        .unwrap();
+    };
+    write("degrade_within = \"3s\"");
+    let out = bin()
+        .args(["simulate", "../policies/recommendations.toml", "--scenario"])
+        .arg(&sc)
+        .args(["--isolates", "40", "--format", "json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["isolates"], 40, "--isolates overrides the table");
+    let scopes = doc["scopes"].as_array().unwrap();
+    assert_eq!(
+        (scopes[0]["scope"].as_str(), scopes[1]["scope"].as_str()),
+        (Some("isolate"), Some("fleet"))
+    );
+    // 5 req/s an isolate: its own 20 calls take 4 s; the fleet's evidence is there in one.
+    let (iso, fleet) = (
+        scopes[0]["degrade_s"].as_f64().unwrap(),
+        scopes[1]["degrade_s"].as_f64().unwrap(),
+    );
+    assert!(
+        fleet <= 3.0 && iso > fleet,
+        "isolate {iso} s, fleet {fleet} s"
+    );
+    assert!(scopes[1]["reports"].as_u64().unwrap() > 0);
+    // A bound the fleet cannot meet: exit 1, and the human report says which.
+    write("degrade_within = \"100ms\"");
+    let out = bin()
+        .args(["simulate", "../policies/recommendations.toml", "--scenario"])
+        .arg(&sc)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("scope = fleet") && text.contains("time to degrade (traffic)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("EXPECTATION NOT MET: fleet scope: time to degrade"),
+        "{text}"
+    );
+}

@@ -37,7 +37,7 @@ pub struct RawScenario {
     pub expect: Option<RawExpect>,
     /// `[fleet]`: the traffic over many isolates (`simulate --isolates`, ADR 011).
     #[serde(default)]
-    pub fleet: Option<super::fleet::RawFleet>,
+    pub fleet: Option<super::fleet::spec::RawFleet>,
     /// `[drill]` limits, read by `understudy drill` (see `crate::drill::limits`); ignored here.
     #[serde(default)]
     pub drill: Option<toml::Table>,
@@ -157,7 +157,7 @@ pub struct Scenario {
     pub kv: Vec<KvSeed>,
     pub kv_latency_ms: u64,
     pub expect: Option<RawExpect>,
-    pub fleet: Option<super::fleet::FleetSpec>,
+    pub fleet: Option<super::fleet::spec::FleetSpec>,
 }
 
 impl Scenario {
@@ -444,6 +444,10 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
         kv,
         kv_latency_ms,
         expect: raw.expect,
-        fleet: raw.fleet.as_ref().map(super::fleet::spec).transpose()?,
+        fleet: raw
+            .fleet
+            .as_ref()
+            .map(super::fleet::spec::spec)
+            .transpose()?,
     })
 }
