@@ -6,8 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+use understudy_core::breaker::fleet;
 use understudy_core::events::protocol as outbox;
-use understudy_core::policy::Policy;
+use understudy_core::policy::{Breaker, Policy, RateBreaker, Scope};
 
 /// The var that overrides the baked origin URL. Only the local runner sets it (tests and
 /// `dev` point it at the simulated origin); a deploy calls the URL baked in the policy, so
@@ -22,13 +23,21 @@ pub struct RateLimit {
     pub period: u32,
 }
 
-/// A Durable Object namespace the Worker binds (the events outbox), with SQLite storage.
+/// A Durable Object namespace the Worker binds (the events outbox, the breaker's
+/// coordinator), with SQLite storage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DurableObject {
     pub class_name: String,
     pub name: String,
     /// Declared with `new_sqlite_classes` (the SQLite backend cannot be switched later).
     pub sqlite: bool,
+    /// The migration that creates the class: each class has its own, so adding one never
+    /// rewrites another's (wrangler applies the tags after the last one a deploy has seen).
+    #[serde(skip)]
+    pub migration: &'static str,
+    /// What it is, for the comment above its binding in `wrangler.toml`.
+    #[serde(skip)]
+    pub what: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,6 +72,21 @@ impl Bindings {
                 class_name: outbox::CLASS.into(),
                 name: outbox::BINDING.into(),
                 sqlite: true,
+                migration: "v1",
+                what: "The events outbox: one object per shard, SQLite storage, alarms (docs/adr/006).",
+            });
+        }
+        if let Breaker::Rate(RateBreaker {
+            scope: Scope::Fleet(f),
+            ..
+        }) = &policy.breaker
+        {
+            durable_objects.push(DurableObject {
+                class_name: fleet::CLASS.into(),
+                name: f.coordinator.clone(),
+                sqlite: true,
+                migration: "breaker-v1",
+                what: "The breaker's coordinator: one object per service and breaker settings (docs/adr/011).",
             });
         }
         let rate_limits = policy

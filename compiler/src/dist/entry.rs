@@ -82,7 +82,8 @@ pub fn entry_js(classes: &[&str], release: &str) -> String {
     );
     for c in classes {
         s.push_str(&format!(
-            "// The events outbox (Durable Object class, docs/adr/006-durable-events.md).\n\
+            "// A Durable Object class (the events outbox, docs/adr/006; the breaker's\n\
+             // coordinator, docs/adr/011).\n\
              export {{ {c} }} from \"./{GLUE_JS}\";\n"
         ));
     }

@@ -129,29 +129,27 @@ pub fn render(service: &str, release_id: &str, policy_file: &str, bindings: &Bin
         ))
     );
     for d in &bindings.durable_objects {
-        let _ = writeln!(
-            t,
-            "\n# The events outbox: one object per shard, SQLite storage, alarms (docs/adr/006)."
-        );
+        let _ = writeln!(t, "\n# {}", d.what);
         let _ = writeln!(t, "[[durable_objects.bindings]]");
         let _ = writeln!(t, "name = {}", toml_str(&d.name));
         let _ = writeln!(t, "class_name = {}", toml_str(&d.class_name));
     }
-    let sqlite: Vec<String> = bindings
-        .durable_objects
-        .iter()
-        .filter(|d| d.sqlite)
-        .map(|d| toml_str(&d.class_name))
-        .collect();
-    if !sqlite.is_empty() {
+    if !bindings.durable_objects.is_empty() {
         let _ = writeln!(
             t,
-            "\n# Created once with the SQLite backend, which cannot be switched later. Keep this tag\n\
-             # and append new migrations below it."
+            "\n# Each class is created once, by its own migration, with the SQLite backend (which\n\
+             # cannot be switched later). Keep these tags and append new migrations below them."
         );
+    }
+    for d in &bindings.durable_objects {
         let _ = writeln!(t, "[[migrations]]");
-        let _ = writeln!(t, "tag = \"v1\"");
-        let _ = writeln!(t, "new_sqlite_classes = [{}]", sqlite.join(", "));
+        let _ = writeln!(t, "tag = {}", toml_str(d.migration));
+        let key = if d.sqlite {
+            "new_sqlite_classes"
+        } else {
+            "new_classes"
+        };
+        let _ = writeln!(t, "{key} = [{}]", toml_str(&d.class_name));
     }
     if !bindings.vars.is_empty() {
         let _ = writeln!(t, "\n[vars]");

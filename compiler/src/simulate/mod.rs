@@ -171,7 +171,7 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
 
     fn answered(&mut self, request: u64, now: Millis, reply: Reply) {
         if let Some(r) = &reply.report {
-            self.reports.push((request, now, r.clone()));
+            self.reports.push((request, now, r.body.clone()));
         }
         for wr in &reply.writes {
             self.kv.insert(

@@ -134,6 +134,16 @@ fn respond(w: &mut Writer, r: &Reply) {
             w.str(&wr.metadata.to_string());
         }
     }
+    match &r.report {
+        Some(f) => {
+            w.num(1);
+            w.str(&f.binding);
+            w.str(&f.object);
+            w.str(&f.body);
+            w.num(f.timeout_ms);
+        }
+        None => w.num(0),
+    }
 }
 
 /// The event operation a command of `out` asks for, by its handle.

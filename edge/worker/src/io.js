@@ -62,6 +62,7 @@ export function us_incoming(req, names) {
 //   3 limit  io binding key
 //   5 abort  io       7 events io (performed in Rust)
 //   8 respond status head body log cid point [index blob×5 double×3] writes [binding key value meta]×writes
+//             report [binding object body timeout_ms]
 // `head` is `name\nvalue\n…` (names and values never contain a newline).
 class Reader {
   constructor(s) { this.s = s; this.p = 0; }
@@ -71,7 +72,7 @@ class Reader {
 }
 
 // A request in flight: what its commands need, its timer, its fetches still wanted.
-// `engine` is { step, perform, failed, writeFailed }: the engine's closures.
+// `engine` is { step, perform, failed, writeFailed, fleetHeard }: the engine's closures.
 class Flight {
   constructor(id, req, env, ctx, engine, resolve) {
     this.id = id; this.req = req; this.env = env; this.ctx = ctx; this.engine = engine;
@@ -229,6 +230,7 @@ function respond(f, r) {
   const writes = r.num();
   const puts = [];
   for (let i = 0; i < writes; i++) puts.push([r.str(), r.str(), r.str(), r.str()]);
+  const fleet = r.num() === 1 ? [r.str(), r.str(), r.str(), r.num()] : undefined;
   if (!f.live) return; // answered already (by a failure path): nothing more to send
   const res = new Response(body, { status, headers: headersOf(head) });
   finish(f, res);
@@ -238,6 +240,38 @@ function respond(f, r) {
     if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
   }
   for (const [binding, key, value, meta] of puts) put(f, binding, key, value, meta, cid);
+  if (fleet !== undefined) fleetReport(f, ...fleet);
+}
+
+// [F-SCOPE] A report to the breaker's coordinator (docs/adr/011-fleet-scoped-breaker.md),
+// after the answer, kept alive by `ctx.waitUntil`: its answer — or why there is none,
+// after `timeoutMs` at most — goes back to the engine. No request waits for it.
+function fleetReport(f, binding, object, body, timeoutMs) {
+  const heard = (ok, text) => {
+    const line = f.engine.fleetHeard(ok, text);
+    if (line) console.log(line);
+  };
+  try {
+    const ns = f.env[binding];
+    if (ns == null) throw new Error(`Durable Object binding \`${binding}\` is not bound`);
+    const stub = ns.get(ns.idFromName(object));
+    let timer;
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    });
+    const asked = stub.fetch("https://coordinator/report", { method: "POST", body }).then(async (res) => {
+      const text = await res.text();
+      if (!res.ok) throw new Error(`HTTP ${res.status}: ${text}`);
+      return text;
+    });
+    const p = Promise.race([asked, late]).then(
+      (text) => heard(true, text),
+      (e) => heard(false, firstLine(e)),
+    ).finally(() => clearTimeout(timer));
+    if (f.ctx != null) f.ctx.waitUntil(p);
+  } catch (e) {
+    heard(false, firstLine(e));
+  }
 }
 
 // [E-LIVE] A write-through in the background: the put, kept alive by `ctx.waitUntil`; a

@@ -13,12 +13,14 @@
 
 mod analytics;
 mod body;
+mod coordinator;
 mod isolate;
 mod outbox;
 mod serve;
 mod shards;
 mod shim;
 
+pub use coordinator::BreakerCoordinator;
 pub use outbox::OutboxShard;
 
 /// The heap (see `Cargo.toml`): talc, in the configuration its authors give for a

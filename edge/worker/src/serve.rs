@@ -71,7 +71,8 @@ thread_local! {
     static FLIGHTS: RefCell<BTreeMap<u32, Waiting>> = const { RefCell::new(BTreeMap::new()) };
     static DROPPED: RefCell<BTreeMap<u32, Reply>> = const { RefCell::new(BTreeMap::new()) };
     static NEXT_ID: Cell<u32> = const { Cell::new(1) };
-    /// The engine's closures for the driver (`step`, `perform`, `failed`, `writeFailed`),
+    /// The engine's closures for the driver (`step`, `perform`, `failed`, `writeFailed`,
+    /// `fleetHeard`),
     /// made once per isolate, as one JS object.
     static DRIVER: JsValue = driver();
 }
@@ -108,6 +109,10 @@ fn driver() -> JsValue {
     set(
         "writeFailed",
         Closure::<dyn Fn(String, String, String, String)>::new(write_failed).into_js_value(),
+    );
+    set(
+        "fleetHeard",
+        Closure::<dyn Fn(bool, String) -> Option<String>>::new(fleet_heard).into_js_value(),
     );
     o.into()
 }
@@ -323,6 +328,21 @@ fn write_failed(binding: String, key: String, error: String, cid: String) {
     if let Ok(line) = isolate::with_engine(|en| en.write_failed(&binding, &key, &error, &cid)) {
         worker::console_log!("{}", line);
     }
+}
+
+/// [F-SCOPE] The breaker's coordinator answered a report (`ok`: `text` is its answer) or
+/// the report failed (`text` says why): the engine applies the verdict or falls back to
+/// isolate scope; the log line to print, when it failed.
+fn fleet_heard(ok: bool, text: String) -> Option<String> {
+    let now = now();
+    let answer = if ok {
+        Ok(text.as_str())
+    } else {
+        Err(text.as_str())
+    };
+    isolate::with_engine(|e| e.fleet_heard(now, answer))
+        .ok()
+        .flatten()
 }
 
 /// Performs flight `id`'s event operation `io` in Rust (the request body, the outbox

@@ -25,6 +25,10 @@ use super::window::BUCKETS;
 use crate::policy::RateBreaker;
 use crate::time::Millis;
 
+/// The coordinator's Durable Object class, exported by the Worker (`understudy build`
+/// declares it and its SQLite migration when a policy's breaker is fleet-scoped).
+pub const CLASS: &str = "BreakerCoordinator";
+
 /// Most isolates one coordinator keeps (ADR 011's budget is 5,000 a region at most).
 pub const MAX_ISOLATES: usize = 20_000;
 /// Most buckets a report may carry (the window's, and one being filled).
@@ -88,6 +92,31 @@ pub struct Report {
     pub isolate: String,
     pub seq: u64,
     pub buckets: Vec<Counts>,
+}
+
+impl Refusal {
+    /// The HTTP status the Durable Object answers it with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Refusal::Malformed(_) => 400,
+            Refusal::OtherService(_) | Refusal::OtherConfig(_) => 409,
+            Refusal::TooManyBuckets(_) => 413,
+            Refusal::Full => 503,
+        }
+    }
+
+    /// What it says.
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::Malformed(e) => format!("the report is not one: {e}"),
+            Refusal::OtherService(s) => format!("a report for service `{s}`, not this one's"),
+            Refusal::OtherConfig(c) => {
+                format!("a report for breaker settings {c}, not this coordinator's")
+            }
+            Refusal::TooManyBuckets(n) => format!("a report of {n} buckets, over {MAX_BUCKETS}"),
+            Refusal::Full => format!("the coordinator already keeps {MAX_ISOLATES} isolates"),
+        }
+    }
 }
 
 /// Why a report was not merged (the Durable Object answers 4xx and counts it).

@@ -31,6 +31,22 @@ pub const REPORT_TIMEOUT_MS: u64 = 500;
 /// A healthy isolate reports this many times less often (a heartbeat that keeps it counted).
 pub const HEARTBEAT_FACTOR: u64 = 10;
 
+/// A report to send: to the Durable Object named `object` in the namespace bound as
+/// `binding`, the JSON `body`, giving up after `timeout_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetReport {
+    pub binding: String,
+    pub object: String,
+    pub body: String,
+    pub timeout_ms: u64,
+}
+
+/// The coordinator's Durable Object name for `service` and a settings hash: one per service
+/// and breaker settings (ADR 011; the per-region split is a later step).
+pub fn object_name(service: &str, config: &str) -> String {
+    format!("{service}/{config}")
+}
+
 /// The isolate's absolute counts per bucket of the window, as a report carries them.
 #[derive(Debug, Clone)]
 pub struct Ledger {
@@ -344,7 +360,7 @@ impl Member {
     /// The report to send now, as JSON, when one is due: at most one in flight (one that
     /// was never answered counts as failed after `verdict_ttl`), every report interval while
     /// anything is abnormal, every [`HEARTBEAT_FACTOR`] intervals otherwise.
-    pub fn report_due(&mut self, now: Millis) -> Option<String> {
+    pub fn report_due(&mut self, now: Millis) -> Option<FleetReport> {
         if self.isolate.is_empty() {
             return None;
         }
@@ -373,7 +389,12 @@ impl Member {
             seq: self.seq,
             buckets: self.ledger.buckets(now),
         };
-        serde_json::to_string(&report).ok()
+        Some(FleetReport {
+            binding: self.fleet.coordinator.clone(),
+            object: object_name(&self.service, &self.config),
+            body: serde_json::to_string(&report).ok()?,
+            timeout_ms: REPORT_TIMEOUT_MS,
+        })
     }
 
     /// The coordinator answered the report in flight with `verdict` at `now`.

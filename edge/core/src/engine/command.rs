@@ -79,10 +79,10 @@ pub struct Reply {
     pub log: String,
     /// The request's Analytics Engine data point, when it counts as one.
     pub point: Option<DataPoint>,
-    /// [F-SCOPE] A report for the breaker's coordinator (JSON), when one is due: send it in
-    /// the background, never before answering, and hand its answer (or failure) to
+    /// [F-SCOPE] A report for the breaker's coordinator, when one is due: send it in the
+    /// background, never before answering, and hand its answer (or failure) to
     /// [`super::Engine::fleet_heard`].
-    pub report: Option<String>,
+    pub report: Option<crate::breaker::member::FleetReport>,
 }
 
 impl Reply {

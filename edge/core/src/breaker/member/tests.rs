@@ -208,8 +208,11 @@ fn the_coordinator_merges_what_a_member_reports() {
         };
         m.record(now, a, outcome);
     }
-    let text = m.report_due(Millis(1_500)).unwrap();
-    let report = Coordinator::parse(&text).expect("the coordinator reads a member's report");
+    let sent = m.report_due(Millis(1_500)).unwrap();
+    assert_eq!(sent.binding, "BREAKER_COORDINATOR");
+    assert_eq!(sent.object, format!("svc/{config}"));
+    assert_eq!(sent.timeout_ms, REPORT_TIMEOUT_MS);
+    let report = Coordinator::parse(&sent.body).expect("the coordinator reads a member's report");
     assert_eq!(report.config, config);
     assert_eq!(report.buckets.iter().map(|b| b.calls).sum::<u32>(), 40);
     assert_eq!(report.buckets.iter().map(|b| b.timeouts).sum::<u32>(), 2);
