@@ -527,7 +527,7 @@ async function compatibilityDate(dist) {
  * about as much CPU per request as a small Worker does), listed in `direct` by name.
  * Returns { url, direct, mf, workers: {name: {manifest, kv(binding)}}, logs(json), dispose() }.
  */
-export async function startEdges(workers, { port = 0, verbose = false, direct = false } = {}) {
+export async function startEdges(workers, { port = 0, verbose = false, direct = false, shared = false } = {}) {
   if (!Array.isArray(workers) || workers.length === 0) throw new Error("startEdges: no workers");
   const names = new Set();
   const output = runtimeOutput(verbose);
@@ -549,8 +549,16 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     if (w.originUrl) bindings.UNDERSTUDY_ORIGIN_URL = w.originUrl;
     const ratelimits = {};
     for (const rl of b.rate_limits) ratelimits[rl.name] = { simple: { limit: rl.limit, period: rl.period } };
-    const kvNamespaces = Object.fromEntries(b.kv.map((k) => [k, `${w.name}-${k}`]));
-    for (const k of b.kv) toolNamespaces[`W${options.length}_${k}`] = `${w.name}-${k}`;
+    // `shared`: copies of one Worker, each its own isolate, as a fleet is: one KV namespace
+    // per binding for all, and every Durable Object binding reaching the first copy's
+    // classes (one coordinator, one outbox), as production's one namespace per class.
+    const nsOf = (k) => (shared ? k : `${w.name}-${k}`);
+    const kvNamespaces = Object.fromEntries(b.kv.map((k) => [k, nsOf(k)]));
+    for (const k of b.kv) toolNamespaces[`W${options.length}_${k}`] = nsOf(k);
+    const durableObjects = durableObjectsOf(manifest);
+    if (shared && options.length > 0) {
+      for (const d of Object.values(durableObjects)) d.scriptName = options[0].name;
+    }
     options.push({
       name: w.name,
       routes: w.routes ?? [],
@@ -565,7 +573,7 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
       kvNamespaces,
       ratelimits,
       bindings,
-      durableObjects: durableObjectsOf(manifest),
+      durableObjects,
       ...(direct ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {}),
     });
     loaded[w.name] = { manifest, seed: w.seed, index: options.length - 1 };
@@ -680,6 +688,7 @@ async function main() {
       dist: { type: "string" },
       port: { type: "string", default: "8787" },
       origin: { type: "string" },
+      isolates: { type: "string", default: "1" },
       "events-url": { type: "string" },
       persist: { type: "string" },
       seed: { type: "string" },
@@ -724,6 +733,33 @@ async function main() {
       console.error(`--kv ${spec}: ${e.message}`);
       process.exit(2);
     }
+  }
+  const isolates = Number(values.isolates);
+  if (!Number.isInteger(isolates) || isolates < 1 || isolates > 64) {
+    console.error(`--isolates ${values.isolates}: a whole number from 1 to 64`);
+    process.exit(2);
+  }
+  if (isolates > 1) {
+    // A fleet in one workerd: K copies of the Worker, each its own isolate on a loopback
+    // port of its own, sharing KV and the Durable Objects (`understudy drill --isolates`).
+    // The line lists every copy's address, the first first.
+    const copies = Array.from({ length: isolates }, (_, i) => ({
+      dist: values.dist,
+      name: `isolate-${i}`,
+      originUrl: values.origin,
+      seed: i === 0 ? seed : undefined,
+    }));
+    const fleet = await startEdges(copies, { port, verbose: values.verbose, direct: true, shared: true });
+    console.log(`edge listening on ${copies.map((c) => fleet.direct[c.name]).join(" ")}`);
+    const stop = async () => {
+      await fleet.dispose().catch(() => {});
+      process.exit(0);
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+    process.stdin.on("end", stop);
+    process.stdin.resume();
+    return;
   }
   const edge = await startEdge({
     dist: values.dist,

@@ -6,10 +6,11 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { requireEdge, startStack, devSecret, mintToken } from "./harness.mjs";
+import { EDGE_DIR, ROOT, requireEdge, startStack, devSecret, mintToken, tempDir, understudy } from "./harness.mjs";
 
 requireEdge();
 
@@ -90,5 +91,62 @@ describe("fleet-scoped breaker in workerd [F-SCOPE]", () => {
     } finally {
       await stack.origin.clearFault();
     }
+  });
+});
+
+// `understudy drill --isolates 8`: 8 copies of the built Worker in one workerd, each its own
+// isolate, sharing KV and the coordinator's Durable Object; seed 000's incident at 120 req/s
+// in all (15 a second each), the incident's clock shrunk 10×. Fleet scope must degrade within
+// 3 s and recover within 45 s (scaled: 4.5 s) on every isolate; isolate scope, run the same
+// way, cannot recover in time — each isolate's 2% of 15 req/s takes its 20 probes too long.
+// Why 120 req/s and not fewer: seed 000's last probing in this incident starts ~30 s after the
+// fault's end, so the fleet must send 20 probes (2% of its traffic) in the 15 s left: at least
+// ~70 req/s in all (docs/fleet.md).
+describe("drill --isolates 8 [F-SCOPE]", () => {
+  const drill = async (scope) => {
+    const tmp = await tempDir("understudy-fleet-drill-");
+    const report = join(tmp.dir, "report");
+    const args = [
+      "drill", join(ROOT, "policies", "recommendations.toml"),
+      "--scenario", join(ROOT, "scenarios", "seed-000-fleet.toml"),
+      "--isolates", "8", "--rate", "120", "--time-scale", "0.1", "--scope", scope,
+      "--report", report, "--edge", EDGE_DIR,
+    ];
+    const r = understudy(args, { timeoutMs: 150_000 });
+    const json = existsSync(join(report, "drill.json")) ? JSON.parse(await readFile(join(report, "drill.json"), "utf8")) : null;
+    await tmp.cleanup();
+    return { ...r, json };
+  };
+  const verdict = (d, name) => d.json?.verdicts?.find((v) => v.name === name);
+
+  test("fleet scope passes seed 000's scenario on every isolate", { timeout: 330_000 }, async (t) => {
+    // A real-time run on a shared 2-core machine: a broken first run (a host stall) is played
+    // once more, its verdicts printed, as the one-isolate recovery drill does.
+    let d = await drill("fleet");
+    if (d.status !== 0) {
+      const broken = (d.json?.verdicts ?? []).filter((v) => v.ok === false).map((v) => `${v.name}: ${v.detail}`);
+      t.diagnostic(`first run broke (exit ${d.status}), played once more: ${broken.join("; ") || d.stderr.slice(-500)}`);
+      d = await drill("fleet");
+    }
+    assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
+    for (const name of ["ANSWERED", "DISCLOSED", "DEGRADE_WITHIN", "RECOVER_WITHIN"]) {
+      assert.equal(verdict(d, name)?.ok, true, `${name}: ${JSON.stringify(verdict(d, name))}`);
+    }
+    assert.equal(d.json.isolates.length, 8);
+    for (const iso of d.json.isolates) {
+      assert.ok(iso.requests > 100, JSON.stringify(iso));
+      assert.ok(iso.degraded_after_ms <= 3000, JSON.stringify(iso));
+      assert.ok(iso.recovered_after_ms !== null, JSON.stringify(iso));
+    }
+    t.diagnostic(`fleet scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}`);
+  });
+
+  test("isolate scope, the same drill: no isolate recovers in time (recorded)", { timeout: 200_000 }, async (t) => {
+    const d = await drill("isolate");
+    assert.equal(d.status, 1, `${d.stdout}\n${d.stderr}`);
+    assert.equal(verdict(d, "RECOVER_WITHIN")?.ok, false, JSON.stringify(verdict(d, "RECOVER_WITHIN")));
+    assert.equal(verdict(d, "ANSWERED")?.ok, true);
+    assert.equal(verdict(d, "DISCLOSED")?.ok, true);
+    t.diagnostic(`isolate scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}`);
   });
 });

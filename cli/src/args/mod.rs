@@ -253,6 +253,12 @@ pub struct SimulateArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScopeArg {
+    Isolate,
+    Fleet,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SplitArg {
     Uniform,
     /// Zipf with the scenario's exponent (default 1): isolate k gets ∝ 1/(k+1)^s.
@@ -298,6 +304,13 @@ pub struct DrillArgs {
     /// status, reason and tier (the differential test of the two drivers of one engine).
     #[arg(long)]
     pub compare_simulate: bool,
+    /// [F-SCOPE] Run this many copies of the Worker, each its own isolate in one workerd,
+    /// sharing KV and the breaker's coordinator, the load spread uniformly (1..=64).
+    #[arg(long, default_value_t = 1)]
+    pub isolates: usize,
+    /// Run the breaker in this scope whatever the policy says (a rate breaker).
+    #[arg(long, value_enum)]
+    pub scope: Option<ScopeArg>,
     /// Find the highest arrival rate (req/s) at which the scenario keeps every invariant:
     /// bisect between LOW and HIGH (e.g. `50..2400`), one whole drill per probe.
     #[arg(long, value_name = "LOW..HIGH")]

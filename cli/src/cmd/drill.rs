@@ -26,7 +26,15 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
         edge: args.edge,
         timeout: Duration::from_millis(args.timeout_ms.clamp(1, 60_000)),
         compare_simulate: args.compare_simulate,
+        isolates: args.isolates,
+        fleet_scope: args.scope.map(|s| s == crate::args::ScopeArg::Fleet),
     };
+    if !(1..=64).contains(&opts.isolates) {
+        anyhow::bail!("--isolates {}: a whole number from 1 to 64", opts.isolates);
+    }
+    if opts.isolates > 1 && opts.compare_simulate {
+        anyhow::bail!("--compare-simulate compares one isolate with simulate; it does not take --isolates yet");
+    }
     if let Some(range) = &args.find_rate {
         let (lo, hi) = range
             .split_once("..")

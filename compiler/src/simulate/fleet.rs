@@ -61,15 +61,16 @@ fn unit(x: u64) -> f64 {
     (mix(x) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// Which isolate request `i` goes to.
-struct Splitter {
+/// Which isolate request `i` goes to (`simulate --isolates` and `drill --isolates` split
+/// the same way).
+pub struct Splitter {
     /// Cumulative shares (Zipf), empty for uniform.
     cdf: Vec<f64>,
     n: usize,
 }
 
 impl Splitter {
-    fn new(split: Split, n: usize) -> Splitter {
+    pub fn new(split: Split, n: usize) -> Splitter {
         let cdf = match split {
             Split::Uniform => Vec::new(),
             Split::Zipf(s) => {
@@ -87,7 +88,7 @@ impl Splitter {
         Splitter { cdf, n }
     }
 
-    fn isolate(&self, i: u64) -> usize {
+    pub fn isolate(&self, i: u64) -> usize {
         let u = unit(i ^ 0x5eed);
         if self.cdf.is_empty() {
             return ((u * self.n as f64) as usize).min(self.n - 1);

@@ -30,12 +30,13 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
         origin_stats,
         user_probes,
         fault,
+        per_isolate,
     } = p;
     let model_calls = origin_stats.requests;
     // The table, the same as simulate's.
     let run = observe::to_run(policy, sc, &obs, &transitions, model_calls);
     let summary = report::summarize(policy, sc, &run);
-    let table = report::human(policy, &summary);
+    let mut table = report::human(policy, &summary);
 
     let cx = Context {
         policy,
@@ -47,7 +48,11 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
         user_probes: user_probes.as_deref(),
         time_scale: opts.time_scale,
     };
-    let rec = check::recovery(&obs, &cx);
+    let (rec, isolates) = if per_isolate.len() > 1 {
+        fleet_recovery(&obs, &cx, &per_isolate, &mut table)
+    } else {
+        (check::recovery(&obs, &cx), Value::Null)
+    };
     let mut verdicts = check::check(&obs, &cx, &rec);
     let mut disagreements = Vec::new();
     if opts.compare_simulate {
@@ -152,6 +157,7 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
         "summary": summary,
         "figures": figures,
         "recovery": rec,
+        "isolates": isolates,
         "alerts": rec.alerts,
         "breaker": { "visible": breaker_visible, "from_status_endpoint": status_visible, "initial_mode": initial_mode, "transitions": transitions },
         "model_calls": model_calls,
@@ -170,4 +176,72 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
         svg,
         disagreements,
     }
+}
+
+/// `--isolates K`: each isolate's recovery from its own transitions and requests, and the
+/// fleet's as the checks judge it — the slowest isolate to degrade and to recover (an
+/// isolate that never did makes the fleet's `None`). Adds a line per isolate to the table.
+fn fleet_recovery(
+    obs: &[observe::Observed],
+    cx: &Context<'_>,
+    per_isolate: &[super::play::IsolateSeen],
+    table: &mut String,
+) -> (check::Recovery, Value) {
+    let overall = check::recovery(obs, cx);
+    let mut rows = Vec::new();
+    let mut recs = Vec::new();
+    let by_index: std::collections::HashMap<u64, &observe::Observed> =
+        obs.iter().map(|o| (o.index, o)).collect();
+    table.push_str(&format!("\n{} isolates:\n", per_isolate.len()));
+    for (i, iso) in per_isolate.iter().enumerate() {
+        let mine: Vec<observe::Observed> = iso
+            .requests
+            .iter()
+            .filter_map(|r| by_index.get(r).map(|o| (*o).clone()))
+            .collect();
+        let cxi = Context {
+            transitions: &iso.transitions,
+            ..*cx
+        };
+        let r = check::recovery(&mine, &cxi);
+        let show = |v: Option<f64>| v.map_or("never".to_string(), |ms| format!("{ms:.0} ms"));
+        table.push_str(&format!(
+            "  isolate {i}: {} requests, degraded {} after the onset, healthy again {} after the fault's end\n",
+            mine.len(),
+            show(r.degraded_after_ms),
+            show(r.recovered_after_ms)
+        ));
+        rows.push(json!({
+            "isolate": i,
+            "requests": mine.len(),
+            "transitions": iso.transitions,
+            "degraded_after_ms": r.degraded_after_ms,
+            "recovered_after_ms": r.recovered_after_ms,
+        }));
+        recs.push(r);
+    }
+    let worst = |f: fn(&check::Recovery) -> Option<f64>| -> Option<f64> {
+        recs.iter()
+            .map(f)
+            .try_fold(0.0f64, |acc, v| v.map(|v| acc.max(v)))
+    };
+    let mut alerts = overall.alerts.clone();
+    for r in &recs {
+        for a in &r.alerts {
+            if !alerts.contains(a) {
+                alerts.push(a.clone());
+            }
+        }
+    }
+    let rec = check::Recovery {
+        degraded_after_ms: worst(|r| r.degraded_after_ms),
+        breaker_healthy_after_ms: worst(|r| r.breaker_healthy_after_ms),
+        normalized_after_ms: overall.normalized_after_ms,
+        recovered_after_ms: worst(|r| r.recovered_after_ms)
+            .zip(overall.normalized_after_ms)
+            .map(|(a, b)| a.max(b)),
+        observed_after_end_ms: overall.observed_after_end_ms,
+        alerts,
+    };
+    (rec, Value::Array(rows))
 }

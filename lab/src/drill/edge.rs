@@ -82,6 +82,8 @@ impl Drop for NodeServer {
 pub struct EdgeProcess {
     pub url: String,
     pub addr: SocketAddr,
+    /// Every isolate's address (`--isolates`), the first being `addr`.
+    pub addrs: Vec<SocketAddr>,
     _server: NodeServer,
 }
 
@@ -93,6 +95,18 @@ impl EdgeProcess {
         dist: &Path,
         origin: &str,
         seed: Option<&PathBuf>,
+    ) -> Result<EdgeProcess> {
+        Self::start_fleet(root, dist, origin, seed, 1)
+    }
+
+    /// [`Self::start`] with `isolates` copies of the Worker, each its own isolate on a port
+    /// of its own, sharing KV and the Durable Objects (the breaker's coordinator).
+    pub fn start_fleet(
+        root: &Path,
+        dist: &Path,
+        origin: &str,
+        seed: Option<&PathBuf>,
+        isolates: usize,
     ) -> Result<EdgeProcess> {
         let server_js = root.join("scripts/edge-server.mjs");
         if !root.join("node_modules/miniflare").is_dir() {
@@ -107,18 +121,34 @@ impl EdgeProcess {
         if let Some(seed) = seed {
             cmd.arg("--seed").arg(seed);
         }
+        if isolates > 1 {
+            cmd.arg("--isolates").arg(isolates.to_string());
+        }
         let what = format!("the edge ({})", server_js.display());
-        let (server, url) = NodeServer::start(cmd, READY, START, &what)?;
-        let addr: SocketAddr = url
-            .strip_prefix("http://")
-            .and_then(|a| a.parse().ok())
-            .with_context(|| format!("the edge server printed an unexpected address {url:?}"))?;
-        if !addr.ip().is_loopback() {
-            bail!("the edge listens on {addr}, not loopback");
+        let (server, line) = NodeServer::start(cmd, READY, START, &what)?;
+        let mut addrs = Vec::new();
+        for url in line.split_whitespace() {
+            let addr: SocketAddr = url
+                .strip_prefix("http://")
+                .and_then(|a| a.parse().ok())
+                .with_context(|| {
+                    format!("the edge server printed an unexpected address {url:?}")
+                })?;
+            if !addr.ip().is_loopback() {
+                bail!("the edge listens on {addr}, not loopback");
+            }
+            addrs.push(addr);
+        }
+        if addrs.len() != isolates.max(1) {
+            bail!(
+                "the edge server listed {} addresses for {isolates} isolates: {line:?}",
+                addrs.len()
+            );
         }
         Ok(EdgeProcess {
-            url,
-            addr,
+            url: format!("http://{}", addrs[0]),
+            addr: addrs[0],
+            addrs,
             _server: server,
         })
     }

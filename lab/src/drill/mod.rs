@@ -76,6 +76,11 @@ pub struct Options {
     pub timeout: Duration,
     /// Replay the scenario through `simulate` too and require every request to agree.
     pub compare_simulate: bool,
+    /// [F-SCOPE] Copies of the Worker, each its own isolate, the load spread uniformly over
+    /// them (1: one Worker, as before).
+    pub isolates: usize,
+    /// Run the breaker in this scope whatever the policy says (`Some(true)`: fleet).
+    pub fleet_scope: Option<bool>,
 }
 
 /// Everything a drill produced; `drill.json` is its serialisation.

@@ -36,6 +36,15 @@ pub struct Played {
     pub origin_stats: Stats,
     pub user_probes: Option<Vec<UserProbe>>,
     pub fault: Option<(f64, f64)>,
+    /// `--isolates K` (K > 1): each isolate's requests and breaker transitions.
+    pub per_isolate: Vec<IsolateSeen>,
+}
+
+/// One isolate of a drill over several.
+pub struct IsolateSeen {
+    /// Its requests, by index.
+    pub requests: Vec<u64>,
+    pub transitions: Vec<SeenTransition>,
 }
 
 struct Bar(indicatif::ProgressBar, u64);
@@ -82,37 +91,75 @@ async fn calibrate(addr: std::net::SocketAddr) -> Vec<f64> {
 }
 
 /// The arrivals, driven while the status endpoint (when the policy has one) is read every
-/// [`STATUS_EVERY`]; returns what the client saw and the status documents.
+/// [`STATUS_EVERY`]; returns what the client saw and the status documents. With several
+/// isolates (`addrs`), request `i` goes to isolate `split[i]` over connections of its own,
+/// and each isolate's status endpoint is read: one list of documents per isolate.
 async fn drive(
     cfg: Config,
+    addrs: &[std::net::SocketAddr],
+    split: &[usize],
     plan: Vec<Planned>,
     start: Instant,
     admin: Option<understudy_core::policy::Admin>,
     bar: indicatif::ProgressBar,
-) -> (Result<Vec<Observed>>, Vec<serde_json::Value>) {
-    let addr = cfg.addr;
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let poller = tokio::spawn(async move {
-        let mut docs = Vec::new();
-        let Some(admin) = admin else { return docs };
-        let token = edge::dev_secret(&admin.secret);
-        loop {
-            if let Some(d) = status_once(addr, &admin.path, &token).await {
-                docs.push(d);
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(STATUS_EVERY) => {}
-                _ = stop_rx.changed() => {
-                    if let Some(d) = status_once(addr, &admin.path, &token).await { docs.push(d); }
-                    break;
+) -> (Result<Vec<Observed>>, Vec<Vec<serde_json::Value>>) {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut pollers = Vec::new();
+    for &addr in addrs {
+        let admin = admin.clone();
+        let mut stop_rx = stop_rx.clone();
+        pollers.push(tokio::spawn(async move {
+            let mut docs = Vec::new();
+            let Some(admin) = admin else { return docs };
+            let token = edge::dev_secret(&admin.secret);
+            loop {
+                if let Some(d) = status_once(addr, &admin.path, &token).await {
+                    docs.push(d);
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(STATUS_EVERY) => {}
+                    _ = stop_rx.changed() => {
+                        if let Some(d) = status_once(addr, &admin.path, &token).await { docs.push(d); }
+                        break;
+                    }
                 }
             }
+            docs
+        }));
+    }
+    let k = addrs.len().max(1);
+    let mut plans: Vec<Vec<Planned>> = vec![Vec::new(); k];
+    for p in plan {
+        let i = split.get(p.index as usize).copied().unwrap_or(0).min(k - 1);
+        plans[i].push(p);
+    }
+    let mut drivers = Vec::new();
+    for (i, plan) in plans.into_iter().enumerate() {
+        let cfg = Config {
+            addr: addrs.get(i).copied().unwrap_or(cfg.addr),
+            concurrency: (cfg.concurrency / k).max(1),
+            ..cfg
+        };
+        let progress = Box::new(Bar(bar.clone(), 0));
+        drivers.push(tokio::spawn(driver::drive(cfg, plan, start, progress)));
+    }
+    let mut obs = Ok(Vec::new());
+    for d in drivers {
+        match (d.await, &mut obs) {
+            (Ok(Ok(mut o)), Ok(all)) => all.append(&mut o),
+            (Ok(Err(e)), Ok(_)) => obs = Err(e),
+            (Err(e), Ok(_)) => obs = Err(anyhow::anyhow!("a load driver failed: {e}")),
+            _ => {}
         }
-        docs
-    });
-    let obs = driver::drive(cfg, plan, start, Box::new(Bar(bar, 0))).await;
+    }
+    if let Ok(all) = &mut obs {
+        all.sort_by_key(|o| o.index);
+    }
     let _ = stop_tx.send(true);
-    let docs = poller.await.unwrap_or_default();
+    let mut docs = Vec::new();
+    for p in pollers {
+        docs.push(p.await.unwrap_or_default());
+    }
     (obs, docs)
 }
 
@@ -197,8 +244,19 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         opts.time_scale,
         policy.service.name
     );
-    let edge =
-        edge::EdgeProcess::start(&prep.root, &prep.dist_dir, &origin.url(), Some(&seed_path))?;
+    let edge = edge::EdgeProcess::start_fleet(
+        &prep.root,
+        &prep.dist_dir,
+        &origin.url(),
+        Some(&seed_path),
+        opts.isolates.max(1),
+    )?;
+    let k = edge.addrs.len();
+    let splitter = understudy_compiler::simulate::fleet::Splitter::new(
+        understudy_compiler::simulate::fleet::Split::Uniform,
+        k,
+    );
+    let split: Vec<usize> = (0..sc.requests).map(|i| splitter.isolate(i)).collect();
     let mut tokens = BTreeMap::new();
     let plan: Vec<Planned> = (0..sc.requests)
         .map(|i| plan_request(policy, sc, i, &mut tokens))
@@ -227,8 +285,11 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         timeout: opts.timeout,
         limit: Duration::from_micros(sc.requests * sc.interval_us) + Duration::from_secs(30),
     };
+    let split_for = if k > 1 { split.as_slice() } else { &[] };
     let (obs, statuses) = rt.block_on(drive(
         cfg,
+        &edge.addrs,
+        split_for,
         plan.clone(),
         start,
         policy.admin.clone(),
@@ -237,8 +298,31 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
     bar.finish_and_clear();
     let obs = obs?;
     let origin_stats = origin.stats();
-    let (transitions, initial_mode, breaker_visible, status_visible) =
-        breaker_log(policy, &obs, &statuses, start_epoch);
+    let mut per_isolate = Vec::new();
+    let (transitions, initial_mode, breaker_visible, status_visible) = if k > 1 {
+        let mut all = Vec::new();
+        let (mut initial, mut visible, mut status_seen) = (None, false, false);
+        for (i, docs) in statuses.iter().enumerate() {
+            let mine: Vec<Observed> = obs
+                .iter()
+                .filter(|o| split[o.index as usize] == i)
+                .cloned()
+                .collect();
+            let (t, init, vis, st) = breaker_log(policy, &mine, docs, start_epoch);
+            initial = initial.or(init);
+            visible |= vis;
+            status_seen |= st;
+            all.extend(t.iter().cloned());
+            per_isolate.push(IsolateSeen {
+                requests: mine.iter().map(|o| o.index).collect(),
+                transitions: t,
+            });
+        }
+        all.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
+        (all, initial, visible, status_seen)
+    } else {
+        breaker_log(policy, &obs, &statuses.concat(), start_epoch)
+    };
     let fault = script::fault_window_ms(sc).map(|(a, b)| (a as f64, b as f64));
 
     // The user tier after recovery: cut the model, ask as users answered live since.
@@ -253,11 +337,18 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         if !chosen.is_empty() {
             origin.set_fault(Fault::Hang)?;
             rt.block_on(async {
-                let mut conn = None;
                 for o in &chosen {
+                    // Asked where the user's live answer was written: an isolate keeps what
+                    // it read from KV for a while, so another isolate may not see it yet.
+                    let mut conn = None;
+                    let to = if k > 1 {
+                        edge.addrs[split[o.index as usize]]
+                    } else {
+                        addr
+                    };
                     let p = &plan[o.index as usize];
                     let since = start.elapsed().as_secs_f64() * 1000.0 - window.1;
-                    let got = driver::once(&mut conn, addr, p, opts.timeout).await;
+                    let got = driver::once(&mut conn, to, p, opts.timeout).await;
                     probes.push(UserProbe {
                         user: o.user.clone().unwrap_or_default(),
                         tier: got.headers.tier.clone(),
@@ -286,5 +377,6 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         origin_stats,
         user_probes,
         fault,
+        per_isolate,
     })
 }

@@ -181,6 +181,10 @@ pub fn scale_policy(policy: &Policy, f: f64) -> Policy {
             r.hold_down_ms = s(r.hold_down_ms);
             r.failed_probe_hold_ms = s(r.failed_probe_hold_ms);
             r.probe_fraction = (r.probe_fraction / f).min(1.0);
+            if let understudy_core::policy::Scope::Fleet(fl) = &mut r.scope {
+                fl.report_interval_ms = s(fl.report_interval_ms);
+                fl.verdict_ttl_ms = s(fl.verdict_ttl_ms);
+            }
         }
     }
     out

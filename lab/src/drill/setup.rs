@@ -140,7 +140,18 @@ pub fn prepare(opts: &Options) -> Result<Option<Prepared>> {
     let full = scenario::build(raw, base_policy)
         .map_err(|e| anyhow::anyhow!("{}: {e}", opts.scenario.display()))?;
     let sc = script::stretch(&script::scale_scenario(&full, opts.time_scale), TIE_STRETCH);
-    let mut policy = script::scale_policy(base_policy, opts.time_scale);
+    // `--scope`: the breaker's scope for this run, before its clocks are scaled (the fleet's
+    // report interval is one of them).
+    let scoped = match opts.fleet_scope {
+        Some(fleet) => understudy_compiler::simulate::fleet::scoped(
+            base_policy,
+            fleet,
+            &understudy_compiler::simulate::fleet::FleetSpec::uniform(opts.isolates as u64),
+        )
+        .map_err(|e| anyhow::anyhow!("--scope: {e}"))?,
+        None => base_policy.clone(),
+    };
+    let mut policy = script::scale_policy(&scoped, opts.time_scale);
     // Instrumentation: a policy without a status endpoint gets one for the drill, so the
     // breaker's own log (every transition, half-open trials included) can be read.
     if policy.admin.is_none() && !matches!(policy.breaker, Breaker::Off) {
