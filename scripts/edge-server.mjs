@@ -253,6 +253,30 @@ export default function (env) {
   };
 }`;
 
+// [F-SCOPE] The breaker's coordinator as the isolates reach it in a fault drill: the real
+// namespace behind a switch read from the control namespace on every call — "" passes
+// through; "error" answers 500; "throw" throws; "hang" never answers (the isolate's own
+// timeout ends the wait); "reset:N" reaches a fresh object (a coordinator that restarted
+// empty). Only `startEdges(…, { coordinatorFaults: true })` binds it.
+const COORDINATOR_PROXY = `
+export default function (env) {
+  return {
+    idFromName: (name) => name,
+    get: (name) => ({
+      async fetch(url, init) {
+        const mode = (await env.CONTROL.get("mode")) ?? "";
+        if (mode === "error") return new Response("coordinator fault (drill)", { status: 500 });
+        if (mode === "throw") throw new Error("coordinator fault (drill): the object threw");
+        if (mode === "hang") return new Promise(() => {});
+        const epoch = mode.startsWith("reset:") ? "#" + mode.slice(6) : "";
+        return env.INNER.get(env.INNER.idFromName(name + epoch)).fetch(url, init);
+      },
+    }),
+  };
+}`;
+const COORDINATOR_PROXY_NAME = "coordinator-proxy";
+const COORDINATOR_CONTROL = "coordinator-control";
+
 /**
  * How Node reads and writes the local KV namespaces (seeds, and the tests' checks of what the
  * Worker stored): through a small Worker of our own, bound to the same namespaces, reached
@@ -527,7 +551,8 @@ async function compatibilityDate(dist) {
  * about as much CPU per request as a small Worker does), listed in `direct` by name.
  * Returns { url, direct, mf, workers: {name: {manifest, kv(binding)}}, logs(json), dispose() }.
  */
-export async function startEdges(workers, { port = 0, verbose = false, direct = false, shared = false } = {}) {
+export async function startEdges(workers, { port = 0, verbose = false, direct = false, shared = false, coordinatorFaults = false } = {}) {
+  if (coordinatorFaults && !shared) throw new Error("startEdges: coordinatorFaults needs shared: true");
   if (!Array.isArray(workers) || workers.length === 0) throw new Error("startEdges: no workers");
   const names = new Set();
   const output = runtimeOutput(verbose);
@@ -559,6 +584,16 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     if (shared && options.length > 0) {
       for (const d of Object.values(durableObjects)) d.scriptName = options[0].name;
     }
+    const wrappedBindings = {};
+    if (coordinatorFaults) {
+      for (const [binding, d] of Object.entries(durableObjects)) {
+        if (d.className !== "BreakerCoordinator") continue;
+        delete durableObjects[binding];
+        wrappedBindings[binding] = { scriptName: COORDINATOR_PROXY_NAME, bindings: {} };
+        // The first copy still defines the class, under a binding nothing reads.
+        if (options.length === 0) durableObjects.UNDERSTUDY_COORDINATOR_CLASS = { className: d.className, useSQLite: d.useSQLite };
+      }
+    }
     options.push({
       name: w.name,
       routes: w.routes ?? [],
@@ -574,15 +609,27 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
       ratelimits,
       bindings,
       durableObjects,
+      wrappedBindings,
       ...(direct ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {}),
     });
     loaded[w.name] = { manifest, seed: w.seed, index: options.length - 1 };
+  }
+  const extraWorkers = [];
+  if (coordinatorFaults) {
+    toolNamespaces.COORDINATOR_CONTROL = COORDINATOR_CONTROL;
+    extraWorkers.push({
+      name: COORDINATOR_PROXY_NAME,
+      modules: true,
+      script: COORDINATOR_PROXY,
+      kvNamespaces: { CONTROL: COORDINATOR_CONTROL },
+      durableObjects: { INNER: { className: "BreakerCoordinator", scriptName: options[0].name, useSQLite: true } },
+    });
   }
   const mf = miniflare({
     host: "127.0.0.1",
     port,
     log: new Log(verbose ? LogLevel.INFO : LogLevel.WARN),
-    workers: [...options, kvToolWorker(toolNamespaces)],
+    workers: [...options, ...extraWorkers, kvToolWorker(toolNamespaces)],
     cf: false,
     handleRuntimeStdio: output.handleRuntimeStdio,
   });
@@ -611,6 +658,11 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     mf,
     workers: loaded,
     logs: output.logs,
+    /** `coordinatorFaults`: "" (none), "error", "throw", "hang" or "reset:N". */
+    setCoordinatorFault: async (mode) => {
+      if (!coordinatorFaults) throw new Error("startEdges: started without coordinatorFaults");
+      await kvToolNamespace(mf, "COORDINATOR_CONTROL").put("mode", mode);
+    },
     dispose: () => mf.dispose(),
   };
 }

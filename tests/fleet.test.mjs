@@ -5,12 +5,15 @@
 
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { EDGE_DIR, ROOT, requireEdge, startStack, devSecret, mintToken, tempDir, understudy } from "./harness.mjs";
+import {
+  EDGE_DIR, ROOT, buildPolicy, devSecret, mintToken, preparePolicy, requireEdge, startOrigin, startStack, tempDir, timedFetch, understudy,
+} from "./harness.mjs";
+import { startEdges } from "../scripts/edge-server.mjs";
 
 requireEdge();
 
@@ -148,5 +151,130 @@ describe("drill --isolates 8 [F-SCOPE]", () => {
     assert.equal(verdict(d, "ANSWERED")?.ok, true);
     assert.equal(verdict(d, "DISCLOSED")?.ok, true);
     t.diagnostic(`isolate scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}`);
+  });
+});
+
+// The coordinator is a dependency like any other (ADR 011): 4 copies of the Worker in one
+// workerd, the model hung, the fleet open; then the coordinator answers 500, throws, hangs,
+// restarts empty. Answers must not notice — every one 200 and disclosed, no 5xx, p99 no
+// worse than isolate scope's under the same load — and the isolates must be back in fleet
+// scope once it returns.
+describe("the coordinator's faults [F-SCOPE]", () => {
+  const K = 4;
+  const RATE = 40; // in all: 10 a second per isolate
+  let origin;
+  const builds = {};
+  let tmp;
+
+  before(async () => {
+    tmp = await tempDir("understudy-coordinator-faults-");
+    for (const scope of ["fleet", "isolate"]) {
+      const dir = join(tmp.dir, scope);
+      await mkdir(dir, { recursive: true });
+      const policy = await preparePolicy("recommendations", dir, {
+        edit: (t) => t.replace("max_retries = 2", "max_retries = 1000").replace('failed_probe_hold = "60s"', `failed_probe_hold = "60s"\nscope = "${scope}"`),
+      });
+      builds[scope] = (await buildPolicy(policy, join(dir, "dist"))).dir;
+    }
+    origin = await startOrigin();
+  });
+  after(async () => {
+    await origin?.stop();
+    await tmp?.cleanup();
+  });
+
+  const start = (scope) =>
+    startEdges(
+      Array.from({ length: K }, (_, i) => ({ dist: builds[scope], name: `isolate-${i}`, originUrl: origin.url })),
+      { direct: true, shared: true, coordinatorFaults: scope === "fleet" },
+    );
+  const urls = (edges) => Array.from({ length: K }, (_, i) => edges.direct[`isolate-${i}`]);
+
+  /** `ms` of load at RATE, round-robin over `targets`, each request with its own user. */
+  let user = 0;
+  async function load(targets, ms) {
+    const n = Math.round((RATE * ms) / 1000);
+    const t0 = performance.now();
+    const pending = [];
+    for (let i = 0; i < n; i++) {
+      const due = t0 + (i * 1000) / RATE;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      user += 1;
+      const token = mintToken(devSecret("TOKEN_HMAC_KEY"), { sub: `cf-${user}`, iss: ISS, aud: "recommendations" });
+      pending.push(timedFetch(`${targets[i % targets.length]}/v1/recommendations?category=audio`, { headers: { authorization: `Bearer ${token}` } }));
+    }
+    return Promise.all(pending);
+  }
+  const statusOf = async (url) => (await timedFetch(`${url}/__understudy/status`, { headers: ADMIN })).json.breaker;
+  const p99 = (answers) => {
+    const l = answers.map((a) => a.elapsedMs).sort((a, b) => a - b);
+    return l[Math.min(l.length - 1, Math.ceil(0.99 * l.length) - 1)];
+  };
+  const assertDisclosed = (answers, what) => {
+    for (const a of answers) {
+      assert.equal(a.status, 200, `${what}: ${a.status} ${a.text}`);
+      assert.equal(a.headers["x-degraded"], "true", `${what}: ${JSON.stringify(a.headers)}`);
+      assert.ok(a.headers["x-degraded-reason"] && a.headers["x-breaker-mode"], `${what}: ${JSON.stringify(a.headers)}`);
+    }
+  };
+  const MODES = ["error", "throw", "hang", "reset:1"];
+
+  test("answers do not notice the coordinator failing, and isolates return to fleet scope", { timeout: 180_000 }, async (t) => {
+    await origin.setFault({ kind: "hang" });
+    const faulty = {};
+    // Fleet scope, with the coordinator failing in each way in turn.
+    const fleet = await start("fleet");
+    try {
+      const targets = urls(fleet);
+      assertDisclosed(await load(targets, 3_000), "the fleet opening");
+      for (const u of targets) {
+        const b = await statusOf(u);
+        assert.equal(b.fleet.verdict?.mode, "OPEN", JSON.stringify(b.fleet));
+      }
+      for (const mode of MODES) {
+        await fleet.setCoordinatorFault(mode);
+        const answers = await load(targets, 2_000);
+        assertDisclosed(answers, `coordinator ${mode}`);
+        faulty[mode] = answers;
+        const b = await statusOf(targets[0]);
+        if (mode.startsWith("reset")) {
+          // A restarted coordinator rebuilds from the next reports: the fleet is open again.
+          assert.equal(b.fleet.coordinator.health, "ok", JSON.stringify(b.fleet));
+          assert.equal(b.fleet.verdict?.mode, "OPEN", JSON.stringify(b.fleet));
+        } else {
+          assert.equal(b.fleet.coordinator.health, "failing", `${mode}: ${JSON.stringify(b.fleet)}`);
+          assert.equal(b.fleet.decided_by, "isolate", `${mode}: ${JSON.stringify(b.fleet)}`);
+          assert.match(b.fleet.coordinator.last_error ?? "", mode === "hang" ? /500 ms/ : /HTTP 500|threw/);
+        }
+        await fleet.setCoordinatorFault("");
+        assertDisclosed(await load(targets, 1_500), `after ${mode}`);
+        for (const u of targets) {
+          const after = await statusOf(u);
+          assert.equal(after.fleet.coordinator.health, "ok", `back after ${mode}: ${JSON.stringify(after.fleet)}`);
+          assert.equal(after.fleet.decided_by, "fleet", `back after ${mode}: ${JSON.stringify(after.fleet)}`);
+        }
+      }
+    } finally {
+      await fleet.dispose();
+    }
+    // Isolate scope under the same load, for the p99 side by side.
+    const iso = await start("isolate");
+    let isolateAnswers = [];
+    try {
+      const targets = urls(iso);
+      assertDisclosed(await load(targets, 3_000), "isolate scope opening");
+      for (const _ of MODES) isolateAnswers = isolateAnswers.concat(await load(targets, 2_000));
+      assertDisclosed(isolateAnswers, "isolate scope");
+    } finally {
+      await iso.dispose();
+      await origin.clearFault();
+    }
+    const all = Object.values(faulty).flat();
+    const [pf, pi] = [p99(all), p99(isolateAnswers)];
+    t.diagnostic(`p99 with the coordinator failing ${pf.toFixed(1)} ms (${MODES.map((m) => `${m} ${p99(faulty[m]).toFixed(1)}`).join(", ")}); isolate scope ${pi.toFixed(1)} ms`);
+    // Both pay at most the deadline (45 ms) while an isolate's own evidence builds; the
+    // coordinator adds nothing on the request's path. 15 ms of room for this shared host.
+    assert.ok(pf <= pi + 15, `p99 ${pf.toFixed(1)} ms with the coordinator failing against ${pi.toFixed(1)} ms in isolate scope`);
   });
 });

@@ -5,7 +5,9 @@
 //! always open on its own evidence. Beside it, it counts every call and probe per bucket of
 //! the window (a [`Ledger`]) and, when a report is due, hands the engine the report's JSON
 //! to send off the request path. The coordinator's reply is a [`Verdict`]:
-//! - `OPEN` opens an isolate that has not seen the failure yet;
+//! - `OPEN` opens an isolate that has not seen the failure yet — its own breaker adopts the
+//!   opening, dated when the fleet opened, so that without the coordinator it carries on as
+//!   an isolate that opened then (its own hold-down and probes), not as a healthy one;
 //! - `PROBING` makes it probe `probe_fraction` of its own traffic — the fleet's 2% is the
 //!   sum — unless it opened on its own evidence after the fleet's probing began;
 //! - `CLOSED` after a recovery closes an isolate whose own opening is older than the
@@ -431,6 +433,18 @@ impl Member {
                     self.local.recover(now, Some(evidence));
                 }
             }
+        }
+        if let (FleetMode::Open | FleetMode::Probing, Some(opened)) =
+            (h.verdict.mode, h.verdict.opened_at)
+        {
+            let evidence = Evidence {
+                calls: h.verdict.calls,
+                failures: h.verdict.failures,
+                timeouts: 0,
+                p95_ms: None,
+            };
+            self.local
+                .adopt_open(h.local(opened).min(now), now, Some(evidence));
         }
         let was_probing = self
             .heard

@@ -208,6 +208,21 @@ impl Rate {
             .map(|t| t.at)
     }
 
+    /// The fleet opened at `at` (on this isolate's clock) while this breaker saw nothing
+    /// wrong: it adopts the opening as its own, dated then, so that if the fleet's verdict
+    /// goes away it carries on as an isolate that opened then would — its own hold-down,
+    /// then its own probes — rather than calling a model the fleet found down.
+    pub fn adopt_open(&mut self, at: Millis, now: Millis, evidence: Option<Evidence>) {
+        self.tick(now);
+        if self.state == State::Healthy {
+            let from = mode_of(self.state);
+            self.state = State::Degraded {
+                until: at.plus(self.cfg.hold_down_ms),
+            };
+            log_transition(&mut self.log, at, from, Mode::Open, evidence);
+        }
+    }
+
     /// The fleet recovered from a failure this breaker did not open on: its window forgets the
     /// failure (seed 000: PRIMARY_HEALTHY again with a fresh window).
     pub fn forget(&mut self) {

@@ -40,7 +40,7 @@ fn ok(ms: u64) -> Outcome {
 }
 
 #[test]
-fn the_fleets_open_verdict_opens_a_healthy_isolate_until_it_expires() {
+fn the_fleets_open_verdict_opens_a_healthy_isolate_which_keeps_it_when_the_verdict_expires() {
     let mut m = member();
     assert_eq!(m.admit(Millis(1_000)), Admission::Call);
     m.report_due(Millis(1_000))
@@ -50,18 +50,22 @@ fn the_fleets_open_verdict_opens_a_healthy_isolate_until_it_expires() {
     assert_eq!(m.mode(Millis(1_020)), Mode::Open);
     assert!(m.fleet_led(Millis(1_020)));
     // The next report goes out and is never answered: three seconds after the verdict
-    // arrived, on this isolate's clock, it is gone.
+    // arrived, on this isolate's clock, it is gone…
     assert!(m.report_due(Millis(2_010)).is_some());
-    assert_eq!(m.mode(Millis(4_009)), Mode::Open);
-    assert_eq!(m.mode(Millis(4_010)), Mode::Healthy);
-    assert_eq!(m.admit(Millis(4_010)), Admission::Call);
+    assert!(m.fleet_led(Millis(4_009)));
+    assert!(!m.fleet_led(Millis(4_010)));
     assert_eq!(m.health(), Health::Expired);
+    // …and the isolate carries on as one that opened when the fleet did: open for its own
+    // hold-down, then probing on its own.
+    assert_eq!(m.admit(Millis(4_010)), Admission::Reject);
+    assert_eq!(m.admit(Millis(31_009)), Admission::Reject);
+    assert_eq!(m.admit(Millis(31_010)), Admission::Probe);
     let t = m.transitions();
     assert_eq!(
         (t[0].from, t[0].to, t[0].at),
         (Mode::Healthy, Mode::Open, Millis(1_010))
     );
-    assert_eq!((t[1].to, t[1].at), (Mode::Healthy, Millis(4_010)));
+    assert_eq!((t[1].to, t[1].at), (Mode::Probing, Millis(31_010)));
 }
 
 #[test]
@@ -74,8 +78,12 @@ fn a_verdict_is_timed_on_the_isolates_clock_not_the_coordinators() {
     v.expires_at = 3_604_000;
     m.heard(Millis(1_000), v);
     assert!(m.report_due(Millis(2_000)).is_some());
-    assert_eq!(m.mode(Millis(3_999)), Mode::Open);
-    assert_eq!(m.mode(Millis(4_000)), Mode::Healthy);
+    assert!(m.fleet_led(Millis(3_999)));
+    assert!(!m.fleet_led(Millis(4_000)));
+    // The adopted opening is dated on this isolate's clock too: its hold-down ends 30 s
+    // after the verdict arrived, not an hour off.
+    assert_eq!(m.admit(Millis(30_999)), Admission::Reject);
+    assert_eq!(m.admit(Millis(31_000)), Admission::Probe);
 }
 
 #[test]
@@ -147,11 +155,10 @@ fn a_failing_coordinator_puts_the_isolate_back_in_isolate_scope_at_once() {
     assert!(m.report_due(Millis(1_005)).is_some());
     m.failed(Millis(1_300), "HTTP 500 from the coordinator");
     assert_eq!(m.health(), Health::Failing);
-    assert_eq!(
-        m.admit(Millis(1_301)),
-        Admission::Call,
-        "isolate scope: its own breaker"
-    );
+    // Isolate scope: its own breaker, which adopted the fleet's opening — still open, and
+    // probing by itself once its hold-down is over.
+    assert!(!m.fleet_led(Millis(1_301)));
+    assert_eq!(m.admit(Millis(1_301)), Admission::Reject);
     // It tries again one interval after the last report, not after the heartbeat.
     assert!(m.report_due(Millis(2_004)).is_none());
     assert!(m.report_due(Millis(2_005)).is_some());
@@ -159,6 +166,8 @@ fn a_failing_coordinator_puts_the_isolate_back_in_isolate_scope_at_once() {
     assert_eq!(s["coordinator"]["health"], "failing");
     assert_eq!(s["coordinator"]["failures"], 1);
     assert_eq!(s["decided_by"], "isolate");
+    assert_eq!(s["isolate_mode"], "DEGRADED_FALLBACK");
+    assert_eq!(m.admit(Millis(30_005)), Admission::Probe);
 }
 
 #[test]
@@ -239,19 +248,13 @@ fn an_idle_isolate_keeps_the_fleets_verdict_until_its_next_report_is_answered() 
     // the first request after the gap (a window at most).
     assert_eq!(m.admit(Millis(20_000)), Admission::Reject);
     assert!(m.report_due(Millis(20_000)).is_some());
-    assert_eq!(
-        m.mode(Millis(20_499)),
-        Mode::Open,
-        "its report is on its way"
-    );
-    assert_eq!(
-        m.mode(Millis(20_500)),
-        Mode::Healthy,
-        "unanswered: isolate scope"
-    );
-    // Idle past a whole window: gone.
+    assert!(m.fleet_led(Millis(20_499)), "its report is on its way");
+    assert!(!m.fleet_led(Millis(20_500)), "unanswered: isolate scope");
+    // Idle past a whole window: the verdict is gone, and the adopted opening's hold-down
+    // too: the isolate probes on its own.
     let mut m = member();
     m.report_due(Millis(0)).unwrap();
     m.heard(Millis(10), verdict(FleetMode::Open, 10));
-    assert_eq!(m.admit(Millis(30_010)), Admission::Call);
+    assert!(!m.fleet_led(Millis(30_010)));
+    assert_eq!(m.admit(Millis(30_010)), Admission::Probe);
 }
