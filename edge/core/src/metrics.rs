@@ -192,6 +192,33 @@ pub struct DataPoint {
     pub doubles: [f64; 3],
 }
 
+/// [F-SCOPE] What an isolate learnt of the fleet, as a data point with the request points'
+/// positions (docs/observability.md): `blob2` is `breaker_fleet` (never an outcome, so the
+/// degraded-share queries skip it), `blob3` the event (`verdict`, `lost`, `regained`),
+/// `blob4` the fleet verdict's mode (`NONE` without one), `blob5` the isolate's own mode now;
+/// `double1` the verdict's calls, `double2` 0, `double3` the isolates it counted.
+pub fn fleet_point(
+    service: &str,
+    release: &str,
+    change: &crate::breaker::member::FleetChange,
+    isolate_mode: &str,
+) -> DataPoint {
+    DataPoint {
+        index: service.to_string(),
+        blobs: [
+            release.to_string(),
+            FLEET_POINT.to_string(),
+            change.event.to_string(),
+            change.verdict.to_string(),
+            isolate_mode.to_string(),
+        ],
+        doubles: [f64::from(change.calls), 0.0, change.isolates as f64],
+    }
+}
+
+/// `blob2` of a fleet point.
+pub const FLEET_POINT: &str = "breaker_fleet";
+
 pub fn data_point(
     service: &str,
     release: &str,

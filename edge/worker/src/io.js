@@ -248,8 +248,12 @@ function respond(f, r) {
 // after `timeoutMs` at most — goes back to the engine. No request waits for it.
 function fleetReport(f, binding, object, body, timeoutMs) {
   const heard = (ok, text) => {
-    const line = f.engine.fleetHeard(ok, text);
-    if (line) console.log(line);
+    const todo = f.engine.fleetHeard(ok, text);
+    if (!todo) return;
+    const { log, point } = JSON.parse(todo);
+    if (log) console.log(log);
+    const ds = point ? f.env[us_analytics] : null;
+    if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
   };
   try {
     const ns = f.env[binding];

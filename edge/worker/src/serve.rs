@@ -332,7 +332,8 @@ fn write_failed(binding: String, key: String, error: String, cid: String) {
 
 /// [F-SCOPE] The breaker's coordinator answered a report (`ok`: `text` is its answer) or
 /// the report failed (`text` says why): the engine applies the verdict or falls back to
-/// isolate scope; the log line to print, when it failed.
+/// isolate scope. What the driver must do about it, as JSON — `{"log": line or null,
+/// "point": {"indexes", "blobs", "doubles"} or null}` — or nothing.
 fn fleet_heard(ok: bool, text: String) -> Option<String> {
     let now = now();
     let answer = if ok {
@@ -340,9 +341,14 @@ fn fleet_heard(ok: bool, text: String) -> Option<String> {
     } else {
         Err(text.as_str())
     };
-    isolate::with_engine(|e| e.fleet_heard(now, answer))
-        .ok()
-        .flatten()
+    let heard = isolate::with_engine(|e| e.fleet_heard(now, answer)).ok()?;
+    if heard.log.is_none() && heard.point.is_none() {
+        return None;
+    }
+    let point = heard
+        .point
+        .map(|p| serde_json::json!({"indexes": [p.index], "blobs": p.blobs, "doubles": p.doubles}));
+    Some(serde_json::json!({"log": heard.log, "point": point}).to_string())
 }
 
 /// Performs flight `id`'s event operation `io` in Rust (the request body, the outbox

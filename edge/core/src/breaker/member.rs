@@ -126,6 +126,27 @@ impl Ledger {
     }
 }
 
+/// A change in what this isolate knows of the fleet, for the Analytics Engine point and the
+/// log: the fleet's verdict moved, or the coordinator was lost or came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetChange {
+    /// `verdict`, `lost` or `regained`.
+    pub event: &'static str,
+    /// The verdict's mode (`CLOSED`, `OPEN`, `PROBING`), or `NONE` when there is none.
+    pub verdict: &'static str,
+    pub calls: u32,
+    pub isolates: usize,
+}
+
+fn fleet_mode_name(m: Option<FleetMode>) -> &'static str {
+    match m {
+        Some(FleetMode::Closed) => "CLOSED",
+        Some(FleetMode::Open) => "OPEN",
+        Some(FleetMode::Probing) => "PROBING",
+        None => "NONE",
+    }
+}
+
 /// How the coordinator has been doing, as this isolate saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Health {
@@ -197,6 +218,8 @@ pub struct Member {
     probe_failed: bool,
     /// The fleet's last recovery this isolate applied (when its probing began).
     recovered: Option<u64>,
+    /// The mode of the last verdict applied (a change is a point and a log line).
+    last_verdict: Option<FleetMode>,
     health: Health,
     /// Reports that failed, timed out or were refused; and the last one's reason.
     failures: u64,
@@ -223,6 +246,7 @@ impl Member {
             credit_ppm: 0,
             probe_failed: false,
             recovered: None,
+            last_verdict: None,
             health: Health::Unknown,
             failures: 0,
             last_error: None,
@@ -370,7 +394,7 @@ impl Member {
             if now.since(sent) < self.fleet.verdict_ttl_ms {
                 return None;
             }
-            self.failed(now, "the last report was never answered");
+            let _ = self.failed(now, "the last report was never answered");
         }
         let interval = self.fleet.report_interval_ms.max(1);
         let every = if self.abnormal(now) {
@@ -400,7 +424,16 @@ impl Member {
     }
 
     /// The coordinator answered the report in flight with `verdict` at `now`.
-    pub fn heard(&mut self, now: Millis, verdict: Verdict) {
+    pub fn heard(&mut self, now: Millis, verdict: Verdict) -> Option<FleetChange> {
+        let regained = matches!(self.health, Health::Failing | Health::Expired);
+        let moved = self.last_verdict != Some(verdict.mode);
+        let change = (regained || moved).then_some(FleetChange {
+            event: if regained { "regained" } else { "verdict" },
+            verdict: fleet_mode_name(Some(verdict.mode)),
+            calls: verdict.calls,
+            isolates: verdict.isolates,
+        });
+        self.last_verdict = Some(verdict.mode);
         self.in_flight = None;
         self.health = Health::Ok;
         self.probe_failed = false;
@@ -456,11 +489,14 @@ impl Member {
         }
         self.heard = Some(h);
         self.mode(now);
+        change
     }
 
     /// The report in flight failed (unreachable, over its timeout, erroring, refused, or a
     /// reply that is no verdict): isolate scope from now on, until a report succeeds.
-    pub fn failed(&mut self, now: Millis, why: &str) {
+    pub fn failed(&mut self, now: Millis, why: &str) -> Option<FleetChange> {
+        let lost = !matches!(self.health, Health::Failing);
+        self.last_verdict = None;
         self.in_flight = None;
         self.heard = None;
         self.probe_failed = false;
@@ -468,6 +504,12 @@ impl Member {
         self.failures += 1;
         self.last_error = Some(crate::classify::bounded(why));
         self.mode(now);
+        lost.then_some(FleetChange {
+            event: "lost",
+            verdict: fleet_mode_name(None),
+            calls: 0,
+            isolates: 0,
+        })
     }
 
     pub fn transitions(&self) -> &[Transition] {

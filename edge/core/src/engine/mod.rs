@@ -46,7 +46,7 @@ use crate::bake::Bake;
 use crate::breaker::Breaker;
 use crate::correlation::{self, Provenance};
 use crate::disclosure::{self, Meta, Rendered};
-use crate::metrics::{data_point, Counters, Outcome};
+use crate::metrics::{data_point, Counters, DataPoint, Outcome};
 use crate::policy::Policy;
 use crate::request::Validator;
 use crate::time::Millis;
@@ -276,27 +276,39 @@ impl<'p> Engine<'p> {
 
     /// [F-SCOPE] The coordinator answered the report a [`Reply`] carried (`Ok`: the reply's
     /// body), or the report failed — unreachable, over its timeout, a refusal, an answer
-    /// that is no verdict (`Err`: why). Returns the log line to print when it failed.
-    pub fn fleet_heard(&mut self, now: Millis, reply: Result<&str, &str>) -> Option<String> {
-        let member = self.breaker.member()?;
-        let why = match reply.map(serde_json::from_str::<crate::breaker::fleet::Verdict>) {
-            Ok(Ok(verdict)) => {
-                member.heard(now, verdict);
-                return None;
-            }
-            Ok(Err(e)) => format!("the coordinator's answer is no verdict: {e}"),
-            Err(why) => why.to_string(),
+    /// that is no verdict (`Err`: why). Returns the log line to print when it failed, and the
+    /// Analytics Engine point to write when what this isolate knows of the fleet changed.
+    pub fn fleet_heard(&mut self, now: Millis, reply: Result<&str, &str>) -> FleetHeard {
+        let service = &self.bake.policy.service.name;
+        let release = &self.bake.release_id;
+        let Some(member) = self.breaker.member() else {
+            return FleetHeard::default();
         };
-        member.failed(now, &why);
-        Some(
-            serde_json::json!({
-                "event": "breaker_coordinator_failed",
-                "binding": member.settings().coordinator,
-                "error": crate::classify::bounded(&why),
-                "alert": "ALERT_BREAKER_COORDINATOR_LOST",
-            })
-            .to_string(),
-        )
+        let (change, log) = match reply.map(serde_json::from_str::<crate::breaker::fleet::Verdict>)
+        {
+            Ok(Ok(verdict)) => (member.heard(now, verdict), None),
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => format!("the coordinator's answer is no verdict: {e}"),
+                    Err(why) => why.to_string(),
+                    Ok(Ok(_)) => String::new(),
+                };
+                let change = member.failed(now, &why);
+                let log = serde_json::json!({
+                    "event": "breaker_coordinator_failed",
+                    "binding": member.settings().coordinator,
+                    "error": crate::classify::bounded(&why),
+                    "alert": "ALERT_BREAKER_COORDINATOR_LOST",
+                })
+                .to_string();
+                (change, Some(log))
+            }
+        };
+        let point = change.map(|c| {
+            let mode = crate::breaker::rate_name(member.mode(now));
+            crate::metrics::fleet_point(service, release, &c, mode)
+        });
+        FleetHeard { log, point }
     }
 
     /// A request arrived at `now`. `seed` feeds the request's random source (correlation
@@ -420,6 +432,13 @@ impl<'p> Engine<'p> {
             report: self.breaker.member().and_then(|m| m.report_due(now)),
         }
     }
+}
+
+/// What [`Engine::fleet_heard`] asks the driver to do: print the log line, write the point.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetHeard {
+    pub log: Option<String>,
+    pub point: Option<DataPoint>,
 }
 
 /// What the log line, the counters and the data point say about a finished request.

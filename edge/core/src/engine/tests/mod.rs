@@ -552,6 +552,7 @@ fn without_a_bake_the_answer_is_503_bake_invalid_with_a_log_line() {
     assert_eq!(log(&r)["outcome"], "bake_invalid");
 }
 
+mod fleet;
 mod headers;
 mod hedge;
 mod isolate;
