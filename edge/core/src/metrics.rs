@@ -200,19 +200,20 @@ pub struct DataPoint {
 pub fn fleet_point(
     service: &str,
     release: &str,
-    change: &crate::breaker::member::FleetChange,
+    (event, verdict): (&str, &str),
     isolate_mode: &str,
+    (calls, isolates): (u32, usize),
 ) -> DataPoint {
     DataPoint {
         index: service.to_string(),
         blobs: [
             release.to_string(),
             FLEET_POINT.to_string(),
-            change.event.to_string(),
-            change.verdict.to_string(),
+            event.to_string(),
+            verdict.to_string(),
             isolate_mode.to_string(),
         ],
-        doubles: [f64::from(change.calls), 0.0, change.isolates as f64],
+        doubles: [f64::from(calls), 0.0, isolates as f64],
     }
 }
 

@@ -306,7 +306,13 @@ impl<'p> Engine<'p> {
         };
         let point = change.map(|c| {
             let mode = crate::breaker::rate_name(member.mode(now));
-            crate::metrics::fleet_point(service, release, &c, mode)
+            crate::metrics::fleet_point(
+                service,
+                release,
+                (c.event, c.verdict),
+                mode,
+                (c.calls, c.isolates),
+            )
         });
         FleetHeard { log, point }
     }
