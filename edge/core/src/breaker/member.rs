@@ -142,6 +142,8 @@ pub struct Member {
     recovered: Option<u64>,
     /// The mode of the last verdict applied (a change is a point and a log line).
     last_verdict: Option<FleetMode>,
+    /// A probe ended since the last report: the next answer reports, whatever the interval.
+    unreported_probe: bool,
     health: Health,
     /// Reports that failed, timed out or were refused; and the last one's reason.
     failures: u64,
@@ -169,6 +171,7 @@ impl Member {
             probe_failed: false,
             recovered: None,
             last_verdict: None,
+            unreported_probe: false,
             health: Health::Unknown,
             failures: 0,
             last_error: None,
@@ -268,6 +271,7 @@ impl Member {
         if admission.calls_origin() {
             self.ledger
                 .record(now, admission == Admission::Probe, outcome, &self.cfg);
+            self.unreported_probe |= admission == Admission::Probe;
         }
         if admission == Admission::Probe {
             let ok =
@@ -319,7 +323,11 @@ impl Member {
             let _ = self.failed(now, "the last report was never answered");
         }
         let interval = self.fleet.report_interval_ms.max(1);
-        let every = if self.abnormal(now) {
+        // A probe's outcome goes out at once (one report in flight still): the fleet decides
+        // to close on the probes it has heard, and probes are 2% of the traffic at most.
+        let every = if self.unreported_probe {
+            0
+        } else if self.abnormal(now) {
             interval
         } else {
             interval * HEARTBEAT_FACTOR
@@ -328,6 +336,7 @@ impl Member {
             return None;
         }
         self.seq += 1;
+        self.unreported_probe = false;
         self.in_flight = Some(now);
         self.last_report = Some(now);
         let report = Report {

@@ -258,3 +258,24 @@ fn an_idle_isolate_keeps_the_fleets_verdict_until_its_next_report_is_answered() 
     assert!(!m.fleet_led(Millis(30_010)));
     assert_eq!(m.admit(Millis(30_010)), Admission::Probe);
 }
+
+#[test]
+fn a_probes_outcome_is_reported_with_the_next_answer_whatever_the_interval() {
+    let mut m = member();
+    m.report_due(Millis(0)).unwrap();
+    m.heard(Millis(10), verdict(FleetMode::Open, 10));
+    assert!(m.report_due(Millis(1_010)).is_some());
+    let mut v = verdict(FleetMode::Probing, 1_020);
+    v.probing_since = Some(1_015);
+    m.heard(Millis(1_020), v);
+    assert_eq!(m.admit(Millis(1_030)), Admission::Probe);
+    m.record(Millis(1_060), Admission::Probe, ok(25));
+    let sent = m
+        .report_due(Millis(1_061))
+        .expect("50 ms after the last report: due at once");
+    let r = Coordinator::parse(&sent.body).unwrap();
+    assert_eq!(r.buckets.iter().map(|b| b.probe_ok).sum::<u32>(), 1);
+    // Reported: back to the interval.
+    m.heard(Millis(1_070), verdict(FleetMode::Probing, 1_070));
+    assert!(m.report_due(Millis(1_100)).is_none());
+}
