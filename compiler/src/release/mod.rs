@@ -20,6 +20,7 @@ pub mod ops;
 pub mod pipeline;
 pub mod record;
 pub mod registry;
+pub mod rollout;
 pub mod size;
 
 use std::fmt;

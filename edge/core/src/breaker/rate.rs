@@ -260,6 +260,16 @@ pub fn p95_exceeded(slow: u32, calls: u32) -> bool {
     wilson_lower(slow, calls) > SLOW_SHARE
 }
 
+/// The one-sided 99% Wilson score bounds (lower, upper) of the share `k / n` — the evidence
+/// rule the breaker uses, shared with the rollout's judgement of a new release.
+pub fn wilson(k: u32, n: u32) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let k = k.min(n);
+    (wilson_lower(k, n), 1.0 - wilson_lower(n - k, n))
+}
+
 /// The share of slow calls a p95 allows.
 const SLOW_SHARE: f64 = 0.05;
 /// The one-sided 99% normal quantile.

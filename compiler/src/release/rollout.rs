@@ -1,0 +1,383 @@
+//! [R-GRADUAL] [R-STATE] A release's gradual rollout on Workers versions, judged on the
+//! fallback's own SLO (docs/adr/012-rollout-on-workers-versions.md): the controller's
+//! decisions, sans I/O.
+//!
+//! The controller takes the clock and each window's evidence — the old and the new version's
+//! answers, degraded answers, no-tier 5xx answers and p95 over the same window — and gives
+//! commands: deploy the new version at a percentage, query a window, record a judgement, end.
+//! Its [`State`] is what the registry keeps after every command, so a killed rollout resumes
+//! at the recorded step with nothing lost or repeated. The drivers (wrangler and the
+//! Analytics Engine SQL API; the local front of `drill --rollout`) perform and report.
+//!
+//! A judgement asks for evidence both ways, with the breaker's rule
+//! (`understudy_core::breaker::rate::wilson`): a share is worse when the new version's
+//! one-sided 99% lower bound is over the old's upper bound plus the margin, and within the
+//! SLO only when the new version's upper bound is at most the old's lower bound plus the
+//! margin. Anything between — too few answers, or a difference the answers cannot settle, such
+//! as an origin incident hurting both versions — holds.
+
+use serde::{Deserialize, Serialize};
+use understudy_core::breaker::rate::wilson;
+use understudy_core::Millis;
+
+/// The SLO a rollout holds the new version to, against the old, and its pace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    /// Percentages of traffic for the new version, increasing, ending at 100.
+    pub steps: Vec<u8>,
+    /// Least time at each step before a judgement.
+    pub dwell_ms: u64,
+    /// Least answers from each version in a step's window before a judgement.
+    pub min_answers: u64,
+    /// How much worse the new version's degraded share may be (absolute).
+    pub degraded_margin: f64,
+    /// … its no-tier 5xx share (absolute).
+    pub unavailable_margin: f64,
+    /// … its p95 latency (relative: 0.2 is 20%).
+    pub p95_margin: f64,
+    /// Holds in one step before the rollout gives up and rolls back.
+    pub max_holds: u32,
+}
+
+impl Default for Slo {
+    fn default() -> Self {
+        Slo {
+            steps: vec![1, 10, 50, 100],
+            dwell_ms: 5 * 60_000,
+            min_answers: 500,
+            degraded_margin: 0.02,
+            unavailable_margin: 0.005,
+            p95_margin: 0.2,
+            max_holds: 6,
+        }
+    }
+}
+
+impl Slo {
+    /// What is wrong with these settings, if anything.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.steps.is_empty() || self.steps.last() != Some(&100) {
+            out.push("steps must end at 100".into());
+        }
+        if self.steps.windows(2).any(|w| w[0] >= w[1]) || self.steps.first() == Some(&0) {
+            out.push("steps must increase from above 0".into());
+        }
+        if self.min_answers == 0 {
+            out.push("min_answers must be at least 1".into());
+        }
+        for (name, m) in [
+            ("degraded_margin", self.degraded_margin),
+            ("unavailable_margin", self.unavailable_margin),
+            ("p95_margin", self.p95_margin),
+        ] {
+            if !(m.is_finite() && (0.0..=1.0).contains(&m)) {
+                out.push(format!("{name} must be within 0..=1"));
+            }
+        }
+        out
+    }
+
+    /// The most a bad release is seen for at `rate_rps` in all: the first step's share, for
+    /// its dwell or the time its version needs to gather `min_answers`, whichever is longer.
+    pub fn exposure_ms(&self, rate_rps: f64) -> f64 {
+        let share = f64::from(self.steps.first().copied().unwrap_or(100)) / 100.0;
+        let gather = self.min_answers as f64 / (rate_rps * share).max(f64::MIN_POSITIVE) * 1000.0;
+        gather.max(self.dwell_ms as f64)
+    }
+}
+
+/// One version's answers over a window.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Figures {
+    pub answers: u64,
+    /// Answered from a fallback tier or not at all (`fallback` + `unavailable`).
+    pub degraded: u64,
+    /// Answered 503/504: no tier could.
+    pub unavailable: u64,
+    pub p95_ms: f64,
+}
+
+/// Both versions over the same window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub from: u64,
+    pub to: u64,
+    pub old: Figures,
+    pub new: Figures,
+}
+
+/// A judgement of one window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Judgement {
+    Advance { reasons: Vec<String> },
+    Hold { reasons: Vec<String> },
+    RollBack { reasons: Vec<String> },
+}
+
+/// How one share compares.
+fn share(
+    name: &str,
+    margin: f64,
+    (old_k, old_n): (u64, u64),
+    (new_k, new_n): (u64, u64),
+) -> (Option<bool>, String) {
+    let c = |x: u64| x.min(u64::from(u32::MAX)) as u32;
+    let (old_lo, old_hi) = wilson(c(old_k), c(old_n));
+    let (new_lo, new_hi) = wilson(c(new_k), c(new_n));
+    let shown = format!(
+        "{name}: new {:.2}% [{:.2}, {:.2}] of {new_n}, old {:.2}% [{:.2}, {:.2}] of {old_n}, margin {:.2}",
+        100.0 * new_k as f64 / new_n.max(1) as f64,
+        100.0 * new_lo,
+        100.0 * new_hi,
+        100.0 * old_k as f64 / old_n.max(1) as f64,
+        100.0 * old_lo,
+        100.0 * old_hi,
+        100.0 * margin
+    );
+    if new_lo > old_hi + margin {
+        (Some(false), format!("worse — {shown}"))
+    } else if new_hi <= old_lo + margin {
+        (Some(true), format!("within — {shown}"))
+    } else {
+        (None, format!("unsettled — {shown}"))
+    }
+}
+
+/// Judges one window's evidence against `slo`.
+pub fn judge(slo: &Slo, ev: &Evidence) -> Judgement {
+    let (old, new) = (ev.old, ev.new);
+    if old.answers < slo.min_answers || new.answers < slo.min_answers {
+        return Judgement::Hold {
+            reasons: vec![format!(
+                "too few answers: new {}, old {}, at least {} each",
+                new.answers, old.answers, slo.min_answers
+            )],
+        };
+    }
+    let mut checks = vec![
+        share(
+            "degraded share",
+            slo.degraded_margin,
+            (old.degraded, old.answers),
+            (new.degraded, new.answers),
+        ),
+        share(
+            "no-tier 5xx share",
+            slo.unavailable_margin,
+            (old.unavailable, old.answers),
+            (new.unavailable, new.answers),
+        ),
+    ];
+    let limit = old.p95_ms * (1.0 + slo.p95_margin);
+    checks.push((
+        Some(new.p95_ms <= limit),
+        format!(
+            "{} — p95: new {:.1} ms, old {:.1} ms, limit {limit:.1} ms",
+            if new.p95_ms <= limit {
+                "within"
+            } else {
+                "worse"
+            },
+            new.p95_ms,
+            old.p95_ms
+        ),
+    ));
+    let reasons: Vec<String> = checks.iter().map(|(_, r)| r.clone()).collect();
+    if checks.iter().any(|(ok, _)| *ok == Some(false)) {
+        Judgement::RollBack { reasons }
+    } else if checks.iter().all(|(ok, _)| *ok == Some(true)) {
+        Judgement::Advance { reasons }
+    } else {
+        Judgement::Hold { reasons }
+    }
+}
+
+/// Where a rollout is: what the registry records after every command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// Index into [`Slo::steps`].
+    pub step: usize,
+    /// When the current step's deployment was confirmed (its window starts then).
+    pub since: Option<u64>,
+    /// When the step is judged next (a dwell after it started, or after a hold).
+    pub due: Option<u64>,
+    pub holds: u32,
+    pub phase: Phase,
+    /// Every judgement so far, with its step and evidence.
+    pub log: Vec<Logged>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The step's deployment is asked for and not yet confirmed.
+    Deploying,
+    /// Deployed: waiting out the dwell, then judging.
+    Watching,
+    Done,
+    RolledBack,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Logged {
+    pub step: u8,
+    pub at: u64,
+    pub evidence: Evidence,
+    pub judgement: Judgement,
+}
+
+/// What the driver must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Deploy the new version at this percentage (the old at the rest); confirm with
+    /// [`Controller::deployed`].
+    Deploy { new_percent: u8 },
+    /// Gather both versions' figures over `[from, to)` and report [`Controller::evidence`].
+    Query { from: u64, to: u64 },
+    /// Write the state to the registry before doing anything else.
+    Record(State),
+}
+
+/// The controller of one rollout.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    slo: Slo,
+    state: State,
+}
+
+impl Controller {
+    /// A new rollout: deploy the first step.
+    pub fn start(slo: Slo) -> (Controller, Vec<Command>) {
+        let state = State {
+            step: 0,
+            since: None,
+            due: None,
+            holds: 0,
+            phase: Phase::Deploying,
+            log: Vec::new(),
+        };
+        let c = Controller { slo, state };
+        let cmds = c.deploying();
+        (c, cmds)
+    }
+
+    /// A rollout rebuilt from its record (`rollout --resume`): a deployment that was asked
+    /// for and not confirmed is asked for again (deploying the same split twice is
+    /// harmless); a watched step goes on watching from its recorded start.
+    pub fn resume(slo: Slo, state: State) -> (Controller, Vec<Command>) {
+        let c = Controller { slo, state };
+        let cmds = match c.state.phase {
+            Phase::Deploying => c.deploying(),
+            _ => Vec::new(),
+        };
+        (c, cmds)
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    fn percent(&self) -> u8 {
+        self.slo.steps.get(self.state.step).copied().unwrap_or(100)
+    }
+
+    fn deploying(&self) -> Vec<Command> {
+        let percent = match self.state.phase {
+            Phase::RolledBack => 0,
+            _ => self.percent(),
+        };
+        vec![
+            Command::Record(self.state.clone()),
+            Command::Deploy {
+                new_percent: percent,
+            },
+        ]
+    }
+
+    /// The driver confirms the last deployment at `now`. At 100% the rollout is done: there
+    /// is no old version left to compare with.
+    pub fn deployed(&mut self, now: Millis) -> Vec<Command> {
+        if self.state.phase != Phase::Deploying {
+            return Vec::new();
+        }
+        if self.percent() == 100 {
+            self.state.phase = Phase::Done;
+        } else {
+            self.state.phase = Phase::Watching;
+            self.state.since = Some(now.0);
+            self.state.due = Some(now.0 + self.slo.dwell_ms);
+        }
+        vec![Command::Record(self.state.clone())]
+    }
+
+    /// Time passed: when a judgement is due, ask for the step's window so far.
+    pub fn tick(&self, now: Millis) -> Vec<Command> {
+        match (self.state.phase, self.state.since, self.state.due) {
+            (Phase::Watching, Some(since), Some(due)) if now.0 >= due => vec![Command::Query {
+                from: since,
+                to: now.0,
+            }],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The window's evidence arrived at `now`: judge, and advance, hold or roll back.
+    pub fn evidence(&mut self, now: Millis, ev: Evidence) -> Vec<Command> {
+        if self.state.phase != Phase::Watching {
+            return Vec::new();
+        }
+        let mut judgement = judge(&self.slo, &ev);
+        if let Judgement::Hold { reasons } = &judgement {
+            if self.state.holds + 1 > self.slo.max_holds {
+                let mut reasons = reasons.clone();
+                reasons.push(format!(
+                    "held {} times at {}%: a rollout does not stay half-deployed",
+                    self.state.holds,
+                    self.percent()
+                ));
+                judgement = Judgement::RollBack { reasons };
+            }
+        }
+        self.state.log.push(Logged {
+            step: self.percent(),
+            at: now.0,
+            evidence: ev,
+            judgement: judgement.clone(),
+        });
+        match judgement {
+            Judgement::Hold { .. } => {
+                // Judge again after another dwell, over the step's whole window so far.
+                self.state.holds += 1;
+                self.state.due = Some(now.0 + self.slo.dwell_ms);
+                vec![Command::Record(self.state.clone())]
+            }
+            Judgement::RollBack { .. } => {
+                self.state.phase = Phase::RolledBack;
+                self.deploying()
+            }
+            Judgement::Advance { .. } => {
+                self.state.step = (self.state.step + 1).min(self.slo.steps.len().saturating_sub(1));
+                self.state.holds = 0;
+                self.state.since = None;
+                self.state.due = None;
+                self.state.phase = Phase::Deploying;
+                self.deploying()
+            }
+        }
+    }
+
+    /// `rollout --abort`: the old version at 100%.
+    pub fn abort(&mut self) -> Vec<Command> {
+        self.state.phase = Phase::RolledBack;
+        self.deploying()
+    }
+
+    pub fn finished(&self) -> bool {
+        matches!(self.state.phase, Phase::Done | Phase::RolledBack)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,214 @@
+//! The rollout controller on made-up windows: a good release advances, a bad one rolls back
+//! at the first step, thin or shared trouble holds, a resumed rollout goes on where it was.
+
+use super::*;
+
+fn slo() -> Slo {
+    Slo {
+        steps: vec![10, 50, 100],
+        dwell_ms: 1_000,
+        min_answers: 500,
+        max_holds: 2,
+        ..Slo::default()
+    }
+}
+
+fn figures(answers: u64, degraded: u64, unavailable: u64, p95_ms: f64) -> Figures {
+    Figures {
+        answers,
+        degraded,
+        unavailable,
+        p95_ms,
+    }
+}
+
+fn ev(old: Figures, new: Figures) -> Evidence {
+    Evidence {
+        from: 0,
+        to: 1,
+        old,
+        new,
+    }
+}
+
+fn deploys(cmds: &[Command]) -> Vec<u8> {
+    cmds.iter()
+        .filter_map(|c| match c {
+            Command::Deploy { new_percent } => Some(*new_percent),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs a rollout where every window gives `window(step)`; returns the percentages deployed.
+fn play(slo: Slo, window: impl Fn(u8) -> Evidence) -> (Controller, Vec<u8>) {
+    let (mut c, cmds) = Controller::start(slo);
+    assert!(
+        matches!(cmds[0], Command::Record(_)),
+        "recorded before it acts"
+    );
+    let mut deployed = deploys(&cmds);
+    let mut now = 0u64;
+    for _ in 0..50 {
+        if c.finished() {
+            break;
+        }
+        now += 10;
+        let cmds = if c.state().phase == Phase::Deploying {
+            c.deployed(Millis(now))
+        } else {
+            now += 1_000;
+            match c.tick(Millis(now)).first() {
+                Some(Command::Query { from, to }) => {
+                    assert!(to - from >= 1_000, "a whole dwell");
+                    let step = c.slo.steps[c.state().step];
+                    c.evidence(Millis(now), window(step))
+                }
+                _ => Vec::new(),
+            }
+        };
+        deployed.extend(deploys(&cmds));
+    }
+    (c, deployed)
+}
+
+#[test]
+fn a_good_release_advances_through_every_step_to_all_of_the_traffic() {
+    let (c, deployed) = play(slo(), |_| {
+        ev(figures(5_000, 100, 0, 40.0), figures(5_000, 100, 0, 41.0))
+    });
+    assert_eq!(deployed, vec![10, 50, 100]);
+    assert_eq!(c.state().phase, Phase::Done);
+    assert!(c
+        .state()
+        .log
+        .iter()
+        .all(|l| matches!(l.judgement, Judgement::Advance { .. })));
+}
+
+#[test]
+fn a_release_that_degrades_more_is_rolled_back_at_its_first_step() {
+    // A wrong origin path: every answer of the new version is a fallback.
+    let (c, deployed) = play(slo(), |_| {
+        ev(figures(5_000, 100, 0, 40.0), figures(600, 600, 0, 45.0))
+    });
+    assert_eq!(deployed, vec![10, 0], "rolled back from 10%");
+    assert_eq!(c.state().phase, Phase::RolledBack);
+    let Judgement::RollBack { reasons } = &c.state().log[0].judgement else {
+        panic!("{:?}", c.state().log)
+    };
+    assert!(
+        reasons[0].starts_with("worse — degraded share"),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn a_slower_release_or_one_answering_5xx_is_rolled_back() {
+    let slow = judge(
+        &slo(),
+        &ev(figures(5_000, 0, 0, 40.0), figures(5_000, 0, 0, 60.0)),
+    );
+    assert!(matches!(slow, Judgement::RollBack { .. }), "{slow:?}");
+    let unavailable = judge(
+        &slo(),
+        &ev(figures(5_000, 10, 0, 40.0), figures(5_000, 200, 150, 40.0)),
+    );
+    let Judgement::RollBack { reasons } = unavailable else {
+        panic!()
+    };
+    assert!(
+        reasons[1].starts_with("worse — no-tier 5xx share"),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn too_few_answers_or_trouble_both_versions_share_holds_and_holding_too_long_rolls_back() {
+    let thin = judge(
+        &slo(),
+        &ev(figures(5_000, 0, 0, 40.0), figures(120, 0, 0, 40.0)),
+    );
+    assert!(matches!(thin, Judgement::Hold { .. }), "{thin:?}");
+    // An origin incident during the rollout: both versions half degraded. The new one is no
+    // worse, but 500 answers cannot show it is within 2 points either.
+    let incident = judge(
+        &slo(),
+        &ev(figures(600, 300, 0, 45.0), figures(600, 310, 0, 45.0)),
+    );
+    assert!(matches!(incident, Judgement::Hold { .. }), "{incident:?}");
+    let (c, deployed) = play(slo(), |_| {
+        ev(figures(600, 300, 0, 45.0), figures(600, 310, 0, 45.0))
+    });
+    assert_eq!(deployed, vec![10, 0], "held twice, then rolled back");
+    assert_eq!(c.state().log.len(), 3);
+    assert_eq!(c.state().phase, Phase::RolledBack);
+}
+
+#[test]
+fn a_resumed_rollout_goes_on_from_its_record_with_no_step_lost_or_repeated() {
+    let good = |_| ev(figures(5_000, 100, 0, 40.0), figures(5_000, 100, 0, 40.0));
+    let (mut c, _) = Controller::start(slo());
+    c.deployed(Millis(0));
+    let cmds = c.evidence(Millis(1_000), good(10));
+    // Killed after recording the advance to 50%, before the deployment was confirmed.
+    let Command::Record(recorded) = &cmds[0] else {
+        panic!("{cmds:?}")
+    };
+    let text = serde_json::to_string(recorded).unwrap();
+    let (mut again, cmds) = Controller::resume(slo(), serde_json::from_str(&text).unwrap());
+    assert_eq!(
+        deploys(&cmds),
+        vec![50],
+        "the step asked for again, not the one before"
+    );
+    again.deployed(Millis(1_100));
+    assert!(again.tick(Millis(2_099)).is_empty());
+    assert_eq!(
+        again.tick(Millis(2_100)),
+        vec![Command::Query {
+            from: 1_100,
+            to: 2_100
+        }]
+    );
+    // Killed while watching: it watches on from the recorded start.
+    let text = serde_json::to_string(again.state()).unwrap();
+    let (resumed, cmds) = Controller::resume(slo(), serde_json::from_str(&text).unwrap());
+    assert!(cmds.is_empty());
+    assert_eq!(
+        resumed.tick(Millis(2_100)),
+        vec![Command::Query {
+            from: 1_100,
+            to: 2_100
+        }]
+    );
+}
+
+#[test]
+fn abort_puts_the_old_version_back_and_bad_settings_are_named() {
+    let (mut c, _) = Controller::start(slo());
+    c.deployed(Millis(0));
+    assert_eq!(deploys(&c.abort()), vec![0]);
+    assert!(c.finished());
+    let bad = Slo {
+        steps: vec![50, 10],
+        min_answers: 0,
+        degraded_margin: 2.0,
+        ..Slo::default()
+    };
+    let p = bad.problems();
+    assert!(p.iter().any(|x| x.contains("end at 100")), "{p:?}");
+    assert!(p.iter().any(|x| x.contains("increase")), "{p:?}");
+    assert!(p.iter().any(|x| x.contains("min_answers")), "{p:?}");
+    assert!(p.iter().any(|x| x.contains("degraded_margin")), "{p:?}");
+    assert!(Slo::default().problems().is_empty());
+}
+
+#[test]
+fn the_exposure_of_a_bad_release_is_its_first_step_for_the_longer_of_dwell_and_gathering() {
+    let s = Slo::default();
+    // 1% of 2,400 req/s gathers 500 answers in 20.8 s, under the 5-minute dwell.
+    assert_eq!(s.exposure_ms(2_400.0), 300_000.0);
+    // 1% of 10 req/s: 5,000 s to gather them.
+    assert!((s.exposure_ms(10.0) - 5_000_000.0).abs() < 1.0);
+}
