@@ -70,9 +70,9 @@ exits! {
          `--deny-warnings`), its catalog or inventory snapshot, the lists to publish, a module \
          over the size budget, a release whose catalog is past its ceiling (without \
          `--force`), a policy without `[identity]` (`token`)";
-    /// `simulate`: the scenario's `[expect]` is not met.
+    /// `simulate`: the scenario's `[expect]` is not met, or a fleet bound.
     ExpectationUnmet = 1, "`simulate`",
-        "the scenario's `[expect]` is not met (each unmet expectation is printed)";
+        "the scenario's `[expect]` is not met, or with `--isolates` its `[fleet]` `degrade_within` / `recover_within` (each unmet expectation is printed)";
     /// `drill`: an invariant broke, or `--find-rate` found no rate the edge sustains.
     InvariantBroken = 1, "`drill`",
         "an invariant broke (each is named on stderr), or `--find-rate` found no rate the \
