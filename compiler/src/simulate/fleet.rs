@@ -160,7 +160,8 @@ pub fn run(
     for _ in 0..n {
         engines.push(Engine::new(&bake)?);
     }
-    let mut coordinator = match &policy.breaker {
+    // A coordinator with nothing heard yet (at the start, and after a reset).
+    let fresh = || match &policy.breaker {
         Breaker::Rate(r) => match &r.scope {
             Scope::Fleet(f) => Some(Coordinator::new(
                 &policy.service.name,
@@ -172,6 +173,7 @@ pub fn run(
         },
         _ => None,
     };
+    let mut coordinator = fresh();
     let (mut world, plans) = setup(policy, sc);
     let splitter = Splitter::new(spec.split, n);
     let mut virtuals: Vec<Virtual> = (0..n).map(|_| Virtual::new()).collect();
@@ -225,18 +227,7 @@ pub fn run(
             let Some(ev) = evs.remove(&id) else { continue };
             let now = Millis(at_us / 1000);
             match ev {
-                Ev::Reset => {
-                    if let (Some(c), Breaker::Rate(r)) = (&mut coordinator, &policy.breaker) {
-                        if let Scope::Fleet(f) = &r.scope {
-                            *c = Coordinator::new(
-                                &policy.service.name,
-                                &settings_hash(r),
-                                r.clone(),
-                                f.report_interval_ms,
-                            );
-                        }
-                    }
-                }
+                Ev::Reset => coordinator = fresh(),
                 Ev::Deliver(k, text) => {
                     let answer = match coordinator.as_mut() {
                         None => Err("no coordinator".to_string()),

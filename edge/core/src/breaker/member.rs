@@ -20,13 +20,13 @@
 //! refuses drops the verdict at once: the isolate runs in isolate scope, counts it, and tries
 //! again one report interval later. No request ever waits for any of it.
 
+use super::credit::ProbeCredit;
 use super::fleet::{settings_hash, FleetMode, Report, Verdict};
 use super::rate::Rate;
 use super::{log_transition, Admission, Evidence, Mode, Outcome, Transition};
 use crate::policy::{FleetScope, RateBreaker};
 use crate::time::Millis;
 
-const PPM: u64 = 1_000_000;
 /// How long a driver waits for the coordinator's answer before it reports the report failed.
 pub const REPORT_TIMEOUT_MS: u64 = 500;
 /// A healthy isolate reports this many times less often (a heartbeat that keeps it counted).
@@ -134,8 +134,8 @@ pub struct Member {
     /// When the report in flight was handed out.
     in_flight: Option<Millis>,
     last_report: Option<Millis>,
-    /// Fleet-led probe credit, in millionths of a request (as [`Rate`]'s own).
-    credit_ppm: u64,
+    /// Which requests probe while the fleet probes ([`ProbeCredit`]).
+    credit: ProbeCredit,
     /// A fleet-led probe failed since the last verdict: open until the next one.
     probe_failed: bool,
     /// The fleet's last recovery this isolate applied (when its probing began).
@@ -155,6 +155,7 @@ pub struct Member {
 
 impl Member {
     pub fn new(service: &str, cfg: RateBreaker, fleet: FleetScope) -> Member {
+        let credit = ProbeCredit::new(cfg.probe_fraction);
         Member {
             local: Rate::new(cfg.clone()),
             ledger: Ledger::new(cfg.window_ms),
@@ -167,7 +168,7 @@ impl Member {
             heard: None,
             in_flight: None,
             last_report: None,
-            credit_ppm: 0,
+            credit,
             probe_failed: false,
             recovered: None,
             last_verdict: None,
@@ -251,15 +252,8 @@ impl Member {
 
     pub fn admit(&mut self, now: Millis) -> Admission {
         let admission = match self.lead(now) {
-            Lead::Fleet(Mode::Probing) => {
-                self.credit_ppm += self.fraction_ppm();
-                if self.credit_ppm >= PPM {
-                    self.credit_ppm -= PPM;
-                    Admission::Probe
-                } else {
-                    Admission::Reject
-                }
-            }
+            Lead::Fleet(Mode::Probing) if self.credit.take() => Admission::Probe,
+            Lead::Fleet(Mode::Probing) => Admission::Reject,
             Lead::Fleet(_) => Admission::Reject,
             Lead::Local => self.local.admit(now),
         };
@@ -274,8 +268,7 @@ impl Member {
             self.unreported_probe |= admission == Admission::Probe;
         }
         if admission == Admission::Probe {
-            let ok =
-                outcome.ok && !outcome.timed_out && outcome.latency_ms <= self.cfg.slow_call_p95_ms;
+            let ok = outcome.passes(self.cfg.slow_call_p95_ms);
             if !ok && matches!(self.lead(now), Lead::Fleet(Mode::Probing)) {
                 // Seed 000: a failed probe aborts probing; the fleet hears it with the next
                 // report, this isolate stops probing now.
@@ -288,13 +281,9 @@ impl Member {
 
     pub fn release(&mut self, admission: Admission) {
         if admission == Admission::Probe {
-            self.credit_ppm = PPM - self.fraction_ppm();
+            self.credit.next_probes();
         }
         self.local.release(admission);
-    }
-
-    fn fraction_ppm(&self) -> u64 {
-        ((self.cfg.probe_fraction * PPM as f64).round() as u64).clamp(1, PPM)
     }
 
     /// Whether this isolate has anything to tell or to learn soon: a failure or slow call
@@ -416,7 +405,7 @@ impl Member {
             .is_some_and(|o| o.verdict.mode == FleetMode::Probing);
         if h.verdict.mode == FleetMode::Probing && !was_probing {
             // The first request of the fleet's probing probes at once, as in isolate scope.
-            self.credit_ppm = PPM - self.fraction_ppm();
+            self.credit.next_probes();
         }
         self.heard = Some(h);
         self.mode(now);

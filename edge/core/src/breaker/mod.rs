@@ -16,6 +16,7 @@
 //! fixed latency histograms.
 
 pub mod consecutive;
+mod credit;
 pub mod fleet;
 pub mod member;
 pub mod rate;
@@ -77,6 +78,12 @@ impl Outcome {
             latency_ms,
             timed_out: false,
         }
+    }
+
+    /// A probe that passed: a success within `bar` (seed 000: a probe that failed or was
+    /// slower than `slow_call_p95` aborts probing).
+    pub fn passes(&self, bar_ms: u64) -> bool {
+        self.ok && !self.timed_out && self.latency_ms <= bar_ms
     }
 
     pub fn timeout(latency_ms: u64) -> Outcome {

@@ -15,12 +15,11 @@
 //! the number of probe calls is exact and testable: with 2% the first request after the
 //! hold-down probes, then the 51st, the 101st… one in fifty.
 
+use super::credit::ProbeCredit;
 use super::window::{Summary, Tally, Window};
 use super::{log_transition, Admission, Evidence, Mode, Outcome, Transition};
 use crate::policy::RateBreaker;
 use crate::time::Millis;
-
-const PPM: u64 = 1_000_000;
 
 #[derive(Debug, Clone)]
 pub struct Rate {
@@ -28,10 +27,8 @@ pub struct Rate {
     state: State,
     window: Window,
     probes: Tally,
-    /// Probe credit in millionths of a request: each request while probing adds
-    /// `probe_fraction`; a request that finds a whole credit is a probe. Integers, so 2% is
-    /// exactly one request in fifty.
-    credit_ppm: u64,
+    /// Which requests probe ([`ProbeCredit`]).
+    credit: ProbeCredit,
     log: Vec<Transition>,
 }
 
@@ -44,13 +41,14 @@ enum State {
 
 impl Rate {
     pub fn new(cfg: RateBreaker) -> Rate {
+        let credit = ProbeCredit::new(cfg.probe_fraction);
         let window = Window::new(cfg.window_ms);
         Rate {
             cfg,
             state: State::Healthy,
             window,
             probes: Tally::default(),
-            credit_ppm: 0,
+            credit,
             log: Vec::new(),
         }
     }
@@ -77,7 +75,7 @@ impl Rate {
             if now >= until {
                 self.probes = Tally::default();
                 // The first request after the hold-down probes at once.
-                self.credit_ppm = PPM - self.fraction_ppm();
+                self.credit.next_probes();
                 self.set(now, State::Probing, None);
             }
         }
@@ -88,15 +86,8 @@ impl Rate {
         match self.state {
             State::Healthy => Admission::Call,
             State::Degraded { .. } => Admission::Reject,
-            State::Probing => {
-                self.credit_ppm += self.fraction_ppm();
-                if self.credit_ppm >= PPM {
-                    self.credit_ppm -= PPM;
-                    Admission::Probe
-                } else {
-                    Admission::Reject
-                }
-            }
+            State::Probing if self.credit.take() => Admission::Probe,
+            State::Probing => Admission::Reject,
         }
     }
 
@@ -124,9 +115,7 @@ impl Rate {
                 }
             }
             (State::Probing, Admission::Probe) => {
-                let ok = outcome.ok
-                    && !outcome.timed_out
-                    && outcome.latency_ms <= self.cfg.slow_call_p95_ms;
+                let ok = outcome.passes(self.cfg.slow_call_p95_ms);
                 self.probes
                     .record(ok, outcome.latency_ms, outcome.timed_out);
                 let evidence = Some(self.probe_evidence());
@@ -165,12 +154,8 @@ impl Rate {
     /// probes instead.
     pub fn release(&mut self, admission: Admission) {
         if admission == Admission::Probe && self.state == State::Probing {
-            self.credit_ppm = PPM - self.fraction_ppm();
+            self.credit.next_probes();
         }
-    }
-
-    fn fraction_ppm(&self) -> u64 {
-        ((self.cfg.probe_fraction * PPM as f64).round() as u64).clamp(1, PPM)
     }
 
     fn trips(&self, s: &Summary, now: Millis) -> bool {
