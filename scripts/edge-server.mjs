@@ -549,9 +549,12 @@ async function compatibilityDate(dist) {
  * With `direct`, each worker also listens on a loopback port of its own that reaches it
  * without Miniflare's routing entry worker (a JS hop no deployed Worker pays: it costs
  * about as much CPU per request as a small Worker does), listed in `direct` by name.
- * Returns { url, direct, mf, workers: {name: {manifest, kv(binding)}}, logs(json), dispose() }.
+ * `front` ({ name, script, serviceBindings, bindings }): one more Worker (a module script) on a
+ * loopback port of its own, reaching the others through service bindings — the local front
+ * of `drill --rollout` (scripts/rollout-front.mjs); its address is `front`.
+ * Returns { url, direct, front, mf, workers: {name: {manifest, kv(binding)}}, logs(json), dispose() }.
  */
-export async function startEdges(workers, { port = 0, verbose = false, direct = false, shared = false, coordinatorFaults = false } = {}) {
+export async function startEdges(workers, { port = 0, verbose = false, direct = false, shared = false, coordinatorFaults = false, front } = {}) {
   if (coordinatorFaults && !shared) throw new Error("startEdges: coordinatorFaults needs shared: true");
   if (!Array.isArray(workers) || workers.length === 0) throw new Error("startEdges: no workers");
   const names = new Set();
@@ -625,6 +628,17 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
       durableObjects: { INNER: { className: "BreakerCoordinator", scriptName: options[0].name, useSQLite: true } },
     });
   }
+  if (front) {
+    extraWorkers.push({
+      name: front.name,
+      modules: true,
+      script: front.script,
+      serviceBindings: front.serviceBindings,
+      bindings: front.bindings ?? {},
+      compatibilityDate: options[0].compatibilityDate,
+      unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
+    });
+  }
   const mf = miniflare({
     host: "127.0.0.1",
     port,
@@ -634,9 +648,11 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     handleRuntimeStdio: output.handleRuntimeStdio,
   });
   let url;
+  let frontUrl;
   const directUrls = {};
   try {
     url = await mf.ready;
+    if (front) frontUrl = new URL(await mf.unsafeGetDirectURL(front.name)).origin;
     for (const [name, w] of Object.entries(loaded)) {
       if (direct) directUrls[name] = new URL(await mf.unsafeGetDirectURL(name)).origin;
       const { index, manifest } = w;
@@ -655,6 +671,7 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
   return {
     url: new URL(url).origin,
     direct: directUrls,
+    front: frontUrl,
     mf,
     workers: loaded,
     logs: output.logs,

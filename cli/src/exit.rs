@@ -77,6 +77,10 @@ exits! {
     InvariantBroken = 1, "`drill`",
         "an invariant broke (each is named on stderr), or `--find-rate` found no rate the \
          edge sustains";
+    /// `releases rollout`: the new release was judged worse than the old and rolled back.
+    RolledBack = 1, "`releases rollout`",
+        "the rollout rolled the new release back: a figure worse than the old version's with \
+         evidence, or too many holds at one step (each judgement is printed with its evidence)";
     /// `events`: the edge refused the operator's request.
     Refused = 1, "`events`",
         "the edge refused the operator's request with a 4xx other than 401 (replay switched \

@@ -8,4 +8,5 @@ pub mod bench;
 pub mod drill;
 pub mod events;
 pub mod origin;
+pub mod rollout;
 pub mod sample;

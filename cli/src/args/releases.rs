@@ -26,6 +26,11 @@ pub enum ReleasesCommand {
     Promote(PromoteArgs),
     /// Roll the policy back, keeping the current validated catalog.
     Rollback(RollbackArgs),
+    /// Roll a release out gradually against the active one, judged on the fallback's own SLO
+    /// (docs/rollout.md): advance, hold or roll back at each step.
+    Rollout(RolloutArgs),
+    /// The running (or last) rollout: its step, and every judgement with its evidence.
+    Status(StatusArgs),
     /// Check the registry: every release's files and ID, the history, ACTIVE, leftovers of
     /// killed writers; exit 2 if anything is wrong (saying what `repair` would do).
     Verify(RegistryArg),
@@ -114,4 +119,57 @@ pub struct RollbackArgs {
     pub now: Option<String>,
     #[command(flatten)]
     pub size: SizeArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RolloutArgs {
+    /// The release to roll out.
+    pub id: String,
+    #[command(flatten)]
+    pub registry: RegistryArg,
+    /// The release it replaces (default: the active one).
+    #[arg(long, value_name = "ID")]
+    pub from: Option<String>,
+    /// The local front of `understudy drill --rollout` (http://127.0.0.1:PORT) deploys and
+    /// measures the versions.
+    #[arg(long, value_name = "URL")]
+    pub front: Option<String>,
+    /// The new version's share at each step, in percent: increasing, ending at 100.
+    #[arg(long, value_delimiter = ',', value_name = "P,P,…")]
+    pub steps: Option<Vec<u8>>,
+    /// The least time at each step before a judgement (e.g. 5m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub dwell: Option<Duration>,
+    /// The least answers from each version in a step's window before a judgement.
+    #[arg(long, value_name = "N")]
+    pub min_answers: Option<u64>,
+    /// How much worse the new version's degraded share may be (absolute, 0..1).
+    #[arg(long, value_name = "SHARE")]
+    pub degraded_margin: Option<f64>,
+    /// How much worse its no-tier 5xx share may be (absolute, 0..1).
+    #[arg(long, value_name = "SHARE")]
+    pub unavailable_margin: Option<f64>,
+    /// How much slower its p95 may be (relative: 0.2 is 20%).
+    #[arg(long, value_name = "SHARE")]
+    pub p95_margin: Option<f64>,
+    /// Holds at one step before the rollout rolls back.
+    #[arg(long, value_name = "N")]
+    pub max_holds: Option<u32>,
+    /// Continue the recorded rollout of ID (after a crash or a kill).
+    #[arg(long, conflicts_with = "abort")]
+    pub resume: bool,
+    /// Revert the recorded rollout of ID: the old version back at 100%.
+    #[arg(long)]
+    pub abort: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub registry: RegistryArg,
+    /// The release whose rollout to show (default: the running one, else the last).
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
 }

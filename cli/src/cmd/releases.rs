@@ -46,6 +46,8 @@ pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
         ReleasesCommand::Diff(a) => diff_cmd(&a),
         ReleasesCommand::Promote(a) => promote(&a),
         ReleasesCommand::Rollback(a) => rollback(&a),
+        ReleasesCommand::Rollout(a) => super::rollout::rollout(&a),
+        ReleasesCommand::Status(a) => super::rollout::status(&a),
         ReleasesCommand::Verify(a) => verify(&a),
         ReleasesCommand::Repair(a) => repair(&a),
     }

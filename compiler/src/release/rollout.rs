@@ -16,9 +16,18 @@
 //! margin. Anything between — too few answers, or a difference the answers cannot settle, such
 //! as an origin incident hurting both versions — holds.
 
+pub mod latency;
+pub mod record;
+pub mod run;
+
 use serde::{Deserialize, Serialize};
 use understudy_core::breaker::rate::wilson;
 use understudy_core::Millis;
+
+pub use self::latency::Histogram;
+
+/// The share of answers a p95 leaves slower than itself.
+const SLOW_SHARE: f64 = 0.05;
 
 /// The SLO a rollout holds the new version to, against the old, and its pace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,7 +53,9 @@ impl Default for Slo {
         Slo {
             steps: vec![1, 10, 50, 100],
             dwell_ms: 5 * 60_000,
-            min_answers: 500,
+            // Zero failures in 1,200 answers put the 99% upper bound at 0.45%: under the
+            // default no-tier 5xx margin, so a faultless new version can advance at once.
+            min_answers: 1_200,
             degraded_margin: 0.02,
             unavailable_margin: 0.005,
             p95_margin: 0.2,
@@ -88,18 +99,26 @@ impl Slo {
 }
 
 /// One version's answers over a window.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Figures {
     pub answers: u64,
     /// Answered from a fallback tier or not at all (`fallback` + `unavailable`).
     pub degraded: u64,
     /// Answered 503/504: no tier could.
     pub unavailable: u64,
-    pub p95_ms: f64,
+    /// The answers' latencies ([`latency`]'s buckets).
+    pub latency: Histogram,
+}
+
+impl Figures {
+    /// The p95 latency (a bucket's upper edge: never an underestimate), if any answers.
+    pub fn p95_ms(&self) -> Option<f64> {
+        self.latency.quantile(0.95)
+    }
 }
 
 /// Both versions over the same window.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     pub from: u64,
     pub to: u64,
@@ -145,9 +164,37 @@ fn share(
     }
 }
 
+/// How the p95 compares: worse with evidence when the share of the new version's answers
+/// certainly slower than the old p95 plus the margin has a one-sided 99% lower bound over 5%
+/// (so a noisy p95 from a thin window cannot roll a good release back); within when the new
+/// p95 is at most that limit; unsettled otherwise.
+fn p95(slo: &Slo, old: &Figures, new: &Figures) -> (Option<bool>, String) {
+    let (Some(old_p95), Some(new_p95)) = (old.p95_ms(), new.p95_ms()) else {
+        return (None, "unsettled — p95: no latencies".into());
+    };
+    let limit = old_p95 * (1.0 + slo.p95_margin);
+    let n = new.latency.count();
+    let slow = new.latency.above(limit);
+    let c = |x: u64| x.min(u64::from(u32::MAX)) as u32;
+    let (slow_lo, _) = wilson(c(slow), c(n));
+    let shown = format!(
+        "p95: new {new_p95:.1} ms, old {old_p95:.1} ms, limit {limit:.1} ms; {slow} of {n} new \
+         answers over the limit ({:.1}%, lower bound {:.1}%)",
+        100.0 * slow as f64 / n.max(1) as f64,
+        100.0 * slow_lo
+    );
+    if slow_lo > SLOW_SHARE {
+        (Some(false), format!("worse — {shown}"))
+    } else if new_p95 <= limit {
+        (Some(true), format!("within — {shown}"))
+    } else {
+        (None, format!("unsettled — {shown}"))
+    }
+}
+
 /// Judges one window's evidence against `slo`.
 pub fn judge(slo: &Slo, ev: &Evidence) -> Judgement {
-    let (old, new) = (ev.old, ev.new);
+    let (old, new) = (&ev.old, &ev.new);
     if old.answers < slo.min_answers || new.answers < slo.min_answers {
         return Judgement::Hold {
             reasons: vec![format!(
@@ -170,20 +217,7 @@ pub fn judge(slo: &Slo, ev: &Evidence) -> Judgement {
             (new.unavailable, new.answers),
         ),
     ];
-    let limit = old.p95_ms * (1.0 + slo.p95_margin);
-    checks.push((
-        Some(new.p95_ms <= limit),
-        format!(
-            "{} — p95: new {:.1} ms, old {:.1} ms, limit {limit:.1} ms",
-            if new.p95_ms <= limit {
-                "within"
-            } else {
-                "worse"
-            },
-            new.p95_ms,
-            old.p95_ms
-        ),
-    ));
+    checks.push(p95(slo, old, new));
     let reasons: Vec<String> = checks.iter().map(|(_, r)| r.clone()).collect();
     if checks.iter().any(|(ok, _)| *ok == Some(false)) {
         Judgement::RollBack { reasons }

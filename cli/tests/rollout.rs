@@ -1,0 +1,281 @@
+//! [R-GRADUAL] [R-STATE] The rollout's run loop on a real registry (releases made by the
+//! binary with a stand-in edge) against a scripted driver and a clock that only moves when
+//! the loop sleeps: the record is written before every deployment, a finished rollout makes
+//! the new release active, a rolled-back one leaves the old, a second rollout is refused,
+//! and a rollout resumed from its record repeats no step.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use common::{Env, DAY1, DAY1_NOON};
+use understudy_compiler::release::registry::Registry;
+use understudy_compiler::release::rollout::record;
+use understudy_compiler::release::rollout::run::{run, Clock, Driver, Start};
+use understudy_compiler::release::rollout::{Figures, Histogram, Phase, Slo};
+
+/// The driver: deployments are logged (with what the record said at that moment); each
+/// version answers `per_ms` answers per 50 µs at the given degraded share.
+struct Scripted {
+    reg: std::path::PathBuf,
+    new: String,
+    deployed: Vec<(u8, Option<Phase>)>,
+    degraded_new: f64,
+    percent: u8,
+    /// Fail the deployment of this percentage once (a crash at that moment).
+    fail_at: Option<u8>,
+}
+
+impl Driver for Scripted {
+    fn name(&self) -> String {
+        "scripted".into()
+    }
+    fn check(&mut self, _old: &str, _new: &str) -> Result<()> {
+        Ok(())
+    }
+    fn deploy(&mut self, p: u8) -> Result<()> {
+        let reg = Registry::open(&self.reg)?;
+        let rec = record::read(&reg, &self.new)?;
+        self.deployed.push((p, rec.map(|r| r.state.phase)));
+        if self.fail_at == Some(p) {
+            self.fail_at = None;
+            anyhow::bail!("the deploy API is down");
+        }
+        self.percent = p;
+        Ok(())
+    }
+    fn figures(&mut self, from: u64, to: u64) -> Result<(Figures, Figures)> {
+        let n = (to - from) * 20;
+        let new_n = n * u64::from(self.percent) / 100;
+        let old_n = n - new_n;
+        let f = |n: u64, share: f64| Figures {
+            answers: n,
+            degraded: (n as f64 * share) as u64,
+            unavailable: 0,
+            latency: Histogram(BTreeMap::from([(30, n)])),
+        };
+        Ok((f(old_n, 0.0), f(new_n, self.degraded_new)))
+    }
+}
+
+struct Fake(u64);
+
+impl Clock for Fake {
+    fn now_ms(&mut self) -> u64 {
+        self.0
+    }
+    fn sleep_ms(&mut self, ms: u64) {
+        self.0 += ms;
+    }
+}
+
+fn slo() -> Slo {
+    Slo {
+        steps: vec![10, 50, 100],
+        dwell_ms: 1_000,
+        min_answers: 500,
+        ..Slo::default()
+    }
+}
+
+/// A registry with v1 active and v2 added beside it.
+fn two(env: &Env) -> (String, String) {
+    for (v, promote) in [("v1", true), ("v2", false)] {
+        let p = env.policy_dir(v, v, "800ms", &["SKU-1", "SKU-2"], DAY1);
+        let mut args = vec![
+            "releases",
+            "add",
+            p.to_str().unwrap(),
+            "--registry",
+            "reg",
+            "--edge",
+            "edge",
+            "--now",
+            DAY1_NOON,
+        ];
+        if promote {
+            args.push("--promote");
+        }
+        env.ok(&args);
+    }
+    let active = env.active();
+    let other = env.releases().into_iter().find(|r| *r != active).unwrap();
+    (active, other)
+}
+
+fn driver(env: &Env, new: &str, degraded_new: f64) -> Scripted {
+    Scripted {
+        reg: env.p("reg"),
+        new: new.into(),
+        deployed: Vec::new(),
+        degraded_new,
+        percent: 0,
+        fail_at: None,
+    }
+}
+
+#[test]
+fn a_good_release_is_rolled_out_step_by_step_and_becomes_active() {
+    let env = Env::new("rollout-good");
+    let (old, new) = two(&env);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let mut d = driver(&env, &new, 0.0);
+    let mut out = Vec::new();
+    let rec = run(
+        &reg,
+        &new,
+        Start::New {
+            old: None,
+            slo: slo(),
+        },
+        &mut d,
+        &mut Fake(1_000_000),
+        &mut out,
+    )
+    .unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(rec.state.phase, Phase::Done, "{out}");
+    assert_eq!(rec.old, old);
+    // Every deployment was recorded as asked for before it was made.
+    assert_eq!(
+        d.deployed,
+        vec![
+            (10, Some(Phase::Deploying)),
+            (50, Some(Phase::Deploying)),
+            (100, Some(Phase::Deploying))
+        ]
+    );
+    assert_eq!(env.active(), new, "the new release is active");
+    let history = std::fs::read_to_string(env.p("reg/history.jsonl")).unwrap();
+    assert!(
+        history.lines().last().unwrap().contains("\"rollout\""),
+        "{history}"
+    );
+    assert!(out.contains("at 10%: advance"), "{out}");
+    env.ok(&["releases", "verify", "--registry", "reg"]);
+    let s = env.ok(&["releases", "status", "--registry", "reg"]);
+    assert!(
+        s.stdout.contains("done: at 100%") && s.stdout.contains("at 50%: advance"),
+        "{}",
+        s.stdout
+    );
+}
+
+#[test]
+fn a_bad_release_is_rolled_back_at_the_first_step_and_the_old_stays_active() {
+    let env = Env::new("rollout-bad");
+    let (old, new) = two(&env);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let mut d = driver(&env, &new, 1.0);
+    let rec = run(
+        &reg,
+        &new,
+        Start::New {
+            old: None,
+            slo: slo(),
+        },
+        &mut d,
+        &mut Fake(1_000_000),
+        &mut Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(rec.state.phase, Phase::RolledBack);
+    assert_eq!(
+        d.deployed.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+        vec![10, 0]
+    );
+    assert_eq!(env.active(), old);
+    // The binary exits 1 on a rollback; `status` shows the evidence.
+    let s = env.ok(&[
+        "releases",
+        "status",
+        "--registry",
+        "reg",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&s.stdout).unwrap();
+    assert_eq!(v["rollout"]["state"]["phase"], "rolled_back");
+    assert_eq!(
+        v["rollout"]["state"]["log"][0]["judgement"]["verdict"],
+        "roll_back"
+    );
+}
+
+#[test]
+fn a_rollout_cut_short_resumes_from_its_record_and_a_second_one_is_refused() {
+    let env = Env::new("rollout-resume");
+    let (_old, new) = two(&env);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let mut d = driver(&env, &new, 0.0);
+    d.fail_at = Some(50);
+    let e = run(
+        &reg,
+        &new,
+        Start::New {
+            old: None,
+            slo: slo(),
+        },
+        &mut d,
+        &mut Fake(1_000_000),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("--resume"), "{e:#}");
+    // Another rollout is refused while this one is recorded as running.
+    let again = run(
+        &reg,
+        &new,
+        Start::New {
+            old: None,
+            slo: slo(),
+        },
+        &mut d,
+        &mut Fake(2_000_000),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(format!("{again:#}").contains("is running"), "{again:#}");
+    let rec = run(
+        &reg,
+        &new,
+        Start::Resume,
+        &mut d,
+        &mut Fake(3_000_000),
+        &mut Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(rec.state.phase, Phase::Done);
+    let steps: Vec<u8> = d.deployed.iter().map(|(p, _)| *p).collect();
+    assert_eq!(
+        steps,
+        vec![10, 50, 50, 100],
+        "the failed step asked again, none repeated before it"
+    );
+    // Each step judged once: 10% and 50% advanced, one judgement each.
+    let judged: Vec<u8> = rec.state.log.iter().map(|l| l.step).collect();
+    assert_eq!(judged, vec![10, 50]);
+}
+
+#[test]
+fn the_cli_names_what_is_missing() {
+    let env = Env::new("rollout-cli");
+    let (_old, new) = two(&env);
+    let r = env.run(&["releases", "rollout", &new, "--registry", "reg"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("--front"), "{}", r.stderr);
+    let r = env.run(&[
+        "releases",
+        "rollout",
+        &new,
+        "--registry",
+        "reg",
+        "--front",
+        "http://192.0.2.1:80",
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("loopback"), "{}", r.stderr);
+    let s = env.ok(&["releases", "status", "--registry", "reg"]);
+    assert!(s.stdout.contains("no rollout"), "{}", s.stdout);
+}

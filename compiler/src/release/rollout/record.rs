@@ -1,0 +1,153 @@
+//! [R-STATE] A rollout's record in the registry: `REGISTRY/rollouts/<new release>.json`,
+//! replaced atomically (ADR 008's way) after every command the controller gives and before
+//! the driver does the next, so a rollout killed at any moment resumes (`--resume`) at the
+//! recorded step with nothing lost or repeated. A record whose phase is not finished is the
+//! service's running rollout: there is at most one (`start` refuses a second).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{Phase, Slo, State};
+use crate::release::record::is_release_id;
+use crate::release::registry::{write_atomic, Registry};
+
+/// The registry's directory of rollout records.
+pub const DIR: &str = "rollouts";
+/// Bumped when the record's shape changes incompatibly.
+pub const FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutRecord {
+    pub format: u32,
+    pub service: String,
+    /// The release serving before the rollout (and after a rollback).
+    pub old: String,
+    /// The release rolled out.
+    pub new: String,
+    /// How the versions are deployed and measured: `local <front URL>` or `cloudflare`.
+    pub driver: String,
+    pub slo: Slo,
+    pub state: State,
+    pub started_at_ms: u64,
+    pub updated_at_ms: u64,
+}
+
+impl RolloutRecord {
+    pub fn finished(&self) -> bool {
+        matches!(self.state.phase, Phase::Done | Phase::RolledBack)
+    }
+
+    /// What the phase means to an operator, with the percentage it is at.
+    pub fn summary(&self) -> String {
+        let at = self.slo.steps.get(self.state.step).copied().unwrap_or(100);
+        match self.state.phase {
+            Phase::Deploying => format!("deploying {at}%"),
+            Phase::Watching => format!(
+                "at {at}% ({} judgement{} at this step)",
+                self.state.holds,
+                if self.state.holds == 1 { "" } else { "s" }
+            ),
+            Phase::Done => "done: at 100%".into(),
+            Phase::RolledBack => "rolled back".into(),
+        }
+    }
+}
+
+pub fn path(reg: &Registry, new: &str) -> PathBuf {
+    reg.root.join(DIR).join(format!("{new}.json"))
+}
+
+/// Writes the record atomically (the caller holds the registry's lock).
+pub fn write(reg: &Registry, rec: &RolloutRecord) -> Result<()> {
+    let dir = reg.root.join(DIR);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut text = serde_json::to_string_pretty(rec).context("rollout record")?;
+    text.push('\n');
+    write_atomic(&path(reg, &rec.new), text.as_bytes())
+}
+
+/// The record of `new`'s rollout, if it ever had one.
+pub fn read(reg: &Registry, new: &str) -> Result<Option<RolloutRecord>> {
+    let p = path(reg, new);
+    let text = match std::fs::read_to_string(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", p.display())),
+    };
+    let rec: RolloutRecord = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a rollout record", p.display()))?;
+    if rec.format != FORMAT {
+        bail!(
+            "{}: rollout record format {}, this understudy reads {FORMAT}",
+            p.display(),
+            rec.format
+        );
+    }
+    if rec.new != new {
+        bail!("{}: the record is of release {}", p.display(), rec.new);
+    }
+    Ok(Some(rec))
+}
+
+/// Every rollout record, oldest start first.
+pub fn all(reg: &Registry) -> Result<Vec<RolloutRecord>> {
+    let dir = reg.root.join(DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(id) = name.strip_suffix(".json").filter(|id| is_release_id(id)) else {
+            continue; // a temporary file of a killed writer, removed under the lock
+        };
+        if let Some(rec) = read(reg, id)? {
+            out.push(rec);
+        }
+    }
+    out.sort_by_key(|r| r.started_at_ms);
+    Ok(out)
+}
+
+/// The running rollout, if any.
+pub fn running(reg: &Registry) -> Result<Option<RolloutRecord>> {
+    Ok(all(reg)?.into_iter().find(|r| !r.finished()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_round_trips_and_the_running_one_is_found() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let reg = Registry::open_or_create(tmp.path()).expect("registry");
+        let (c, _) = super::super::Controller::start(Slo::default());
+        let mut rec = RolloutRecord {
+            format: FORMAT,
+            service: "svc".into(),
+            old: "r-000000000001".into(),
+            new: "r-000000000002".into(),
+            driver: "local http://127.0.0.1:1".into(),
+            slo: Slo::default(),
+            state: c.state().clone(),
+            started_at_ms: 1,
+            updated_at_ms: 1,
+        };
+        write(&reg, &rec).expect("written");
+        assert_eq!(read(&reg, &rec.new).expect("read"), Some(rec.clone()));
+        assert_eq!(running(&reg).expect("running"), Some(rec.clone()));
+        rec.state.phase = Phase::Done;
+        write(&reg, &rec).expect("rewritten");
+        assert_eq!(running(&reg).expect("none running"), None);
+        std::fs::write(path(&reg, &rec.new), "{").expect("damaged");
+        let e = format!("{:#}", all(&reg).unwrap_err());
+        assert!(e.contains("not a rollout record"), "{e}");
+    }
+}
