@@ -13,7 +13,7 @@ pub use events::{EventsArgs, EventsCommand};
 pub use publish::PublishArgs;
 pub use releases::{
     AddArgs, DiffArgs, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
-    RollbackArgs, RolloutArgs, StatusArgs,
+    RollbackArgs, RolloutArgs, SloArgs, StatusArgs,
 };
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -267,7 +267,9 @@ pub enum SplitArg {
 
 #[derive(Debug, clap::Args)]
 pub struct DrillArgs {
-    pub policy: PathBuf,
+    /// The policy to drill (not with --rollout, which drills two releases of a registry).
+    #[arg(required_unless_present = "rollout")]
+    pub policy: Option<PathBuf>,
     /// Scenario file (TOML, see docs/scenarios.md); `[drill]` holds its limits.
     #[arg(long)]
     pub scenario: PathBuf,
@@ -320,6 +322,35 @@ pub struct DrillArgs {
     pub find_rate_steps: usize,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
+    #[command(flatten)]
+    pub rollout: RolloutDrillArgs,
+}
+
+/// `drill --rollout OLD NEW`: a rollout against two real Workers (docs/rollout.md).
+#[derive(Debug, clap::Args)]
+pub struct RolloutDrillArgs {
+    /// [R-GRADUAL] Roll release NEW out from OLD (IDs in --registry; `active` for the active
+    /// one) behind a local front that splits traffic as gradual deployments do, with
+    /// `understudy releases rollout` deciding the steps.
+    #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], requires = "registry", conflicts_with = "policy")]
+    pub rollout: Option<Vec<String>>,
+    /// The release registry holding OLD and NEW.
+    #[arg(long, value_name = "DIR")]
+    pub registry: Option<PathBuf>,
+    /// The verdict the rollout must reach.
+    #[arg(long, value_enum, requires = "rollout")]
+    pub expect: Option<ExpectArg>,
+    /// SIGKILL the controller once it has advanced past the first step, then resume it.
+    #[arg(long, requires = "rollout")]
+    pub kill_controller: bool,
+    #[command(flatten)]
+    pub slo: SloArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExpectArg {
+    Advance,
+    Rollback,
 }
 
 #[derive(Debug, clap::Args)]

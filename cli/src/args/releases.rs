@@ -134,27 +134,8 @@ pub struct RolloutArgs {
     /// measures the versions.
     #[arg(long, value_name = "URL")]
     pub front: Option<String>,
-    /// The new version's share at each step, in percent: increasing, ending at 100.
-    #[arg(long, value_delimiter = ',', value_name = "P,P,…")]
-    pub steps: Option<Vec<u8>>,
-    /// The least time at each step before a judgement (e.g. 5m).
-    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
-    pub dwell: Option<Duration>,
-    /// The least answers from each version in a step's window before a judgement.
-    #[arg(long, value_name = "N")]
-    pub min_answers: Option<u64>,
-    /// How much worse the new version's degraded share may be (absolute, 0..1).
-    #[arg(long, value_name = "SHARE")]
-    pub degraded_margin: Option<f64>,
-    /// How much worse its no-tier 5xx share may be (absolute, 0..1).
-    #[arg(long, value_name = "SHARE")]
-    pub unavailable_margin: Option<f64>,
-    /// How much slower its p95 may be (relative: 0.2 is 20%).
-    #[arg(long, value_name = "SHARE")]
-    pub p95_margin: Option<f64>,
-    /// Holds at one step before the rollout rolls back.
-    #[arg(long, value_name = "N")]
-    pub max_holds: Option<u32>,
+    #[command(flatten)]
+    pub slo: SloArgs,
     /// Continue the recorded rollout of ID (after a crash or a kill).
     #[arg(long, conflicts_with = "abort")]
     pub resume: bool,
@@ -172,4 +153,61 @@ pub struct StatusArgs {
     pub id: Option<String>,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
+}
+
+/// The rollout's SLO and pace on the command line (ADR 012); unset ones keep the defaults.
+#[derive(Debug, clap::Args)]
+pub struct SloArgs {
+    /// The new version's share at each step, in percent: increasing, ending at 100
+    /// [default: 1,10,50,100].
+    #[arg(long, value_delimiter = ',', value_name = "P,P,…")]
+    pub steps: Option<Vec<u8>>,
+    /// The least time at each step before a judgement, e.g. 5m [default: 5m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub dwell: Option<Duration>,
+    /// The least answers from each version in a step's window before a judgement
+    /// [default: 1200].
+    #[arg(long, value_name = "N")]
+    pub min_answers: Option<u64>,
+    /// How much worse the new version's degraded share may be (absolute) [default: 0.02].
+    #[arg(long, value_name = "SHARE")]
+    pub degraded_margin: Option<f64>,
+    /// How much worse its no-tier 5xx share may be (absolute) [default: 0.005].
+    #[arg(long, value_name = "SHARE")]
+    pub unavailable_margin: Option<f64>,
+    /// How much slower its p95 may be (relative: 0.2 is 20%) [default: 0.2].
+    #[arg(long, value_name = "SHARE")]
+    pub p95_margin: Option<f64>,
+    /// Holds at one step before the rollout rolls back [default: 6].
+    #[arg(long, value_name = "N")]
+    pub max_holds: Option<u32>,
+}
+
+impl SloArgs {
+    /// The SLO: the defaults, then the command line's settings.
+    pub fn slo(&self) -> understudy_compiler::release::rollout::Slo {
+        let mut slo = understudy_compiler::release::rollout::Slo::default();
+        if let Some(s) = &self.steps {
+            slo.steps.clone_from(s);
+        }
+        if let Some(d) = self.dwell {
+            slo.dwell_ms = d.as_millis() as u64;
+        }
+        if let Some(n) = self.min_answers {
+            slo.min_answers = n;
+        }
+        if let Some(m) = self.degraded_margin {
+            slo.degraded_margin = m;
+        }
+        if let Some(m) = self.unavailable_margin {
+            slo.unavailable_margin = m;
+        }
+        if let Some(m) = self.p95_margin {
+            slo.p95_margin = m;
+        }
+        if let Some(h) = self.max_holds {
+            slo.max_holds = h;
+        }
+        slo
+    }
 }

@@ -11,13 +11,30 @@ use std::time::Duration;
 use crate::args::{DrillArgs, Format};
 use understudy_lab::drill;
 
-pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: DrillArgs) -> anyhow::Result<ExitCode> {
+    if args.rollout.rollout.is_some() {
+        return rollout(&args);
+    }
+    let s = &args.rollout.slo;
+    if s.steps.is_some()
+        || s.dwell.is_some()
+        || s.min_answers.is_some()
+        || s.degraded_margin.is_some()
+        || s.unavailable_margin.is_some()
+        || s.p95_margin.is_some()
+        || s.max_holds.is_some()
+    {
+        anyhow::bail!("--steps, --dwell, --min-answers, the margins and --max-holds go with --rollout OLD NEW");
+    }
+    let Some(policy) = args.policy.take() else {
+        anyhow::bail!("name the policy to drill (or --rollout OLD NEW --registry DIR)");
+    };
     let text = std::fs::read_to_string(&args.scenario).unwrap_or_default();
     if understudy_lab::events::scenario::EventsScenario::is_events(&text) {
-        return events(args);
+        return events(args, policy);
     }
     let opts = drill::Options {
-        policy: args.policy,
+        policy,
         scenario: args.scenario,
         report: args.report,
         time_scale: args.time_scale.unwrap_or(1.0),
@@ -123,10 +140,10 @@ pub fn run(args: DrillArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// An events scenario (`kind = "events"`): the events drill, its figures and verdicts.
-fn events(args: DrillArgs) -> anyhow::Result<ExitCode> {
+fn events(args: DrillArgs, policy: std::path::PathBuf) -> anyhow::Result<ExitCode> {
     use understudy_lab::events::drill as ev;
     let opts = ev::Options {
-        policy: args.policy,
+        policy,
         scenario: args.scenario,
         report: args.report,
         time_scale: args.time_scale,
@@ -164,4 +181,79 @@ fn events(args: DrillArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(Exit::InvariantBroken.into())
     }
+}
+
+/// `understudy drill --rollout OLD NEW --registry R --scenario FILE`.
+fn rollout(args: &DrillArgs) -> anyhow::Result<ExitCode> {
+    use understudy_lab::rollout::drill::{self as rd, Expect};
+    let r = &args.rollout;
+    let (Some(pair), Some(registry)) = (&r.rollout, &r.registry) else {
+        anyhow::bail!("--rollout OLD NEW needs --registry DIR");
+    };
+    let [old, new] = pair.as_slice() else {
+        anyhow::bail!("--rollout takes two release IDs: OLD NEW");
+    };
+    let opts = rd::Options {
+        registry: registry.clone(),
+        old: (old != "active").then(|| old.clone()),
+        new: new.clone(),
+        scenario: args.scenario.clone(),
+        rate: args.rate,
+        concurrency: args.concurrency,
+        timeout: std::time::Duration::from_millis(args.timeout_ms.clamp(1, 60_000)),
+        slo: r.slo.slo(),
+        expect: r.expect.map(|e| match e {
+            crate::args::ExpectArg::Advance => Expect::Advance,
+            crate::args::ExpectArg::Rollback => Expect::RollBack,
+        }),
+        kill_controller: r.kill_controller,
+        exe: std::env::current_exe()?,
+    };
+    let o = rd::run(&opts)?;
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("rollout.json"), serde_json::to_vec_pretty(&o)?)?;
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&o)?),
+        Format::Human => {
+            println!(
+                "\nrollout {} → {} at {:.0} req/s: {:?}; {} answers ({} old, {} new, {} unanswered)",
+                o.old, o.new, o.rate_rps, o.phase, o.answers, o.old_answers, o.new_answers, o.unanswered
+            );
+            let steps: Vec<String> = o
+                .deployments
+                .iter()
+                .map(|(at, p)| format!("{p}% at +{:.1}s", at / 1000.0))
+                .collect();
+            println!("deployments: {}", steps.join(", "));
+            if let Some(e) = &o.exposure {
+                println!(
+                    "exposure of the rolled-back release: {:.2} s (bound {:.2} s), {} of {} answers ({:.1}%)",
+                    e.seconds,
+                    e.bound_seconds,
+                    e.new_answers,
+                    e.answers,
+                    100.0 * e.share
+                );
+            }
+            println!("\nChecks:");
+            for c in &o.checks {
+                println!(
+                    "  {} {:<18} {}",
+                    if c.held { "ok  " } else { "FAIL" },
+                    c.name,
+                    c.detail
+                );
+            }
+        }
+    }
+    let broken = o.broken();
+    if broken.is_empty() {
+        return Ok(Exit::Ok.into());
+    }
+    for c in &broken {
+        eprintln!("error: invariant {} broken: {}", c.name, c.detail);
+    }
+    Ok(Exit::InvariantBroken.into())
 }

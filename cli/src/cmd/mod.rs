@@ -10,7 +10,6 @@ pub mod explain;
 pub mod origin;
 pub mod publish;
 pub mod releases;
-pub mod rollout;
 pub mod schema;
 pub mod simulate;
 pub mod token;

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::args::{
     AddArgs, DiffArgs, Format, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
-    RollbackArgs,
+    RollbackArgs, RolloutArgs, StatusArgs,
 };
 use crate::exit::Exit;
 use understudy_compiler::dist::edge;
@@ -22,6 +22,9 @@ use understudy_compiler::release::ops::{self, RollbackArgs as OpsRollback};
 use understudy_compiler::release::pipeline::{self, PolicySource, Request};
 use understudy_compiler::release::record::{rfc3339, Kind};
 use understudy_compiler::release::registry::{self, LockOptions, Registry};
+use understudy_compiler::release::rollout::record::{self as rollout_record, RolloutRecord};
+use understudy_compiler::release::rollout::run::{self as rollout_run, Start, Wall};
+use understudy_compiler::release::rollout::{Judgement, Phase};
 use understudy_compiler::release::size;
 use understudy_compiler::release::{diff, DEPLOY_SCRIPT};
 
@@ -46,8 +49,8 @@ pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
         ReleasesCommand::Diff(a) => diff_cmd(&a),
         ReleasesCommand::Promote(a) => promote(&a),
         ReleasesCommand::Rollback(a) => rollback(&a),
-        ReleasesCommand::Rollout(a) => super::rollout::rollout(&a),
-        ReleasesCommand::Status(a) => super::rollout::status(&a),
+        ReleasesCommand::Rollout(a) => rollout(&a),
+        ReleasesCommand::Status(a) => status(&a),
         ReleasesCommand::Verify(a) => verify(&a),
         ReleasesCommand::Repair(a) => repair(&a),
     }
@@ -364,4 +367,98 @@ fn repair(args: &RegistryArg) -> Result<ExitCode> {
     println!("could not fix {} problem(s):", r.after.findings.len());
     print_findings(&r.after);
     Ok(Exit::RegistryDamaged.into())
+}
+
+pub fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
+    let reg = args.registry.open("releases rollout")?;
+    let Some(front) = &args.front else {
+        bail!(
+            "the Cloudflare driver (wrangler versions and the Analytics Engine SQL API) is not \
+             built yet; roll out against the local front of `understudy drill --rollout` with \
+             --front URL"
+        );
+    };
+    let mut driver = understudy_lab::rollout::front::Front::new(front)?;
+    let start = if args.resume {
+        Start::Resume
+    } else if args.abort {
+        Start::Abort
+    } else {
+        Start::New {
+            old: args.from.clone(),
+            slo: args.slo.slo(),
+        }
+    };
+    let rec = rollout_run::run(
+        &reg,
+        &args.id,
+        start,
+        &mut driver,
+        &mut Wall,
+        &mut std::io::stdout(),
+    )?;
+    Ok(match rec.state.phase {
+        Phase::Done => Exit::Ok,
+        _ => Exit::RolledBack,
+    }
+    .into())
+}
+
+pub fn status(args: &StatusArgs) -> Result<ExitCode> {
+    let reg = args.registry.open("releases status")?;
+    let rec = match &args.id {
+        Some(id) => {
+            let id = reg.resolve(id)?;
+            rollout_record::read(&reg, &id)?
+        }
+        None => match rollout_record::running(&reg)? {
+            Some(r) => Some(r),
+            None => rollout_record::all(&reg)?.into_iter().last(),
+        },
+    };
+    match args.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "rollout": rec }))?
+        ),
+        Format::Human => match &rec {
+            None => println!("no rollout in {}", reg.root.display()),
+            Some(r) => show(r),
+        },
+    }
+    Ok(Exit::Ok.into())
+}
+
+fn show(r: &RolloutRecord) {
+    println!(
+        "rollout of {} from {} ({}): {}",
+        r.new,
+        r.old,
+        r.driver,
+        r.summary()
+    );
+    println!(
+        "  steps {:?}%, dwell {:.1} s, at least {} answers each, margins: degraded {}, no-tier 5xx {}, p95 {}%; at most {} holds",
+        r.slo.steps,
+        r.slo.dwell_ms as f64 / 1000.0,
+        r.slo.min_answers,
+        r.slo.degraded_margin,
+        r.slo.unavailable_margin,
+        r.slo.p95_margin * 100.0,
+        r.slo.max_holds
+    );
+    for l in &r.state.log {
+        let (word, reasons) = match &l.judgement {
+            Judgement::Advance { reasons } => ("advance", reasons),
+            Judgement::Hold { reasons } => ("hold", reasons),
+            Judgement::RollBack { reasons } => ("roll back", reasons),
+        };
+        println!(
+            "  at {}%: {word} (old {} answers, new {})",
+            l.step, l.evidence.old.answers, l.evidence.new.answers
+        );
+        for reason in reasons {
+            println!("      {reason}");
+        }
+    }
 }

@@ -89,12 +89,15 @@ impl Slo {
         out
     }
 
-    /// The most a bad release is seen for at `rate_rps` in all: the first step's share, for
-    /// its dwell or the time its version needs to gather `min_answers`, whichever is longer.
+    /// The longest a bad release is seen at `rate_rps` in all: at the first step's share,
+    /// until the first judgement with `min_answers` from it — judgements come a dwell apart
+    /// (a thin window holds and is judged again a dwell later), so the time its version needs
+    /// to gather them, rounded up to whole dwells.
     pub fn exposure_ms(&self, rate_rps: f64) -> f64 {
         let share = f64::from(self.steps.first().copied().unwrap_or(100)) / 100.0;
         let gather = self.min_answers as f64 / (rate_rps * share).max(f64::MIN_POSITIVE) * 1000.0;
-        gather.max(self.dwell_ms as f64)
+        let dwell = (self.dwell_ms as f64).max(1.0);
+        (gather / dwell).ceil().max(1.0) * dwell
     }
 }
 
@@ -145,6 +148,7 @@ fn share(
     let c = |x: u64| x.min(u64::from(u32::MAX)) as u32;
     let (old_lo, old_hi) = wilson(c(old_k), c(old_n));
     let (new_lo, new_hi) = wilson(c(new_k), c(new_n));
+    let (old_lo, new_lo) = (old_lo.max(0.0), new_lo.max(0.0));
     let shown = format!(
         "{name}: new {:.2}% [{:.2}, {:.2}] of {new_n}, old {:.2}% [{:.2}, {:.2}] of {old_n}, margin {:.2}",
         100.0 * new_k as f64 / new_n.max(1) as f64,

@@ -29,7 +29,7 @@ pub mod plot;
 pub mod prepare;
 pub mod rate;
 pub mod script;
-mod setup;
+pub(crate) mod setup;
 pub mod status;
 
 use std::path::{Path, PathBuf};

@@ -30,6 +30,19 @@ struct State {
     new: String,
 }
 
+/// A deployment the front made, as its state lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct Deployment {
+    /// ms since the epoch.
+    pub at: u64,
+    pub new_percent: u8,
+}
+
+#[derive(Deserialize)]
+struct Deployments {
+    deployments: Vec<Deployment>,
+}
+
 #[derive(Deserialize)]
 struct Both {
     old: Figures,
@@ -94,6 +107,15 @@ impl Front {
             bail!("{method} {}{path}: answered {status}: {v}", self.url);
         }
         Ok(v)
+    }
+}
+
+impl Front {
+    /// Every deployment the front made, in order.
+    pub fn deployments(&self) -> Result<Vec<Deployment>> {
+        let d: Deployments = serde_json::from_value(self.call("GET", "/__rollout/state", "")?)
+            .context("the front's /__rollout/state")?;
+        Ok(d.deployments)
     }
 }
 

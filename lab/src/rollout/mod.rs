@@ -3,4 +3,6 @@
 //! workerd behind the front, steady traffic through it, and `understudy releases rollout`
 //! driving the steps.
 
+pub mod drill;
 pub mod front;
+mod load;

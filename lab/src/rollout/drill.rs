@@ -1,0 +1,487 @@
+//! [R-GRADUAL] `understudy drill --rollout OLD NEW --registry R --scenario FILE`: a release's
+//! rollout against two real Workers. Both releases run as versions of one Worker in one
+//! workerd behind the local front (scripts/rollout-front.mjs), the scenario's model behind
+//! them (the simulated origin) and its traffic through the front; `understudy releases
+//! rollout NEW --front URL` — the real command, as a child process — drives the steps. With
+//! `kill_controller` the child is SIGKILLed once it has recorded its advance past the first
+//! step and is started again with `--resume`.
+//!
+//! What it checks (each a [`Check`]): the verdict expected, the steps deployed in order with
+//! none lost or repeated, no verdict on fewer answers than the SLO asks, a bad release's
+//! exposure within the bound ([`Slo::exposure_ms`]), and every answer after the rollout from
+//! the version it ended on.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use serde::Serialize;
+use understudy_compiler::load::load_policy;
+use understudy_compiler::release::registry::Registry;
+use understudy_compiler::release::rollout::record::{self, RolloutRecord};
+use understudy_compiler::release::rollout::{Judgement, Phase, Slo};
+use understudy_compiler::simulate::scenario::{self, RawScenario};
+use understudy_core::breaker::rate::wilson;
+use understudy_core::Millis;
+
+use super::front::{Deployment, Front};
+use crate::drill::edge::NodeServer;
+use crate::drill::prepare::{epoch_ms, kv_seed, plan_request};
+use crate::drill::script;
+use crate::origin::OriginServer;
+
+/// After the rollout ends, traffic goes on this long: what the end looks like to clients.
+const TAIL: Duration = Duration::from_millis(1_500);
+/// Answers sent this soon after the last deployment may still be on their way.
+const SETTLE_MS: u64 = 300;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    Advance,
+    RollBack,
+}
+
+pub struct Options {
+    pub registry: PathBuf,
+    /// Default: the active release.
+    pub old: Option<String>,
+    pub new: String,
+    pub scenario: PathBuf,
+    pub rate: Option<f64>,
+    pub concurrency: usize,
+    pub timeout: Duration,
+    pub slo: Slo,
+    pub expect: Option<Expect>,
+    pub kill_controller: bool,
+    /// The `understudy` binary that runs the controller.
+    pub exe: PathBuf,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub held: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Exposure {
+    /// From the first deployment of the new version to the rollback's.
+    pub seconds: f64,
+    pub bound_seconds: f64,
+    pub answers: u64,
+    pub new_answers: u64,
+    pub share: f64,
+    pub first_step_share: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Outcome {
+    pub old: String,
+    pub new: String,
+    pub rate_rps: f64,
+    pub phase: Phase,
+    /// ms after the traffic started, and the new version's share.
+    pub deployments: Vec<(f64, u8)>,
+    /// What the record said when the controller was killed.
+    pub killed_at: Option<String>,
+    pub answers: u64,
+    pub old_answers: u64,
+    pub new_answers: u64,
+    pub unanswered: u64,
+    pub exposure: Option<Exposure>,
+    pub record: RolloutRecord,
+    pub checks: Vec<Check>,
+}
+
+impl Outcome {
+    pub fn broken(&self) -> Vec<&Check> {
+        self.checks.iter().filter(|c| !c.held).collect()
+    }
+}
+
+fn controller(opts: &Options, old: &str, front: &str, resume: bool) -> Result<Child> {
+    let s = &opts.slo;
+    let mut cmd = Command::new(&opts.exe);
+    cmd.args(["releases", "rollout", &opts.new, "--registry"])
+        .arg(&opts.registry)
+        .args(["--front", front]);
+    if resume {
+        cmd.arg("--resume");
+    } else {
+        let steps: Vec<String> = s.steps.iter().map(u8::to_string).collect();
+        cmd.args(["--from", old, "--steps", &steps.join(",")])
+            .args(["--dwell", &format!("{}ms", s.dwell_ms)])
+            .args(["--min-answers", &s.min_answers.to_string()])
+            .args(["--degraded-margin", &s.degraded_margin.to_string()])
+            .args(["--unavailable-margin", &s.unavailable_margin.to_string()])
+            .args(["--p95-margin", &s.p95_margin.to_string()])
+            .args(["--max-holds", &s.max_holds.to_string()]);
+    }
+    // Its lines go to stderr: stdout is the drill's (JSON with --format json).
+    cmd.stdout(std::io::stderr())
+        .spawn()
+        .with_context(|| format!("cannot run {}", opts.exe.display()))
+}
+
+/// Waits for the controller until `deadline`; with `kill_when`, SIGKILLs it the first time
+/// its record satisfies the predicate and returns the record then.
+fn watch(
+    child: &mut Child,
+    reg: &Registry,
+    new: &str,
+    deadline: Instant,
+    kill_when: Option<&dyn Fn(&RolloutRecord) -> bool>,
+) -> Result<(Option<i32>, Option<RolloutRecord>)> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok((status.code(), None));
+        }
+        if let Some(pred) = kill_when {
+            if let Ok(Some(rec)) = record::read(reg, new) {
+                if pred(&rec) {
+                    child.kill()?; // SIGKILL
+                    child.wait()?;
+                    return Ok((None, Some(rec)));
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("the rollout did not end before the scenario's traffic did; give the scenario more requests");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn run(opts: &Options) -> Result<Outcome> {
+    let root = understudy_compiler::dist::edge::workspace_root().context(
+        "`understudy drill --rollout` runs inside an Understudy checkout (it needs scripts/rollout-front.mjs and the npm packages)",
+    )?;
+    if !root.join("node_modules/miniflare").is_dir() {
+        bail!("{} has no node_modules/miniflare; run `scripts/setup.sh` there first (it runs `npm ci`)", root.display());
+    }
+    let problems = opts.slo.problems();
+    if !problems.is_empty() {
+        bail!("the rollout's settings: {}", problems.join("; "));
+    }
+    let reg = Registry::open(&opts.registry)?;
+    let new = reg.resolve(&opts.new)?;
+    let old = match &opts.old {
+        Some(o) => reg.resolve(o)?,
+        None => reg.active()?.with_context(|| {
+            format!(
+                "{} has no active release; name the old one",
+                reg.root.display()
+            )
+        })?,
+    };
+    let (old_rel, new_rel) = (reg.load(&old)?, reg.load(&new)?);
+
+    // The traffic: the scenario's requests as the old release's policy reads them.
+    let now = Millis(epoch_ms());
+    let loaded = load_policy(&old_rel.source_path(&old_rel.record.sources.policy), now);
+    let policy = loaded
+        .policy
+        .with_context(|| format!("release {old}: its policy does not read"))?;
+    let text = std::fs::read_to_string(&opts.scenario)
+        .with_context(|| format!("{}: cannot read", opts.scenario.display()))?;
+    let mut raw: RawScenario =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", opts.scenario.display()))?;
+    if let Some(rate) = opts.rate {
+        let before = raw.rate.unwrap_or(rate);
+        crate::drill::setup::widen_identities(&mut raw, &policy, rate / before)?;
+        raw.interval = None;
+        raw.rate = Some(rate);
+    }
+    let sc = scenario::build(raw, &policy)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", opts.scenario.display()))?;
+    let rate_rps = 1e6 / sc.interval_us.max(1) as f64;
+
+    let work = tempfile::Builder::new()
+        .prefix("understudy-rollout-")
+        .tempdir()?;
+    let seed = work.path().join("kv-seed.json");
+    std::fs::write(&seed, serde_json::to_vec_pretty(&kv_seed(&sc, now))?)?;
+    let origin = OriginServer::spawn(([127, 0, 0, 1], 0).into(), Some(script::origin_script(&sc)))?;
+    let mut cmd = Command::new("node");
+    cmd.arg(root.join("scripts/rollout-front.mjs"))
+        .arg("--old")
+        .arg(&old_rel.dir)
+        .arg("--new")
+        .arg(&new_rel.dir)
+        .args(["--origin", &origin.url()])
+        .arg("--seed")
+        .arg(&seed)
+        .current_dir(&root);
+    let (server, url) = NodeServer::start(
+        cmd,
+        "edge listening on ",
+        Duration::from_secs(60),
+        "the rollout's front",
+    )?;
+    let front = Front::new(&url)?;
+    eprintln!(
+        "drill --rollout: {old} → {new} at {rate_rps:.0} req/s through {url}, steps {:?}%",
+        opts.slo.steps
+    );
+
+    let mut tokens = std::collections::BTreeMap::new();
+    let plan: Vec<_> = (0..sc.requests)
+        .map(|i| plan_request(&policy, &sc, i, &mut tokens))
+        .collect();
+    let limit = Duration::from_micros(sc.requests * sc.interval_us);
+    let stop = Arc::new(AtomicBool::new(false));
+    let start_epoch = epoch_ms();
+    let load = {
+        let (stop, addr) = (Arc::clone(&stop), front_addr(&url)?);
+        let (concurrency, timeout) = (opts.concurrency, opts.timeout);
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            anyhow::Ok(rt.block_on(super::load::run(
+                addr,
+                plan,
+                concurrency,
+                timeout,
+                limit,
+                stop,
+                start_epoch,
+            )))
+        })
+    };
+    let deadline = Instant::now() + limit;
+    let driven = (|| -> Result<(Option<i32>, Option<RolloutRecord>)> {
+        let mut child = controller(opts, &old, &url, false)?;
+        let past_first = |r: &RolloutRecord| r.state.step >= 1;
+        let (code, killed) = watch(
+            &mut child,
+            &reg,
+            &new,
+            deadline,
+            opts.kill_controller
+                .then_some(&past_first as &dyn Fn(&RolloutRecord) -> bool),
+        )?;
+        if killed.is_none() {
+            return Ok((code, None));
+        }
+        eprintln!(
+            "drill --rollout: the controller was killed (SIGKILL); resuming from the registry"
+        );
+        let mut child = controller(opts, &old, &url, true)?;
+        let (code, _) = watch(&mut child, &reg, &new, deadline, None)?;
+        Ok((code, killed))
+    })();
+    if driven.is_ok() {
+        std::thread::sleep(TAIL);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let seen = load
+        .join()
+        .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
+    let deployments = front.deployments();
+    drop(server);
+    origin.shutdown();
+    let (code, killed) = driven?;
+    let deployments = deployments?;
+    if !matches!(code, Some(0 | 1)) {
+        bail!("the controller (`understudy releases rollout`) failed (exit {code:?}); its error is above");
+    }
+    let rec = record::read(&reg, &new)?.context("the controller left no record")?;
+    Ok(assess(
+        opts,
+        &old,
+        &new,
+        rate_rps,
+        start_epoch,
+        &seen,
+        &deployments,
+        rec,
+        killed,
+    ))
+}
+
+fn front_addr(url: &str) -> Result<std::net::SocketAddr> {
+    url.strip_prefix("http://")
+        .and_then(|a| a.parse().ok())
+        .with_context(|| format!("the front printed an unexpected address {url:?}"))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assess(
+    opts: &Options,
+    old: &str,
+    new: &str,
+    rate_rps: f64,
+    start_epoch: u64,
+    seen: &[super::load::Seen],
+    deployments: &[Deployment],
+    rec: RolloutRecord,
+    killed: Option<RolloutRecord>,
+) -> Outcome {
+    let slo = &rec.slo;
+    let version = |s: &super::load::Seen| s.obs.headers.policy_version.clone().unwrap_or_default();
+    let count = |v: &str| seen.iter().filter(|s| version(s) == v).count() as u64;
+    let unanswered = seen.iter().filter(|s| s.obs.status == 0).count() as u64;
+    let mut checks = Vec::new();
+
+    if let Some(e) = opts.expect {
+        let got = rec.state.phase;
+        let want = match e {
+            Expect::Advance => Phase::Done,
+            Expect::RollBack => Phase::RolledBack,
+        };
+        checks.push(Check {
+            name: "ROLLOUT_VERDICT",
+            held: got == want,
+            detail: format!("expected {want:?}, the rollout ended {got:?}"),
+        });
+    }
+
+    // The steps: the front's deployments (a repeat of the same split — a deployment asked
+    // again after a kill — is one step) against the judgements the record keeps.
+    let mut distinct: Vec<u8> = deployments.iter().map(|d| d.new_percent).collect();
+    distinct.dedup();
+    let last_step = rec.state.step;
+    let mut want: Vec<u8> = slo.steps[..=last_step.min(slo.steps.len() - 1)].to_vec();
+    if rec.state.phase == Phase::RolledBack {
+        want.push(0);
+    }
+    let advances: Vec<u8> = rec
+        .state
+        .log
+        .iter()
+        .filter(|l| matches!(l.judgement, Judgement::Advance { .. }))
+        .map(|l| l.step)
+        .collect();
+    let once = advances.windows(2).all(|w| w[0] < w[1]);
+    checks.push(Check {
+        name: "ROLLOUT_STEPS",
+        held: distinct == want && once,
+        detail: format!(
+            "deployed {distinct:?}% (expected {want:?}%), advanced from {advances:?}%{}",
+            killed.as_ref().map_or(String::new(), |k| format!(
+                "; killed at step {} ({:?}) and resumed",
+                slo.steps[k.state.step.min(slo.steps.len() - 1)],
+                k.state.phase
+            ))
+        ),
+    });
+
+    // No verdict on thin evidence (a rollback for holding too long is a hold, named so).
+    let thin: Vec<String> = rec
+        .state
+        .log
+        .iter()
+        .filter(|l| {
+            let held_out = matches!(&l.judgement, Judgement::RollBack { reasons } if reasons.iter().any(|r| r.starts_with("held ")));
+            !matches!(l.judgement, Judgement::Hold { .. })
+                && !held_out
+                && (l.evidence.old.answers < slo.min_answers || l.evidence.new.answers < slo.min_answers)
+        })
+        .map(|l| format!("at {}%: old {}, new {}", l.step, l.evidence.old.answers, l.evidence.new.answers))
+        .collect();
+    checks.push(Check {
+        name: "ROLLOUT_EVIDENCE",
+        held: thin.is_empty(),
+        detail: if thin.is_empty() {
+            format!(
+                "every verdict had at least {} answers from each version",
+                slo.min_answers
+            )
+        } else {
+            format!("verdicts on too few answers: {}", thin.join("; "))
+        },
+    });
+
+    // A bad release's exposure: from its first deployment to the rollback's.
+    let mut exposure = None;
+    let first = deployments.iter().find(|d| d.new_percent > 0);
+    let back = deployments.iter().rev().find(|d| d.new_percent == 0);
+    if let (Phase::RolledBack, Some(first), Some(back), 0) =
+        (rec.state.phase, first, back, last_step)
+    {
+        let inside: Vec<_> = seen
+            .iter()
+            .filter(|s| s.sent_epoch_ms >= first.at && s.sent_epoch_ms < back.at)
+            .collect();
+        let n = inside.len() as u64;
+        let k = inside.iter().filter(|s| version(s) == new).count() as u64;
+        let share = f64::from(slo.steps[0]) / 100.0;
+        let tick = (slo.dwell_ms / 10).clamp(50, 5_000) as f64;
+        let bound = slo.exposure_ms(rate_rps) + 2.0 * tick + 1_000.0;
+        let seconds = back.at.saturating_sub(first.at) as f64 / 1000.0;
+        let c = |x: u64| x.min(u64::from(u32::MAX)) as u32;
+        let (lo, _) = wilson(c(k), c(n));
+        checks.push(Check {
+            name: "ROLLOUT_EXPOSURE",
+            held: seconds * 1000.0 <= bound && lo <= share,
+            detail: format!(
+                "the bad release was deployed {seconds:.2} s (bound {:.2} s) and answered {k} of {n} requests ({:.1}%, first step {:.0}%)",
+                bound / 1000.0,
+                100.0 * k as f64 / n.max(1) as f64,
+                100.0 * share
+            ),
+        });
+        exposure = Some(Exposure {
+            seconds,
+            bound_seconds: bound / 1000.0,
+            answers: n,
+            new_answers: k,
+            share: k as f64 / n.max(1) as f64,
+            first_step_share: share,
+        });
+    }
+
+    // After the end, every answer from the version it ended on.
+    if let Some(last) = deployments.last() {
+        let on = if rec.state.phase == Phase::Done {
+            new
+        } else {
+            old
+        };
+        let after: Vec<_> = seen
+            .iter()
+            .filter(|s| s.sent_epoch_ms >= last.at + SETTLE_MS && s.obs.status != 0)
+            .collect();
+        let off = after.iter().filter(|s| version(s) != on).count();
+        checks.push(Check {
+            name: "ROLLOUT_AFTER",
+            held: !after.is_empty() && off == 0,
+            detail: format!(
+                "{} answers after the rollout ended, {off} not from {on}",
+                after.len()
+            ),
+        });
+    }
+    checks.push(Check {
+        name: "ROLLOUT_ANSWERED",
+        held: unanswered == 0,
+        detail: format!("{unanswered} of {} requests without an answer", seen.len()),
+    });
+
+    Outcome {
+        old: old.into(),
+        new: new.into(),
+        rate_rps,
+        phase: rec.state.phase,
+        deployments: deployments
+            .iter()
+            .map(|d| (d.at as f64 - start_epoch as f64, d.new_percent))
+            .collect(),
+        killed_at: killed.map(|k| k.summary()),
+        answers: seen.len() as u64,
+        old_answers: count(old),
+        new_answers: count(new),
+        unanswered,
+        exposure,
+        record: rec,
+        checks,
+    }
+}

@@ -1,0 +1,120 @@
+// [R-GRADUAL] [R-STATE] A release's rollout against two real Workers (ADR 012): both releases
+// run as versions of one Worker in workerd behind the local front, the simulated model behind
+// them, steady traffic through the front, and `understudy releases rollout` — the real
+// command, as a child of `understudy drill --rollout` — deciding the steps. The short form of
+// the proofs (10% → 50% → 100%, a 2 s dwell, 120 answers per version, 5-point margins):
+//   - a good release advances through every step to 100%, with its controller SIGKILLed
+//     after its first advance and resumed from the registry: no step lost or repeated;
+//   - a bad release (its deadline below the model's latency) is rolled back at its first
+//     step, its exposure within the bound, and ACTIVE never leaves the old release;
+//   - a low-traffic window holds instead of judging on too few answers, and a rollout held
+//     too long at one step rolls back.
+
+import { describe, test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { readFile, mkdir, readdir } from "node:fs/promises";
+import { join } from "node:path";
+
+import { ROOT, EDGE_DIR, requireEdge, understudy, tempDir, preparePolicy } from "./harness.mjs";
+
+requireEdge();
+
+const SHORT = [
+  "--steps", "10,50,100", "--dwell", "2s", "--min-answers", "120",
+  "--degraded-margin", "0.05", "--unavailable-margin", "0.05",
+];
+
+function ok(args) {
+  const r = understudy(args, { timeoutMs: 120_000 });
+  assert.equal(r.status, 0, `understudy ${args.join(" ")} exited ${r.status}:\n${r.stdout}\n${r.stderr}`);
+  return r;
+}
+
+describe("understudy drill --rollout", () => {
+  let tmp;
+  let reg;
+  const ids = {};
+  const active = async () => (await readFile(join(reg, "ACTIVE"), "utf8")).trim();
+
+  before(async () => {
+    tmp = await tempDir("understudy-rollout-");
+    reg = join(tmp.dir, "reg");
+    const variants = {
+      old: (t) => t,
+      good: (t) => t.replace(/^version = ".*"$/m, 'version = "2026-12-03.good"'),
+      // The model answers in 20 ms; this release gives it 8.
+      bad: (t) =>
+        t
+          .replace(/^version = ".*"$/m, 'version = "2026-12-03.bad"')
+          .replace(/^deadline = "45ms"$/m, 'deadline = "8ms"')
+          .replace(/^attempt_timeout = "45ms"$/m, 'attempt_timeout = "8ms"'),
+    };
+    for (const [name, edit] of Object.entries(variants)) {
+      const dir = join(tmp.dir, name);
+      await mkdir(dir);
+      const policy = await preparePolicy("recommendations", dir, { edit });
+      const before = new Set(await readdir(join(reg, "releases")).catch(() => []));
+      ok(["releases", "add", policy, "--registry", reg, "--edge", EDGE_DIR, ...(name === "old" ? ["--promote"] : [])]);
+      ids[name] = (await readdir(join(reg, "releases"))).find((id) => !before.has(id));
+      assert.ok(ids[name], `the ${name} release was added`);
+    }
+  });
+  after(() => tmp?.cleanup());
+
+  function drill(old, neu, extra) {
+    const r = understudy(
+      ["drill", "--rollout", old, neu, "--registry", reg, "--scenario", join(ROOT, "scenarios/rollout.toml"), "--format", "json", ...extra],
+      { timeoutMs: 180_000 },
+    );
+    let out;
+    try {
+      out = JSON.parse(r.stdout);
+    } catch {
+      assert.fail(`drill --rollout printed no JSON (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
+    }
+    return { r, out };
+  }
+
+  const failed = (out) => out.checks.filter((c) => !c.held).map((c) => `${c.name}: ${c.detail}`);
+
+  test("a good release advances to 100%, its controller killed mid-rollout and resumed with no step lost or repeated", async () => {
+    const { r, out } = drill("active", ids.good, ["--rate", "200", "--expect", "advance", "--kill-controller", ...SHORT]);
+    assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
+    assert.equal(out.phase, "done");
+    assert.ok(out.killed_at, "the controller was killed once");
+    assert.match(r.stderr, /resuming from the registry/);
+    const distinct = out.deployments.map(([, p]) => p).filter((p, i, a) => i === 0 || a[i - 1] !== p);
+    assert.deepEqual(distinct, [10, 50, 100]);
+    const advances = out.record.state.log.filter((l) => l.judgement.verdict === "advance").map((l) => l.step);
+    assert.deepEqual(advances, [10, 50], "each step advanced once");
+    assert.ok(out.checks.some((c) => c.name === "ROLLOUT_AFTER" && c.held));
+    assert.equal(await active(), ids.good, "the rolled-out release is active");
+    const s = ok(["releases", "status", "--registry", reg, "--id", ids.good]);
+    assert.match(s.stdout, /done: at 100%/);
+  });
+
+  test("a bad release is rolled back at its first step, its exposure within the bound", async () => {
+    const before = await active();
+    const { r, out } = drill(ids.old, ids.bad, ["--rate", "200", "--expect", "rollback", ...SHORT]);
+    assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
+    assert.equal(out.phase, "rolled_back");
+    const verdicts = out.record.state.log.map((l) => l.judgement.verdict);
+    assert.equal(verdicts.at(-1), "roll_back");
+    assert.ok(out.record.state.log.at(-1).judgement.reasons[0].startsWith("worse — degraded share"), JSON.stringify(out.record.state.log.at(-1)));
+    const e = out.exposure;
+    assert.ok(e, "the exposure was measured");
+    assert.ok(e.seconds <= e.bound_seconds, `exposed ${e.seconds} s, bound ${e.bound_seconds} s`);
+    assert.ok(e.share < 0.2, `the bad release answered ${(100 * e.share).toFixed(1)}% while exposed (first step 10%)`);
+    assert.equal(await active(), before, "ACTIVE never left the old release");
+  });
+
+  test("a low-traffic window holds rather than judge on too few answers, and holding too long rolls back", async () => {
+    const { r, out } = drill(ids.old, ids.good, ["--rate", "20", "--expect", "rollback", "--max-holds", "2", ...SHORT]);
+    assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
+    const log = out.record.state.log;
+    assert.deepEqual(log.map((l) => l.judgement.verdict), ["hold", "hold", "roll_back"]);
+    for (const l of log) assert.match(l.judgement.reasons[0], /^too few answers/);
+    assert.match(log[2].judgement.reasons.at(-1), /^held 2 times at 10%/);
+    assert.ok(out.checks.some((c) => c.name === "ROLLOUT_EVIDENCE" && c.held));
+  });
+});
