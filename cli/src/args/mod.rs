@@ -13,7 +13,7 @@ pub use events::{EventsArgs, EventsCommand};
 pub use publish::PublishArgs;
 pub use releases::{
     AddArgs, DiffArgs, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
-    RollbackArgs, RolloutArgs, SloArgs, StatusArgs,
+    RollbackArgs, RolloutArgs, SloArgs, StatusArgs, UploadArgs,
 };
 
 use clap::{Parser, Subcommand, ValueEnum};

@@ -26,6 +26,9 @@ pub enum ReleasesCommand {
     Promote(PromoteArgs),
     /// Roll the policy back, keeping the current validated catalog.
     Rollback(RollbackArgs),
+    /// Upload a release as a Workers version (`wrangler versions upload`, tagged with its ID)
+    /// and record the version ID in the registry.
+    Upload(UploadArgs),
     /// Roll a release out gradually against the active one, judged on the fallback's own SLO
     /// (docs/rollout.md): advance, hold or roll back at each step.
     Rollout(RolloutArgs),
@@ -131,9 +134,13 @@ pub struct RolloutArgs {
     #[arg(long, value_name = "ID")]
     pub from: Option<String>,
     /// The local front of `understudy drill --rollout` (http://127.0.0.1:PORT) deploys and
-    /// measures the versions.
+    /// measures the versions; without it, Cloudflare does (wrangler, the Analytics Engine
+    /// SQL API; docs/rollout.md).
     #[arg(long, value_name = "URL")]
     pub front: Option<String>,
+    /// Cloudflare: pass `--dry-run` to every `wrangler versions deploy` (a rehearsal).
+    #[arg(long, conflicts_with = "front")]
+    pub dry_run: bool,
     #[command(flatten)]
     pub slo: SloArgs,
     /// Continue the recorded rollout of ID (after a crash or a kill).
@@ -210,4 +217,15 @@ impl SloArgs {
         }
         slo
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UploadArgs {
+    /// The release to upload.
+    pub id: String,
+    #[command(flatten)]
+    pub registry: RegistryArg,
+    /// Let wrangler check the upload (`--dry-run`); nothing is uploaded or recorded.
+    #[arg(long)]
+    pub dry_run: bool,
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::args::{
     AddArgs, DiffArgs, Format, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
-    RollbackArgs, RolloutArgs, StatusArgs,
+    RollbackArgs, RolloutArgs, StatusArgs, UploadArgs,
 };
 use crate::exit::Exit;
 use understudy_compiler::dist::edge;
@@ -22,6 +22,7 @@ use understudy_compiler::release::ops::{self, RollbackArgs as OpsRollback};
 use understudy_compiler::release::pipeline::{self, PolicySource, Request};
 use understudy_compiler::release::record::{rfc3339, Kind};
 use understudy_compiler::release::registry::{self, LockOptions, Registry};
+use understudy_compiler::release::rollout::cloudflare::driver::{self as cloudflare, Cloudflare};
 use understudy_compiler::release::rollout::record::{self as rollout_record, RolloutRecord};
 use understudy_compiler::release::rollout::run::{self as rollout_run, Start, Wall};
 use understudy_compiler::release::rollout::{Judgement, Phase};
@@ -49,6 +50,7 @@ pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
         ReleasesCommand::Diff(a) => diff_cmd(&a),
         ReleasesCommand::Promote(a) => promote(&a),
         ReleasesCommand::Rollback(a) => rollback(&a),
+        ReleasesCommand::Upload(a) => upload(&a),
         ReleasesCommand::Rollout(a) => rollout(&a),
         ReleasesCommand::Status(a) => status(&a),
         ReleasesCommand::Verify(a) => verify(&a),
@@ -128,6 +130,12 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
     rows.sort_by(|a, b| {
         (a.record.created_at_ms, &a.record.id).cmp(&(b.record.created_at_ms, &b.record.id))
     });
+    // Each release's last rollout, as its record in rollouts/ says.
+    let rollouts: std::collections::BTreeMap<String, RolloutRecord> = rollout_record::all(&reg)?
+        .into_iter()
+        .map(|r| (r.new.clone(), r))
+        .collect();
+    let rollout_of = |id: &str| rollouts.get(id).map(RolloutRecord::summary);
     match args.format {
         Format::Json => {
             let releases: Vec<_> = rows
@@ -151,6 +159,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                         "module": r.record.module,
                         "parent": r.record.parent,
                         "note": r.record.note,
+                        "rollout": rollout_of(r.id()),
                     })
                 })
                 .collect();
@@ -169,7 +178,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                 active.as_deref().unwrap_or("none")
             );
             println!(
-                "  {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  NOTE",
+                "  {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {:<22}  NOTE",
                 "ID",
                 "KIND",
                 "POLICY",
@@ -178,7 +187,8 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                 "ITEMS",
                 "CATALOG (snapshot age)",
                 "STUBS EXPIRE",
-                "PUBLISHED KV EXPIRES"
+                "PUBLISHED KV EXPIRES",
+                "ROLLOUT"
             );
             for r in &rows {
                 let rec = &r.record;
@@ -203,7 +213,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                         .join(", ")
                 };
                 println!(
-                    "{mark} {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {}",
+                    "{mark} {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {:<22}  {}",
                     rec.id,
                     rec.kind.as_str(),
                     rec.policy.version,
@@ -213,6 +223,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                     catalog,
                     stubs,
                     kv,
+                    rollout_of(r.id()).unwrap_or_else(|| "-".into()),
                     rec.note
                 );
             }
@@ -371,14 +382,24 @@ fn repair(args: &RegistryArg) -> Result<ExitCode> {
 
 pub fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
     let reg = args.registry.open("releases rollout")?;
-    let Some(front) = &args.front else {
-        bail!(
-            "the Cloudflare driver (wrangler versions and the Analytics Engine SQL API) is not \
-             built yet; roll out against the local front of `understudy drill --rollout` with \
-             --front URL"
-        );
+    let mut driver: Box<dyn rollout_run::Driver> = match &args.front {
+        Some(front) => Box::new(understudy_lab::rollout::front::Front::new(front)?),
+        None => {
+            let new = reg.resolve(&args.id)?;
+            let old = match (&args.from, rollout_record::read(&reg, &new)?) {
+                (Some(o), _) => o.clone(),
+                // --resume / --abort: the recorded rollout's old release.
+                (None, Some(r)) if args.resume || args.abort => r.old,
+                (None, _) => reg.active()?.ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "{} has no active release; name the old one with --from ID",
+                        reg.root.display()
+                    )
+                })?,
+            };
+            Box::new(Cloudflare::new(&reg, &old, &new, args.dry_run)?)
+        }
     };
-    let mut driver = understudy_lab::rollout::front::Front::new(front)?;
     let start = if args.resume {
         Start::Resume
     } else if args.abort {
@@ -393,7 +414,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
         &reg,
         &args.id,
         start,
-        &mut driver,
+        driver.as_mut(),
         &mut Wall,
         &mut std::io::stdout(),
     )?;
@@ -461,4 +482,22 @@ fn show(r: &RolloutRecord) {
             println!("      {reason}");
         }
     }
+}
+
+fn upload(args: &UploadArgs) -> Result<ExitCode> {
+    let reg = args.registry.open("releases upload")?;
+    let wrangler = cloudflare::Wrangler::from_env();
+    match cloudflare::upload(&reg, &args.id, &wrangler, args.dry_run, now_ms())? {
+        None => println!(
+            "{}: wrangler checked the upload (--dry-run); nothing was uploaded",
+            args.id
+        ),
+        Some(u) => println!(
+            "{}: Workers version {} of {}",
+            u.release,
+            u.version_id.as_deref().unwrap_or("?"),
+            u.worker
+        ),
+    }
+    Ok(Exit::Ok.into())
 }

@@ -79,6 +79,14 @@ pub fn render(service: &str, release_id: &str, policy_file: &str, bindings: &Bin
     let _ = writeln!(t, "name = {}", toml_str(&worker_name(service)));
     let _ = writeln!(t, "main = {}", toml_str(ENTRY));
     let _ = writeln!(t, "compatibility_date = {}", toml_str(COMPATIBILITY_DATE));
+    let _ = writeln!(
+        t,
+        "\n# Workers Logs: every log line the edge writes (docs/observability.md), kept by\n\
+         # Cloudflare per Worker version — what a rollout is investigated with (docs/rollout.md)."
+    );
+    let _ = writeln!(t, "[observability]");
+    let _ = writeln!(t, "enabled = true");
+    let _ = writeln!(t, "head_sampling_rate = 1");
     if !bindings.secrets.is_empty() {
         let _ = writeln!(
             t,

@@ -22,6 +22,7 @@ pub mod record;
 pub mod registry;
 pub mod rollout;
 pub mod size;
+pub mod versions;
 
 use std::fmt;
 

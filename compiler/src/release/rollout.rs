@@ -16,6 +16,7 @@
 //! margin. Anything between — too few answers, or a difference the answers cannot settle, such
 //! as an origin incident hurting both versions — holds.
 
+pub mod cloudflare;
 pub mod latency;
 pub mod record;
 pub mod run;

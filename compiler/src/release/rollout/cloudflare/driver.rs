@@ -1,0 +1,270 @@
+//! Runs what [`super`] builds: wrangler (`$WRANGLER`, else `npx wrangler`) in a release's
+//! directory, and the Analytics Engine SQL API over HTTPS with the account and token wrangler
+//! uses. `--dry-run` passes `--dry-run` to every wrangler command, so a rollout can be
+//! rehearsed without deploying.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+
+use super::{counts_sql, deploy_args, latency_sql, read_figures, upload_args, API_BASE};
+use crate::release::registry::Registry;
+use crate::release::rollout::run::Driver;
+use crate::release::rollout::Figures;
+use crate::release::versions::{self, Uploaded};
+
+/// How long one SQL query may take.
+const SQL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The wrangler command.
+pub struct Wrangler {
+    program: Vec<String>,
+}
+
+impl Wrangler {
+    /// `$WRANGLER` (split on spaces, as deploy.sh runs it), else `npx wrangler`.
+    pub fn from_env() -> Wrangler {
+        let program = std::env::var("WRANGLER")
+            .ok()
+            .filter(|w| !w.trim().is_empty())
+            .map(|w| w.split_whitespace().map(String::from).collect())
+            .unwrap_or_else(|| vec!["npx".into(), "wrangler".into()]);
+        Wrangler { program }
+    }
+
+    /// Runs `wrangler ARGS` in `dir`; its output (stdout and stderr) when it exits 0.
+    pub fn run(&self, dir: &Path, args: &[String]) -> Result<String> {
+        let shown = format!("{} {}", self.program.join(" "), args.join(" "));
+        let out = Command::new(&self.program[0])
+            .args(&self.program[1..])
+            .args(args)
+            .current_dir(dir)
+            .env("WRANGLER_SEND_METRICS", "false")
+            .output()
+            .with_context(|| {
+                format!("cannot run `{shown}` (set WRANGLER to the wrangler command)")
+            })?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !out.status.success() {
+            bail!(
+                "`{shown}` in {} failed ({}):\n{}",
+                dir.display(),
+                out.status,
+                text.trim_end()
+            );
+        }
+        Ok(text)
+    }
+}
+
+/// The Analytics Engine SQL API.
+pub struct Api {
+    base: String,
+    account: String,
+    token: String,
+}
+
+impl Api {
+    /// From `CLOUDFLARE_ACCOUNT_ID`, `CLOUDFLARE_API_TOKEN` and `CLOUDFLARE_API_BASE_URL`
+    /// (default the public API), as wrangler reads them.
+    pub fn from_env() -> Result<Api> {
+        let var = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .with_context(|| format!("{name} is not set: the rollout reads each version's figures from the Analytics Engine SQL API with the account and token wrangler uses"))
+        };
+        Ok(Api {
+            base: std::env::var("CLOUDFLARE_API_BASE_URL")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| API_BASE.into())
+                .trim_end_matches('/')
+                .to_string(),
+            account: var("CLOUDFLARE_ACCOUNT_ID")?,
+            token: var("CLOUDFLARE_API_TOKEN")?,
+        })
+    }
+
+    pub fn sql(&self, query: &str) -> Result<String> {
+        let url = format!(
+            "{}/accounts/{}/analytics_engine/sql",
+            self.base, self.account
+        );
+        let res = ureq::post(&url)
+            .timeout(SQL_TIMEOUT)
+            .set("Authorization", &format!("Bearer {}", self.token))
+            .set("Content-Type", "text/plain")
+            .send_string(query);
+        match res {
+            Ok(r) => r
+                .into_string()
+                .with_context(|| format!("reading the answer of {url}")),
+            Err(ureq::Error::Status(code, r)) => {
+                let body = r.into_string().unwrap_or_default();
+                bail!(
+                    "the SQL API ({url}) answered {code}: {}",
+                    body.chars().take(500).collect::<String>()
+                )
+            }
+            Err(e) => Err(anyhow::Error::new(e)).with_context(|| format!("the SQL API ({url})")),
+        }
+    }
+}
+
+/// Uploads `release` as a Workers version (once: a recorded version is returned as it is;
+/// a lost result is found by its tag). With `dry_run`, wrangler checks the upload and
+/// nothing is recorded (`None`).
+pub fn upload(
+    reg: &Registry,
+    release: &str,
+    wrangler: &Wrangler,
+    dry_run: bool,
+    now_ms: u64,
+) -> Result<Option<Uploaded>> {
+    let _lock = reg.lock()?;
+    let id = reg.resolve(release)?;
+    let rel = reg.load(&id)?;
+    let args = upload_args(
+        &id,
+        &rel.record.policy.version,
+        rel.record.catalog.as_ref().map(|c| c.sha256.as_str()),
+    );
+    if dry_run {
+        let mut a = args;
+        a.extend(["--dry-run".into(), "--outdir".into()]);
+        let out = tempfile::tempdir()?;
+        a.push(out.path().display().to_string());
+        wrangler.run(&rel.dir, &a)?;
+        return Ok(None);
+    }
+    let worker = crate::dist::wrangler::worker_name(&rel.record.service);
+    if let Some(u) = versions::read(reg, &id)? {
+        if u.version_id.is_some() {
+            return Ok(Some(u));
+        }
+        // An upload was intended and its result lost: find it by its tag before uploading again.
+        let listed = wrangler.run(
+            &rel.dir,
+            &["versions".into(), "list".into(), "--json".into()],
+        )?;
+        if let Some(v) = find_by_tag(&listed, &id) {
+            let done = Uploaded {
+                version_id: Some(v),
+                uploaded_at_ms: Some(now_ms),
+                ..u
+            };
+            versions::write(reg, &done)?;
+            return Ok(Some(done));
+        }
+    }
+    let intent = Uploaded {
+        format: versions::FORMAT,
+        release: id.clone(),
+        worker,
+        version_id: None,
+        message: args[5].clone(),
+        intended_at_ms: now_ms,
+        uploaded_at_ms: None,
+    };
+    versions::write(reg, &intent)?;
+    let out = wrangler.run(&rel.dir, &args)?;
+    let Some(v) = super::parse_version_id(&out) else {
+        bail!("`wrangler versions upload` printed no `Worker Version ID:` line; the upload is recorded as intended, and the next `releases upload` looks for it by its tag:\n{}", out.trim_end());
+    };
+    let done = Uploaded {
+        version_id: Some(v),
+        uploaded_at_ms: Some(now_ms),
+        ..intent
+    };
+    versions::write(reg, &done)?;
+    Ok(Some(done))
+}
+
+/// The ID of the version tagged `release` in `wrangler versions list --json`'s output.
+pub fn find_by_tag(listed: &str, release: &str) -> Option<String> {
+    let start = listed.find('[')?;
+    let v: serde_json::Value = serde_json::from_str(&listed[start..]).ok()?;
+    v.as_array()?.iter().find_map(|ver| {
+        (ver.pointer("/annotations/workers~1tag")?.as_str()? == release)
+            .then(|| ver.get("id")?.as_str().map(String::from))
+            .flatten()
+    })
+}
+
+/// The driver of a rollout on Cloudflare.
+pub struct Cloudflare {
+    pub wrangler: Wrangler,
+    pub api: Api,
+    /// The new release's directory: its `wrangler.toml` names the Worker.
+    pub dir: PathBuf,
+    pub service: String,
+    pub old: (String, String),
+    pub new: (String, String),
+    pub dry_run: bool,
+}
+
+impl Cloudflare {
+    /// The driver for rolling `new` out from `old`, both uploaded.
+    pub fn new(reg: &Registry, old: &str, new: &str, dry_run: bool) -> Result<Cloudflare> {
+        let (old, new) = (reg.resolve(old)?, reg.resolve(new)?);
+        let rel = reg.load(&new)?;
+        Ok(Cloudflare {
+            wrangler: Wrangler::from_env(),
+            api: Api::from_env()?,
+            dir: rel.dir.clone(),
+            service: rel.record.service.clone(),
+            old: (old.clone(), versions::version_of(reg, &old)?),
+            new: (new.clone(), versions::version_of(reg, &new)?),
+            dry_run,
+        })
+    }
+}
+
+impl Driver for Cloudflare {
+    fn name(&self) -> String {
+        if self.dry_run {
+            "cloudflare (dry run)".into()
+        } else {
+            "cloudflare".into()
+        }
+    }
+
+    fn check(&mut self, old: &str, new: &str) -> Result<()> {
+        if self.old.0 != old || self.new.0 != new {
+            bail!(
+                "the driver was made for {} → {}, not {old} → {new}",
+                self.old.0,
+                self.new.0
+            );
+        }
+        Ok(())
+    }
+
+    fn deploy(&mut self, new_percent: u8) -> Result<()> {
+        let message = format!("understudy rollout of {}: {new_percent}%", self.new.0);
+        let mut args = deploy_args(&self.old.1, &self.new.1, new_percent, &message);
+        if self.dry_run {
+            args.push("--dry-run".into());
+        }
+        self.wrangler.run(&self.dir, &args)?;
+        Ok(())
+    }
+
+    fn figures(&mut self, from: u64, to: u64) -> Result<(Figures, Figures)> {
+        let (old, new) = (&self.old.0, &self.new.0);
+        let counts = self
+            .api
+            .sql(&counts_sql(&self.service, old, new, from, to))?;
+        let latency = self
+            .api
+            .sql(&latency_sql(&self.service, old, new, from, to))?;
+        read_figures(&counts, &latency, old, new).map_err(anyhow::Error::msg)
+    }
+}

@@ -1,0 +1,136 @@
+// [R-VERSION] [R-GRADUAL] [R-OFFLINE] The rollout's Cloudflare driver with the installed
+// wrangler running every command line it builds: `releases upload` (and its `--dry-run`,
+// offline), then `releases rollout` advancing a good release and rolling a bad one back
+// with `wrangler versions deploy`. With no network here, wrangler and the driver's SQL talk
+// to a loopback stand-in of the Cloudflare API (scripts/cloudflare-api.mjs) through
+// CLOUDFLARE_API_BASE_URL, the variable wrangler itself reads; the figures the stand-in's
+// SQL endpoint answers are set by each test.
+
+import { describe, test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { readFile, readdir, writeFile, mkdir } from "node:fs/promises";
+import { join } from "node:path";
+
+import { spawn } from "node:child_process";
+import { ROOT, EDGE_DIR, UNDERSTUDY, requireEdge, tempDir, preparePolicy } from "./harness.mjs";
+import { startCloudflareApi } from "../scripts/cloudflare-api.mjs";
+
+requireEdge();
+const WORKER = "recommendation-service";
+const SHORT = ["--steps", "10,50,100", "--dwell", "1s", "--min-answers", "100", "--degraded-margin", "0.05", "--unavailable-margin", "0.05"];
+
+describe("the rollout's Cloudflare driver, with the real wrangler", () => {
+  let tmp, reg, api, env;
+  const ids = {};
+  // Asynchronous: the stand-in API answers from this process while the command runs.
+  const run = (args, timeoutMs = 180_000) =>
+    new Promise((resolve, reject) => {
+      const child = spawn(UNDERSTUDY, args, { cwd: ROOT, env });
+      let stdout = "", stderr = "";
+      child.stdout.on("data", (d) => (stdout += d));
+      child.stderr.on("data", (d) => (stderr += d));
+      const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+      child.on("error", reject);
+      child.on("close", (status) => {
+        clearTimeout(timer);
+        resolve({ status, stdout, stderr });
+      });
+    });
+  const ok = async (args) => {
+    const r = await run(args);
+    assert.equal(r.status, 0, `understudy ${args.join(" ")} exited ${r.status}:\n${r.stdout}\n${r.stderr}`);
+    return r;
+  };
+
+  before(async () => {
+    tmp = await tempDir("understudy-cloudflare-");
+    reg = join(tmp.dir, "reg");
+    api = await startCloudflareApi();
+    env = {
+      ...process.env,
+      WRANGLER: join(ROOT, "node_modules", ".bin", "wrangler"),
+      CLOUDFLARE_API_BASE_URL: api.url,
+      CLOUDFLARE_API_TOKEN: api.token,
+      CLOUDFLARE_ACCOUNT_ID: "0123456789abcdef0123456789abcdef",
+      WRANGLER_SEND_METRICS: "false",
+      CI: "1",
+      NO_COLOR: "1",
+    };
+    const variants = {
+      old: (t) => t,
+      good: (t) => t.replace(/^version = ".*"$/m, 'version = "2026-12-03.good"'),
+      bad: (t) => t.replace(/^version = ".*"$/m, 'version = "2026-12-03.bad"').replace(/^deadline = "45ms"$/m, 'deadline = "8ms"').replace(/^attempt_timeout = "45ms"$/m, 'attempt_timeout = "8ms"'),
+    };
+    for (const [name, edit] of Object.entries(variants)) {
+      const dir = join(tmp.dir, name);
+      await mkdir(dir);
+      const policy = await preparePolicy("recommendations", dir, { edit });
+      const before = new Set(await readdir(join(reg, "releases")).catch(() => []));
+      await ok(["releases", "add", policy, "--registry", reg, "--edge", EDGE_DIR, ...(name === "old" ? ["--promote"] : [])]);
+      ids[name] = (await readdir(join(reg, "releases"))).find((id) => !before.has(id));
+    }
+  });
+  after(async () => {
+    await api?.close();
+    await tmp?.cleanup();
+  });
+
+  test("a release uploads once as a version tagged with its ID; a lost result is found by the tag", async () => {
+    const dry = await ok(["releases", "upload", ids.old, "--registry", reg, "--dry-run"]);
+    assert.match(dry.stdout, /nothing was uploaded/);
+    assert.equal(api.state.versions.get(WORKER)?.length ?? 0, 0, "a dry run uploads nothing");
+    await ok(["releases", "upload", ids.old, "--registry", reg]);
+    const rec = JSON.parse(await readFile(join(reg, "versions", `${ids.old}.json`), "utf8"));
+    const uploaded = api.state.versions.get(WORKER);
+    assert.equal(uploaded.length, 1);
+    assert.equal(rec.version_id, uploaded[0].id);
+    assert.equal(uploaded[0].annotations["workers/tag"], ids.old);
+    assert.match(uploaded[0].annotations["workers/message"], /^understudy release r-[0-9a-f]{12}: policy 2026-11-30\.1, catalog [0-9a-f]{12}$/);
+    await ok(["releases", "upload", ids.old, "--registry", reg]);
+    assert.equal(api.state.versions.get(WORKER).length, 1, "uploaded once");
+    // The upload of `good` went through but its result was lost (only the intent recorded).
+    await ok(["releases", "upload", ids.good, "--registry", reg]);
+    const good = join(reg, "versions", `${ids.good}.json`);
+    const done = JSON.parse(await readFile(good, "utf8"));
+    await writeFile(good, JSON.stringify({ ...done, version_id: null, uploaded_at_ms: null }));
+    await ok(["releases", "upload", ids.good, "--registry", reg]);
+    assert.equal(JSON.parse(await readFile(good, "utf8")).version_id, done.version_id, "found by its tag");
+    assert.equal(api.state.versions.get(WORKER).length, 2, "not uploaded a second time");
+  });
+
+  test("a good release advances step by step through `wrangler versions deploy`", async () => {
+    api.state.figures[ids.old] = { rps: 400, degraded: 0, unavailable: 0, latencyMs: 30 };
+    api.state.figures[ids.good] = { rps: 400, degraded: 0, unavailable: 0, latencyMs: 31 };
+    const r = await ok(["releases", "rollout", ids.good, "--registry", reg, ...SHORT]);
+    assert.match(r.stdout, /done: at 100%/);
+    assert.deepEqual(api.deployed(WORKER), [
+      { [ids.old]: 90, [ids.good]: 10 },
+      { [ids.old]: 50, [ids.good]: 50 },
+      { [ids.good]: 100 },
+    ]);
+    assert.equal((await readFile(join(reg, "ACTIVE"), "utf8")).trim(), ids.good);
+    // Every query carried the token and named both releases.
+    assert.ok(api.state.sql.length >= 4);
+    for (const q of api.state.sql) assert.match(q, new RegExp(`blob1 IN \\('${ids.old}', '${ids.good}'\\)`));
+    assert.deepEqual(api.state.unknown, []);
+  });
+
+  test("a bad release is rolled back with the old version at 100%, and exits 1", async () => {
+    await ok(["releases", "upload", ids.bad, "--registry", reg]);
+    api.state.figures[ids.bad] = { rps: 400, degraded: 1, unavailable: 0, latencyMs: 9 };
+    const before = api.deployed(WORKER).length;
+    const r = await run(["releases", "rollout", ids.bad, "--registry", reg, ...SHORT]);
+    assert.equal(r.status, 1, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stdout, /roll back/);
+    assert.deepEqual(api.deployed(WORKER).slice(before), [
+      { [ids.good]: 90, [ids.bad]: 10 },
+      { [ids.good]: 100 },
+    ]);
+    assert.equal((await readFile(join(reg, "ACTIVE"), "utf8")).trim(), ids.good);
+    // A rehearsal runs every deploy line through wrangler's --dry-run and deploys nothing.
+    const n = api.deployed(WORKER).length;
+    const d = await run(["releases", "rollout", ids.bad, "--registry", reg, "--dry-run", ...SHORT]);
+    assert.equal(d.status, 1, `${d.stdout}\n${d.stderr}`);
+    assert.equal(api.deployed(WORKER).length, n, "nothing deployed in a dry run");
+  });
+});
