@@ -215,13 +215,16 @@ impl Cloudflare {
     pub fn new(reg: &Registry, old: &str, new: &str, dry_run: bool) -> Result<Cloudflare> {
         let (old, new) = (reg.resolve(old)?, reg.resolve(new)?);
         let rel = reg.load(&new)?;
+        // The versions first: a missing upload is the likelier thing to fix.
+        let old = (old.clone(), versions::version_of(reg, &old)?);
+        let new = (new.clone(), versions::version_of(reg, &new)?);
         Ok(Cloudflare {
             wrangler: Wrangler::from_env(),
             api: Api::from_env()?,
             dir: rel.dir.clone(),
             service: rel.record.service.clone(),
-            old: (old.clone(), versions::version_of(reg, &old)?),
-            new: (new.clone(), versions::version_of(reg, &new)?),
+            old,
+            new,
             dry_run,
         })
     }
