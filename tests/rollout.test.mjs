@@ -41,7 +41,11 @@ describe("understudy drill --rollout", () => {
     reg = join(tmp.dir, "reg");
     const variants = {
       old: (t) => t,
-      good: (t) => t.replace(/^version = ".*"$/m, 'version = "2026-12-03.good"'),
+      // The good release carries its own [rollout] table (the short form's numbers): the
+      // first test passes no flags, so the steps it sees are the table's.
+      good: (t) =>
+        t.replace(/^version = ".*"$/m, 'version = "2026-12-03.good"') +
+        '\n[rollout]\nsteps = [10, 50, 100]\ndwell = "2s"\nmin_answers = 120\ndegraded_margin = 0.05\nunavailable_margin = 0.05\n',
       // The model answers in 20 ms; this release gives it 8.
       bad: (t) =>
         t
@@ -77,14 +81,15 @@ describe("understudy drill --rollout", () => {
 
   const failed = (out) => out.checks.filter((c) => !c.held).map((c) => `${c.name}: ${c.detail}`);
 
-  test("a good release advances to 100%, its controller killed mid-rollout and resumed with no step lost or repeated", async () => {
-    const { r, out } = drill("active", ids.good, ["--rate", "200", "--expect", "advance", "--kill-controller", ...SHORT]);
+  test("a good release advances to 100% by its policy's [rollout] steps, its controller killed mid-rollout and resumed with no step lost or repeated", async () => {
+    const { r, out } = drill("active", ids.good, ["--rate", "200", "--expect", "advance", "--kill-controller"]);
     assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
     assert.equal(out.phase, "done");
     assert.ok(out.killed_at, "the controller was killed once");
     assert.match(r.stderr, /resuming from the registry/);
     const distinct = out.deployments.map(([, p]) => p).filter((p, i, a) => i === 0 || a[i - 1] !== p);
-    assert.deepEqual(distinct, [10, 50, 100]);
+    assert.deepEqual(distinct, [10, 50, 100], "the release's own [rollout] steps");
+    assert.equal(out.record.slo.dwell_ms, 2000);
     const advances = out.record.state.log.filter((l) => l.judgement.verdict === "advance").map((l) => l.step);
     assert.deepEqual(advances, [10, 50], "each step advanced once");
     assert.ok(out.checks.some((c) => c.name === "ROLLOUT_AFTER" && c.held));

@@ -265,7 +265,11 @@ fn the_cli_names_what_is_missing() {
     let r = env.run(&["releases", "rollout", &new, "--registry", "reg"]);
     assert_eq!(r.code, 2);
     // Without --front the driver is Cloudflare's: the versions must have been uploaded.
-    assert!(r.stderr.contains("understudy releases upload"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("understudy releases upload"),
+        "{}",
+        r.stderr
+    );
     let r = env.run(&[
         "releases",
         "rollout",
@@ -279,4 +283,62 @@ fn the_cli_names_what_is_missing() {
     assert!(r.stderr.contains("loopback"), "{}", r.stderr);
     let s = env.ok(&["releases", "status", "--registry", "reg"]);
     assert!(s.stdout.contains("no rollout"), "{}", s.stdout);
+}
+
+#[test]
+fn the_new_releases_rollout_table_sets_the_slo_and_the_flags_win() {
+    let env = Env::new("rollout-table");
+    let (_old, new) = two(&env);
+    // v3: v2 with a [rollout] table.
+    let p = env.policy_dir("v3", "v3", "800ms", &["SKU-1", "SKU-2"], DAY1);
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    text.push_str("\n[rollout]\nsteps = [20, 100]\nmin_answers = 2000\n");
+    std::fs::write(&p, text).unwrap();
+    env.ok(&[
+        "releases",
+        "add",
+        p.to_str().unwrap(),
+        "--registry",
+        "reg",
+        "--edge",
+        "edge",
+        "--now",
+        DAY1_NOON,
+    ]);
+    let v3 = env
+        .releases()
+        .into_iter()
+        .find(|r| *r != new && *r != env.active())
+        .unwrap();
+    // The Cloudflare driver stops at the missing upload, after the SLO was read; the local
+    // front's driver at the unreachable front — neither starts, so check the reading itself.
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let rel = reg.load(&v3).unwrap();
+    let loaded = understudy_compiler::load::load_policy(
+        &rel.source_path(&rel.record.sources.policy),
+        understudy_core::Millis(1_796_040_000_000),
+    );
+    let slo = loaded.rollout.expect("the table read");
+    assert_eq!(slo.steps, vec![20, 100]);
+    assert_eq!(slo.min_answers, 2000);
+    assert_eq!(
+        slo.dwell_ms,
+        Slo::default().dwell_ms,
+        "absent keys keep the defaults"
+    );
+    // A table with steps that go back is refused by `check`.
+    let bad = env.write(
+        "bad/policy.toml",
+        &format!(
+            "{}\n[rollout]\nsteps = [50, 10, 100]\n",
+            common::policy("b", "800ms")
+        ),
+    );
+    let r = env.run(&["check", bad.to_str().unwrap()]);
+    assert!(
+        r.stdout.contains("ERR_ROLLOUT_STEPS") || r.stderr.contains("ERR_ROLLOUT_STEPS"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
 }

@@ -270,6 +270,22 @@ codes! {
         "`coordinator`, `report_interval` and `verdict_ttl` only matter with\n\
          `breaker.scope = \"fleet\"`; in isolate scope (the default) nothing reads them. Set\n\
          the scope you meant, or remove them.";
+    RolloutSteps = "ERR_ROLLOUT_STEPS", "R-GRADUAL",
+        "the rollout's steps do not increase to 100%",
+        "`rollout.steps` are the new version's share of traffic at each step of a rollout, in\n\
+         percent. They must increase (a step back would move traffic the controller already\n\
+         judged) and end at 100 (a rollout that stops short never finishes: the old version\n\
+         keeps serving for ever). The default is [1, 10, 50, 100].";
+    RolloutMinAnswers = "WARN_ROLLOUT_MIN_ANSWERS", "R-GRADUAL",
+        "warning: too few answers for a faultless release to advance at the first judgement",
+        "A step advances only when the evidence shows the new version within each margin: its\n\
+         share's one-sided 99% upper bound must be at most the old version's lower bound plus\n\
+         the margin. With no failures at all, n answers give an upper bound of about\n\
+         5.4 / (n + 5.4), so a margin m needs about 5.4 (1 - m) / m answers — 1,077 for the\n\
+         default no-tier 5xx margin of 0.005. With `min_answers` below that, every step holds\n\
+         at least once and a thin service may run out of holds (`max_holds`) and roll a good\n\
+         release back; with a margin of 0 no release can ever advance. Raise `min_answers` or\n\
+         widen the margin.";
     CatalogUnreadable = "ERR_CATALOG_UNREADABLE", "P-CATALOG",
         "the catalog or inventory snapshot cannot be read",
         "The file named by `catalog.stubs` or `catalog.inventory` (relative to the policy)\n\

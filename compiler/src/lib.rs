@@ -15,5 +15,6 @@ pub mod publish;
 pub mod release;
 pub mod render;
 pub mod simulate;
+pub mod slo;
 pub mod timing;
 pub mod validate;

@@ -191,9 +191,13 @@ pub struct SloArgs {
 }
 
 impl SloArgs {
-    /// The SLO: the defaults, then the command line's settings.
-    pub fn slo(&self) -> understudy_compiler::release::rollout::Slo {
-        let mut slo = understudy_compiler::release::rollout::Slo::default();
+    /// The SLO: `base` (the policy's `[rollout]`, or the defaults), then the command line's
+    /// settings.
+    pub fn over(
+        &self,
+        base: understudy_compiler::release::rollout::Slo,
+    ) -> understudy_compiler::release::rollout::Slo {
+        let mut slo = base;
         if let Some(s) = &self.steps {
             slo.steps.clone_from(s);
         }

@@ -407,7 +407,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
     } else {
         Start::New {
             old: args.from.clone(),
-            slo: args.slo.slo(),
+            slo: args.slo.over(policy_slo(&reg, &args.id)?),
         }
     };
     let rec = rollout_run::run(
@@ -500,4 +500,13 @@ fn upload(args: &UploadArgs) -> Result<ExitCode> {
         ),
     }
     Ok(Exit::Ok.into())
+}
+
+/// The rollout SLO a release's own policy sets (its `[rollout]` table), else the defaults.
+pub fn policy_slo(reg: &Registry, id: &str) -> Result<understudy_compiler::release::rollout::Slo> {
+    let id = reg.resolve(id)?;
+    let rel = reg.load(&id)?;
+    let path = rel.source_path(&rel.record.sources.policy);
+    let loaded = understudy_compiler::load::load_policy(&path, understudy_core::Millis(now_ms()));
+    Ok(loaded.rollout.unwrap_or_default())
 }

@@ -17,6 +17,7 @@ pub mod leaf;
 pub mod origin;
 pub mod policy;
 mod problem;
+pub mod rollout;
 pub mod route;
 pub mod schema;
 mod strings;

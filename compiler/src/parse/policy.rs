@@ -12,6 +12,7 @@ use super::disclose::{RawAdmin, RawCatalog, RawDisclosure, RawStorm};
 use super::events::RawEvents;
 use super::leaf::{Part, Spanned, Text};
 use super::origin::{RawBudget, RawOrigin};
+use super::rollout::RawRollout;
 use super::route::{RawIdentity, RawParams, RawService};
 use super::table::{Problems, Table, Unknown};
 
@@ -34,6 +35,7 @@ pub struct RawPolicy {
     pub catalog: Option<Part<RawCatalog>>,
     pub admin: Option<Part<RawAdmin>>,
     pub events: Option<Part<RawEvents>>,
+    pub rollout: Option<Part<RawRollout>>,
     #[serde(skip)]
     pub unknown: Unknown,
 }
@@ -58,6 +60,7 @@ impl RawPolicy {
         let catalog = t.opt_part("catalog");
         let admin = t.opt_part("admin");
         let events = t.opt_part("events");
+        let rollout = t.opt_part("rollout");
         let unknown = Unknown(t.finish().unwrap_or_else(|e| e.errors));
         RawPolicy {
             version,
@@ -73,6 +76,7 @@ impl RawPolicy {
             catalog,
             admin,
             events,
+            rollout,
             unknown,
         }
     }
@@ -92,6 +96,7 @@ impl RawPolicy {
             catalog: None,
             admin: None,
             events: None,
+            rollout: None,
             unknown: Unknown::default(),
         }
     }
@@ -114,6 +119,7 @@ impl Problems for RawPolicy {
         self.catalog.problems(out);
         self.admin.problems(out);
         self.events.problems(out);
+        self.rollout.problems(out);
         self.unknown.problems(out);
     }
 }

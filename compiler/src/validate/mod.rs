@@ -13,6 +13,7 @@ pub mod inventory;
 pub mod model;
 mod params;
 mod privacy;
+mod rollout;
 mod rules;
 pub mod stubs;
 
@@ -49,6 +50,9 @@ pub struct Loaded {
     /// Parts of the policy that did not read (`[origin]`, `[[cascade.tiers]]`, …): the
     /// rules that need them wait until their errors are fixed.
     pub unread: Vec<&'static str>,
+    /// [R-GRADUAL] The policy's `[rollout]` table, lowered (defaults for absent keys);
+    /// `None` when the table is absent or did not read.
+    pub rollout: Option<crate::slo::Slo>,
 }
 
 impl Loaded {
@@ -63,6 +67,7 @@ impl Loaded {
             catalog_hash: String::new(),
             sources: Vec::new(),
             unread: Vec::new(),
+            rollout: None,
         }
     }
 
@@ -169,6 +174,7 @@ pub fn check(req: Request<'_>) -> Loaded {
     if let Some(raw) = &parsed.raw {
         let model = model::Model::new(raw);
         loaded.unread = model.unread();
+        loaded.rollout = model.rollout.read().flatten().map(|r| r.0.clone());
         rules::check_all(&mut ctx, &model);
         let base = path.parent().unwrap_or(Path::new("."));
         if let (model::Opt::Ok((rules, raw_catalog)), false) =

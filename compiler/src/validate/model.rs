@@ -11,8 +11,10 @@ use crate::parse::disclose::{default_disclosure, RawAdmin, RawCatalog, RawDisclo
 use crate::parse::events::RawEvents;
 use crate::parse::leaf::{Part, Span};
 use crate::parse::origin::{RawBudget, RawOrigin};
+use crate::parse::rollout::RawRollout;
 use crate::parse::route::{RawParam, RawService};
 use crate::parse::RawPolicy;
+use crate::slo::Slo;
 use understudy_core::policy::events::Events;
 
 /// An optional section: absent (the default applies), read, or failed.
@@ -74,6 +76,7 @@ pub struct Model<'r> {
     pub catalog: Opt<(CatalogRules, &'r RawCatalog)>,
     pub admin: Opt<(Admin, &'r RawAdmin)>,
     pub events: Opt<(Events, &'r RawEvents)>,
+    pub rollout: Opt<(Slo, &'r RawRollout)>,
 }
 
 impl<'r> Model<'r> {
@@ -152,6 +155,7 @@ impl<'r> Model<'r> {
             catalog: opt(&raw.catalog, |c| c.lower()),
             admin: opt(&raw.admin, |a| a.lower()),
             events: opt(&raw.events, |e| e.lower()),
+            rollout: opt(&raw.rollout, |r| r.lower()),
         }
     }
 

@@ -23,6 +23,7 @@ pub fn check_all(ctx: &mut Ctx, m: &Model<'_>) {
     fleet::check(ctx, m);
     transport(ctx, m);
     events::check(ctx, m);
+    super::rollout::check(ctx, m);
 }
 
 fn duplicate_tiers(ctx: &mut Ctx, m: &Model<'_>) {

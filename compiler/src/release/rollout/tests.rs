@@ -236,3 +236,15 @@ fn the_exposure_of_a_bad_release_is_its_first_step_for_the_longer_of_dwell_and_g
     // 1% of 10 req/s: 12,000 s to gather them.
     assert!((s.exposure_ms(10.0) - 12_000_000.0).abs() < 1.0);
 }
+
+#[test]
+fn the_answers_a_faultless_release_needs_follow_the_margin() {
+    assert_eq!(answers_to_advance(0.0), None);
+    let n = answers_to_advance(0.005).unwrap();
+    assert!((1_070..=1_085).contains(&n), "{n}");
+    assert!(
+        Slo::default().min_answers >= n,
+        "the defaults let a faultless release advance"
+    );
+    assert!(answers_to_advance(0.05).unwrap() < 110);
+}
