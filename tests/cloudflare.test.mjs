@@ -61,10 +61,13 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
       good: (t) => t.replace(/^version = ".*"$/m, 'version = "2026-12-03.good"'),
       bad: (t) => t.replace(/^version = ".*"$/m, 'version = "2026-12-03.bad"').replace(/^deadline = "45ms"$/m, 'deadline = "8ms"').replace(/^attempt_timeout = "45ms"$/m, 'attempt_timeout = "8ms"'),
     };
+    // One snapshot time for all three: the same catalog and inventory bytes, so a policy
+    // re-paired with the current catalog is the earlier release itself (the rollback test).
+    const now = Date.now();
     for (const [name, edit] of Object.entries(variants)) {
       const dir = join(tmp.dir, name);
       await mkdir(dir);
-      const policy = await preparePolicy("recommendations", dir, { edit });
+      const policy = await preparePolicy("recommendations", dir, { edit, now });
       const before = new Set(await readdir(join(reg, "releases")).catch(() => []));
       await ok(["releases", "add", policy, "--registry", reg, "--edge", EDGE_DIR, ...(name === "old" ? ["--promote"] : [])]);
       ids[name] = (await readdir(join(reg, "releases"))).find((id) => !before.has(id));
@@ -132,5 +135,16 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
     const d = await run(["releases", "rollout", ids.bad, "--registry", reg, "--dry-run", ...SHORT]);
     assert.equal(d.status, 1, `${d.stdout}\n${d.stderr}`);
     assert.equal(api.deployed(WORKER).length, n, "nothing deployed in a dry run");
+  });
+
+  test("`releases rollback --deploy` puts the earlier policy's version back at 100% at once", async () => {
+    // ACTIVE is the good release; roll back to the old policy. The catalog is the same, so the
+    // re-paired release is the old release itself, whose version exists: no upload.
+    const uploads = api.state.versions.get(WORKER).length;
+    const r = await ok(["releases", "rollback", "--registry", reg, "--to", ids.old, "--deploy"]);
+    assert.match(r.stdout, /deployed: Workers version [0-9a-f-]{36} \(r-[0-9a-f]{12}\) at 100%/);
+    assert.deepEqual(api.deployed(WORKER).at(-1), { [ids.old]: 100 });
+    assert.equal(api.state.versions.get(WORKER).length, uploads, "nothing re-uploaded");
+    assert.deepEqual(api.state.unknown, []);
   });
 });

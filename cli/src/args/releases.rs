@@ -122,6 +122,11 @@ pub struct RollbackArgs {
     pub now: Option<String>,
     #[command(flatten)]
     pub size: SizeArgs,
+    /// Then deploy the release rolled back to on Cloudflare at 100% (`wrangler versions
+    /// deploy`): at once when it has a Workers version, after uploading it when it has none
+    /// (a policy re-paired with the current catalog is a new release).
+    #[arg(long)]
+    pub deploy: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -291,10 +291,27 @@ fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
         println!("rolled back from {} to {} as it was", r.from, r.target);
     }
     println!("active: {}", r.release.id());
-    println!(
-        "deploy it with: {}",
-        r.release.dir.join(DEPLOY_SCRIPT).display()
-    );
+    if args.deploy {
+        let id = r.release.id().to_string();
+        let wrangler = cloudflare::Wrangler::from_env();
+        let version = match understudy_compiler::release::versions::read(&reg, &id)? {
+            Some(u) if u.version_id.is_some() => u.version_id,
+            _ => cloudflare::upload(&reg, &id, &wrangler, false, now_ms())?
+                .and_then(|u| u.version_id),
+        }
+        .ok_or_else(|| anyhow::anyhow!("release {id} has no Workers version after its upload"))?;
+        let message = format!("understudy rollback to {id}");
+        let deploy = understudy_compiler::release::rollout::cloudflare::deploy_args(
+            &version, &version, 100, &message,
+        );
+        wrangler.run(&r.release.dir, &deploy)?;
+        println!("deployed: Workers version {version} ({id}) at 100%");
+    } else {
+        println!(
+            "deploy it with: {}",
+            r.release.dir.join(DEPLOY_SCRIPT).display()
+        );
+    }
     Ok(Exit::Ok.into())
 }
 

@@ -77,3 +77,34 @@ fn the_answers_become_figures_and_bad_answers_are_named() {
         .unwrap_err()
         .contains("not the SQL API's JSON"));
 }
+
+/// The example docs/observability.md shows: the queries for these values, verbatim.
+const DOC_EXAMPLE: (&str, &str, &str, u64, u64) = (
+    "recommendation-service",
+    "r-0123456789ab",
+    "r-ba9876543210",
+    1_796_040_000_000,
+    1_796_040_300_000,
+);
+
+#[test]
+fn the_queries_are_in_the_docs_beside_the_data_points_fields() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/observability.md"
+    ))
+    .expect("docs/observability.md");
+    let (s, o, n, from, to) = DOC_EXAMPLE;
+    for (name, q) in [
+        ("counts", counts_sql(s, o, n, from, to)),
+        ("latency", latency_sql(s, o, n, from, to)),
+    ] {
+        if std::env::var_os("PRINT_SQL").is_some() {
+            println!("{q}\n");
+        }
+        assert!(
+            doc.contains(&format!("```sql\n{q}\n```")),
+            "docs/observability.md lacks the {name} query as the driver sends it:\n{q}"
+        );
+    }
+}
