@@ -15,7 +15,8 @@ import assert from "node:assert/strict";
 import { readFile, mkdir, readdir } from "node:fs/promises";
 import { join } from "node:path";
 
-import { ROOT, EDGE_DIR, requireEdge, understudy, tempDir, preparePolicy } from "./harness.mjs";
+import { ROOT, EDGE_DIR, requireEdge, understudy, tempDir, preparePolicy, timedFetch } from "./harness.mjs";
+import { startRollout } from "../scripts/rollout-front.mjs";
 
 requireEdge();
 
@@ -111,6 +112,35 @@ describe("understudy drill --rollout", () => {
     assert.ok(e.seconds <= e.bound_seconds, `exposed ${e.seconds} s, bound ${e.bound_seconds} s`);
     assert.ok(e.share < 0.2, `the bad release answered ${(100 * e.share).toFixed(1)}% while exposed (first step 10%)`);
     assert.equal(await active(), before, "ACTIVE never left the old release");
+  });
+
+  test("the front splits as gradual deployments do: by percentage, by version key, by override", async () => {
+    const front = await startRollout({ oldDir: join(reg, "releases", ids.old), newDir: join(reg, "releases", ids.good) });
+    try {
+      const deploy = (p) => timedFetch(`${front.url}/__rollout/deploy`, { method: "POST", body: JSON.stringify({ new_percent: p }) });
+      // Which version answered: every answer names its release, a refused request too.
+      const ask = async (headers = {}) => (await timedFetch(`${front.url}/v1/recommendations`, { headers })).headers["x-policy-version"];
+      const keys = Array.from({ length: 60 }, (_, i) => `user-${i}`);
+      const byKey = async () => Object.fromEntries(await Promise.all(keys.map(async (k) => [k, await ask({ "Cloudflare-Workers-Version-Key": k })])));
+      assert.equal((await deploy(10)).status, 200);
+      const at10 = await byKey();
+      for (const k of keys.slice(0, 10)) assert.equal(await ask({ "Cloudflare-Workers-Version-Key": k }), at10[k], `key ${k} stays on its version`);
+      assert.equal((await deploy(50)).status, 200);
+      const at50 = await byKey();
+      const moved = keys.filter((k) => at10[k] === ids.good && at50[k] !== ids.good);
+      assert.deepEqual(moved, [], "keys already on the new version stay there as it grows");
+      const onNew = keys.filter((k) => at50[k] === ids.good).length;
+      assert.ok(onNew > 10 && onNew < 50, `${onNew} of 60 keys on the new version at 50%`);
+      // An override names a version of the deployment, even one at 0%; another is ignored.
+      assert.equal((await deploy(0)).status, 200);
+      const override = (id) => ({ "Cloudflare-Workers-Version-Overrides": `${front.worker}="${id}"` });
+      assert.equal(await ask(override(ids.good)), ids.good);
+      assert.equal(await ask(override("r-000000000000")), ids.old);
+      assert.equal(await ask(), ids.old, "at 0% without an override: the old version");
+      assert.equal((await deploy(101)).status, 400, "a split over 100% is refused");
+    } finally {
+      await front.dispose();
+    }
   });
 
   test("a low-traffic window holds rather than judge on too few answers, and holding too long rolls back", async () => {

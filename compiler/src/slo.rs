@@ -66,13 +66,17 @@ impl Slo {
         out
     }
 
-    /// The longest a bad release is seen at `rate_rps` in all: at the first step's share,
-    /// until the first judgement with `min_answers` from it — judgements come a dwell apart
-    /// (a thin window holds and is judged again a dwell later), so the time its version needs
-    /// to gather them, rounded up to whole dwells.
+    /// The longest a bad release is seen at `rate_rps` in all, with 99% probability: at the
+    /// first step's share, until the first judgement with `min_answers` from it. Each
+    /// request goes to the new version independently, so the answers it gathers in a time are
+    /// a Poisson count: by the time `min + 2.33·√min + 1` are expected, `min` have come with
+    /// 99% probability. Judgements come a dwell apart (a thin window holds and is judged
+    /// again a dwell later), so that time rounds up to whole dwells.
     pub fn exposure_ms(&self, rate_rps: f64) -> f64 {
         let share = f64::from(self.steps.first().copied().unwrap_or(100)) / 100.0;
-        let gather = self.min_answers as f64 / (rate_rps * share).max(f64::MIN_POSITIVE) * 1000.0;
+        let min = self.min_answers as f64;
+        let needed = min + 2.326 * min.sqrt() + 1.0;
+        let gather = needed / (rate_rps * share).max(f64::MIN_POSITIVE) * 1000.0;
         let dwell = (self.dwell_ms as f64).max(1.0);
         (gather / dwell).ceil().max(1.0) * dwell
     }
