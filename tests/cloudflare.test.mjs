@@ -99,6 +99,8 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
     await ok(["releases", "upload", ids.good, "--registry", reg]);
     assert.equal(JSON.parse(await readFile(good, "utf8")).version_id, done.version_id, "found by its tag");
     assert.equal(api.state.versions.get(WORKER).length, 2, "not uploaded a second time");
+    const list = JSON.parse((await ok(["releases", "list", "--registry", reg, "--format", "json"])).stdout);
+    assert.equal(list.releases.find((r) => r.id === ids.good).version_id, done.version_id, "releases list shows the version");
   });
 
   test("a good release advances step by step through `wrangler versions deploy`", async () => {
@@ -112,6 +114,8 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
       { [ids.good]: 100 },
     ]);
     assert.equal((await readFile(join(reg, "ACTIVE"), "utf8")).trim(), ids.good);
+    const list = JSON.parse((await ok(["releases", "list", "--registry", reg, "--format", "json"])).stdout);
+    assert.equal(list.releases.find((x) => x.id === ids.good).rollout, "done: at 100%");
     // Every query carried the token and named both releases.
     assert.ok(api.state.sql.length >= 4);
     for (const q of api.state.sql) assert.match(q, new RegExp(`blob1 IN \\('${ids.old}', '${ids.good}'\\)`));

@@ -136,6 +136,13 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
         .map(|r| (r.new.clone(), r))
         .collect();
     let rollout_of = |id: &str| rollouts.get(id).map(RolloutRecord::summary);
+    // Each release's Workers version (`releases upload`), when it has one.
+    let version_of = |id: &str| {
+        understudy_compiler::release::versions::read(&reg, id)
+            .ok()
+            .flatten()
+            .and_then(|u| u.version_id)
+    };
     match args.format {
         Format::Json => {
             let releases: Vec<_> = rows
@@ -160,6 +167,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                         "parent": r.record.parent,
                         "note": r.record.note,
                         "rollout": rollout_of(r.id()),
+                        "version_id": version_of(r.id()),
                     })
                 })
                 .collect();
@@ -178,7 +186,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                 active.as_deref().unwrap_or("none")
             );
             println!(
-                "  {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {:<22}  NOTE",
+                "  {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {:<8}  {:<22}  NOTE",
                 "ID",
                 "KIND",
                 "POLICY",
@@ -188,6 +196,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                 "CATALOG (snapshot age)",
                 "STUBS EXPIRE",
                 "PUBLISHED KV EXPIRES",
+                "VERSION",
                 "ROLLOUT"
             );
             for r in &rows {
@@ -213,7 +222,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                         .join(", ")
                 };
                 println!(
-                    "{mark} {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {:<22}  {}",
+                    "{mark} {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {:<8}  {:<22}  {}",
                     rec.id,
                     rec.kind.as_str(),
                     rec.policy.version,
@@ -223,6 +232,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                     catalog,
                     stubs,
                     kv,
+                    version_of(r.id()).map_or_else(|| "-".to_string(), |v| v.chars().take(8).collect()),
                     rollout_of(r.id()).unwrap_or_else(|| "-".into()),
                     rec.note
                 );
