@@ -201,7 +201,7 @@ fn rollout(args: &DrillArgs) -> anyhow::Result<ExitCode> {
         rate: args.rate,
         concurrency: args.concurrency,
         timeout: std::time::Duration::from_millis(args.timeout_ms.clamp(1, 60_000)),
-        slo: r.slo.over(super::releases::policy_slo(
+        slo: r.slo.over(super::rollouts::policy_slo(
             &understudy_compiler::release::registry::Registry::open(registry)?,
             new,
         )?),

@@ -10,6 +10,7 @@ pub mod explain;
 pub mod origin;
 pub mod publish;
 pub mod releases;
+pub mod rollouts;
 pub mod schema;
 pub mod simulate;
 pub mod token;

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::args::{
     AddArgs, DiffArgs, Format, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
-    RollbackArgs, RolloutArgs, StatusArgs, UploadArgs,
+    RollbackArgs,
 };
 use crate::exit::Exit;
 use understudy_compiler::dist::edge;
@@ -22,10 +22,9 @@ use understudy_compiler::release::ops::{self, RollbackArgs as OpsRollback};
 use understudy_compiler::release::pipeline::{self, PolicySource, Request};
 use understudy_compiler::release::record::{rfc3339, Kind};
 use understudy_compiler::release::registry::{self, LockOptions, Registry};
-use understudy_compiler::release::rollout::cloudflare::driver::{self as cloudflare, Cloudflare};
+use understudy_compiler::release::rollout::cloudflare::driver as cloudflare;
 use understudy_compiler::release::rollout::record::{self as rollout_record, RolloutRecord};
-use understudy_compiler::release::rollout::run::{self as rollout_run, Start, Wall};
-use understudy_compiler::release::rollout::{Judgement, Phase};
+use understudy_compiler::release::rollout::Phase;
 use understudy_compiler::release::size;
 use understudy_compiler::release::{diff, DEPLOY_SCRIPT};
 
@@ -50,9 +49,15 @@ pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
         ReleasesCommand::Diff(a) => diff_cmd(&a),
         ReleasesCommand::Promote(a) => promote(&a),
         ReleasesCommand::Rollback(a) => rollback(&a),
-        ReleasesCommand::Upload(a) => upload(&a),
-        ReleasesCommand::Rollout(a) => rollout(&a),
-        ReleasesCommand::Status(a) => status(&a),
+        ReleasesCommand::Upload(a) => {
+            super::rollouts::upload(&a, now_ms()).map(|()| Exit::Ok.into())
+        }
+        ReleasesCommand::Rollout(a) => Ok(match super::rollouts::rollout(&a)? {
+            Phase::Done => Exit::Ok,
+            _ => Exit::RolledBack,
+        }
+        .into()),
+        ReleasesCommand::Status(a) => super::rollouts::status(&a).map(|()| Exit::Ok.into()),
         ReleasesCommand::Verify(a) => verify(&a),
         ReleasesCommand::Repair(a) => repair(&a),
     }
@@ -325,7 +330,7 @@ fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
     Ok(Exit::Ok.into())
 }
 
-fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -405,135 +410,4 @@ fn repair(args: &RegistryArg) -> Result<ExitCode> {
     println!("could not fix {} problem(s):", r.after.findings.len());
     print_findings(&r.after);
     Ok(Exit::RegistryDamaged.into())
-}
-
-pub fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
-    let reg = args.registry.open("releases rollout")?;
-    let mut driver: Box<dyn rollout_run::Driver> = match &args.front {
-        Some(front) => Box::new(understudy_lab::rollout::front::Front::new(front)?),
-        None => {
-            let new = reg.resolve(&args.id)?;
-            let old = match (&args.from, rollout_record::read(&reg, &new)?) {
-                (Some(o), _) => o.clone(),
-                // --resume / --abort: the recorded rollout's old release.
-                (None, Some(r)) if args.resume || args.abort => r.old,
-                (None, _) => reg.active()?.ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "{} has no active release; name the old one with --from ID",
-                        reg.root.display()
-                    )
-                })?,
-            };
-            Box::new(Cloudflare::new(&reg, &old, &new, args.dry_run)?)
-        }
-    };
-    let start = if args.resume {
-        Start::Resume
-    } else if args.abort {
-        Start::Abort
-    } else {
-        Start::New {
-            old: args.from.clone(),
-            slo: args.slo.over(policy_slo(&reg, &args.id)?),
-        }
-    };
-    let rec = rollout_run::run(
-        &reg,
-        &args.id,
-        start,
-        driver.as_mut(),
-        &mut Wall,
-        &mut std::io::stdout(),
-    )?;
-    Ok(match rec.state.phase {
-        Phase::Done => Exit::Ok,
-        _ => Exit::RolledBack,
-    }
-    .into())
-}
-
-pub fn status(args: &StatusArgs) -> Result<ExitCode> {
-    let reg = args.registry.open("releases status")?;
-    let rec = match &args.id {
-        Some(id) => {
-            let id = reg.resolve(id)?;
-            rollout_record::read(&reg, &id)?
-        }
-        None => match rollout_record::running(&reg)? {
-            Some(r) => Some(r),
-            None => rollout_record::all(&reg)?.into_iter().last(),
-        },
-    };
-    match args.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "rollout": rec }))?
-        ),
-        Format::Human => match &rec {
-            None => println!("no rollout in {}", reg.root.display()),
-            Some(r) => show(r),
-        },
-    }
-    Ok(Exit::Ok.into())
-}
-
-fn show(r: &RolloutRecord) {
-    println!(
-        "rollout of {} from {} ({}): {}",
-        r.new,
-        r.old,
-        r.driver,
-        r.summary()
-    );
-    println!(
-        "  steps {:?}%, dwell {:.1} s, at least {} answers each, margins: degraded {}, no-tier 5xx {}, p95 {}%; at most {} holds",
-        r.slo.steps,
-        r.slo.dwell_ms as f64 / 1000.0,
-        r.slo.min_answers,
-        r.slo.degraded_margin,
-        r.slo.unavailable_margin,
-        r.slo.p95_margin * 100.0,
-        r.slo.max_holds
-    );
-    for l in &r.state.log {
-        let (word, reasons) = match &l.judgement {
-            Judgement::Advance { reasons } => ("advance", reasons),
-            Judgement::Hold { reasons } => ("hold", reasons),
-            Judgement::RollBack { reasons } => ("roll back", reasons),
-        };
-        println!(
-            "  at {}%: {word} (old {} answers, new {})",
-            l.step, l.evidence.old.answers, l.evidence.new.answers
-        );
-        for reason in reasons {
-            println!("      {reason}");
-        }
-    }
-}
-
-fn upload(args: &UploadArgs) -> Result<ExitCode> {
-    let reg = args.registry.open("releases upload")?;
-    let wrangler = cloudflare::Wrangler::from_env();
-    match cloudflare::upload(&reg, &args.id, &wrangler, args.dry_run, now_ms())? {
-        None => println!(
-            "{}: wrangler checked the upload (--dry-run); nothing was uploaded",
-            args.id
-        ),
-        Some(u) => println!(
-            "{}: Workers version {} of {}",
-            u.release,
-            u.version_id.as_deref().unwrap_or("?"),
-            u.worker
-        ),
-    }
-    Ok(Exit::Ok.into())
-}
-
-/// The rollout SLO a release's own policy sets (its `[rollout]` table), else the defaults.
-pub fn policy_slo(reg: &Registry, id: &str) -> Result<understudy_compiler::release::rollout::Slo> {
-    let id = reg.resolve(id)?;
-    let rel = reg.load(&id)?;
-    let path = rel.source_path(&rel.record.sources.policy);
-    let loaded = understudy_compiler::load::load_policy(&path, understudy_core::Millis(now_ms()));
-    Ok(loaded.rollout.unwrap_or_default())
 }

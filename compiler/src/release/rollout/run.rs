@@ -145,6 +145,15 @@ pub fn run(
             if rec.finished() {
                 bail!("the rollout of {new} has ended: {}", rec.summary());
             }
+            let kind = |d: &str| d.split_whitespace().next().unwrap_or("").to_string();
+            if kind(&rec.driver) != kind(&driver.name()) {
+                bail!(
+                    "the rollout of {new} was started with the {} driver ({}); continue it with \
+                     the same one (the local front's --front URL, or Cloudflare's without it)",
+                    kind(&rec.driver),
+                    rec.driver
+                );
+            }
             let (mut ctrl, mut cmds) = Controller::resume(rec.slo.clone(), rec.state.clone());
             if matches!(start, Start::Abort) {
                 cmds = ctrl.abort();
