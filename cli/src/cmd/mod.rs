@@ -72,6 +72,13 @@ pub fn render_all<'a>(
         .collect()
 }
 
+/// The system clock, in ms since the epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// `--now` as milliseconds since the epoch; the system clock when absent.
 pub fn parse_now(now: Option<&str>) -> anyhow::Result<Millis> {
     match now {

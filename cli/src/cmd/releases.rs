@@ -330,11 +330,7 @@ fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
     Ok(Exit::Ok.into())
 }
 
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+use super::now_ms;
 
 fn print_findings(report: &registry::check::Report) {
     for f in &report.findings {

@@ -138,9 +138,7 @@ pub fn policy_slo(reg: &Registry, id: &str) -> Result<understudy_compiler::relea
     let id = reg.resolve(id)?;
     let rel = reg.load(&id)?;
     let path = rel.source_path(&rel.record.sources.policy);
-    let loaded = understudy_compiler::load::load_policy(
-        &path,
-        understudy_core::Millis(super::releases::now_ms()),
-    );
+    let loaded =
+        understudy_compiler::load::load_policy(&path, understudy_core::Millis(super::now_ms()));
     Ok(loaded.rollout.unwrap_or_default())
 }
