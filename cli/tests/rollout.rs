@@ -25,6 +25,8 @@ struct Scripted {
     percent: u8,
     /// Fail the deployment of this percentage once (a crash at that moment).
     fail_at: Option<u8>,
+    /// Every figures query fails (the SQL API down, the token revoked).
+    no_figures: bool,
 }
 
 impl Driver for Scripted {
@@ -46,6 +48,9 @@ impl Driver for Scripted {
         Ok(())
     }
     fn figures(&mut self, from: u64, to: u64) -> Result<(Figures, Figures)> {
+        if self.no_figures {
+            anyhow::bail!("the SQL API answered 403");
+        }
         let n = (to - from) * 20;
         let new_n = n * u64::from(self.percent) / 100;
         let old_n = n - new_n;
@@ -112,6 +117,7 @@ fn driver(env: &Env, new: &str, degraded_new: f64) -> Scripted {
         degraded_new,
         percent: 0,
         fail_at: None,
+        no_figures: false,
     }
 }
 
@@ -256,6 +262,82 @@ fn a_rollout_cut_short_resumes_from_its_record_and_a_second_one_is_refused() {
     // Each step judged once: 10% and 50% advanced, one judgement each.
     let judged: Vec<u8> = rec.state.log.iter().map(|l| l.step).collect();
     assert_eq!(judged, vec![10, 50]);
+}
+
+#[test]
+fn a_rollback_whose_deployment_failed_is_resumed_not_taken_as_done() {
+    let env = Env::new("rollout-rollback-fails");
+    let (old, new) = two(&env);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let mut d = driver(&env, &new, 1.0);
+    d.fail_at = Some(0);
+    let e = run(
+        &reg,
+        &new,
+        Start::New {
+            old: None,
+            slo: slo(),
+        },
+        &mut d,
+        &mut Fake(1_000_000),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("--resume"), "{e:#}");
+    let rec = record::read(&reg, &new).unwrap().unwrap();
+    assert_eq!(
+        rec.state.phase,
+        Phase::RollingBack,
+        "not recorded as rolled back"
+    );
+    let rec = run(
+        &reg,
+        &new,
+        Start::Resume,
+        &mut d,
+        &mut Fake(2_000_000),
+        &mut Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(rec.state.phase, Phase::RolledBack);
+    let steps: Vec<u8> = d.deployed.iter().map(|(p, _)| *p).collect();
+    assert_eq!(steps, vec![10, 0, 0], "the rollback asked for again");
+    assert_eq!(env.active(), old);
+}
+
+#[test]
+fn figures_that_never_come_stop_the_rollout_resumable_instead_of_waiting_for_ever() {
+    let env = Env::new("rollout-no-figures");
+    let (_old, new) = two(&env);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let mut d = driver(&env, &new, 0.0);
+    d.no_figures = true;
+    let mut out = Vec::new();
+    let e = run(
+        &reg,
+        &new,
+        Start::New {
+            old: None,
+            slo: slo(),
+        },
+        &mut d,
+        &mut Fake(1_000_000),
+        &mut out,
+    )
+    .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("5 times in a row") && e.contains("--resume"),
+        "{e}"
+    );
+    let rec = record::read(&reg, &new).unwrap().unwrap();
+    assert_eq!(
+        rec.state.phase,
+        Phase::Watching,
+        "kept at its step, resumable"
+    );
+    // The registry was usable meanwhile and is now: another writer takes its lock at once.
+    env.ok(&["releases", "verify", "--registry", "reg"]);
 }
 
 #[test]

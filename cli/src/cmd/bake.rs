@@ -113,6 +113,7 @@ fn bake(args: &BakeArgs) -> Result<ExitCode> {
         let reg = Registry::open_or_create(root)?.with_lock_options(LockOptions {
             wait: args.wait,
             command: "bake".into(),
+            long: false,
         });
         let note = format!(
             "bake: {} ({items} items) with {}",

@@ -38,6 +38,7 @@ impl RegistryArg {
         LockOptions {
             wait: self.wait,
             command: command.to_string(),
+            long: false,
         }
     }
 }

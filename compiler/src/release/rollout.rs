@@ -185,6 +185,9 @@ pub enum Phase {
     /// Deployed: waiting out the dwell, then judging.
     Watching,
     Done,
+    /// The old version at 100% is asked for and not yet confirmed (a judgement against the
+    /// new one, or `--abort`): not finished — a killed controller asks for it again.
+    RollingBack,
     RolledBack,
 }
 
@@ -237,7 +240,7 @@ impl Controller {
     pub fn resume(slo: Slo, state: State) -> (Controller, Vec<Command>) {
         let c = Controller { slo, state };
         let cmds = match c.state.phase {
-            Phase::Deploying => c.deploying(),
+            Phase::Deploying | Phase::RollingBack => c.deploying(),
             _ => Vec::new(),
         };
         (c, cmds)
@@ -253,7 +256,7 @@ impl Controller {
 
     fn deploying(&self) -> Vec<Command> {
         let percent = match self.state.phase {
-            Phase::RolledBack => 0,
+            Phase::RollingBack | Phase::RolledBack => 0,
             _ => self.percent(),
         };
         vec![
@@ -267,6 +270,10 @@ impl Controller {
     /// The driver confirms the last deployment at `now`. At 100% the rollout is done: there
     /// is no old version left to compare with.
     pub fn deployed(&mut self, now: Millis) -> Vec<Command> {
+        if self.state.phase == Phase::RollingBack {
+            self.state.phase = Phase::RolledBack;
+            return vec![Command::Record(self.state.clone())];
+        }
         if self.state.phase != Phase::Deploying {
             return Vec::new();
         }
@@ -322,7 +329,7 @@ impl Controller {
                 vec![Command::Record(self.state.clone())]
             }
             Judgement::RollBack { .. } => {
-                self.state.phase = Phase::RolledBack;
+                self.state.phase = Phase::RollingBack;
                 self.deploying()
             }
             Judgement::Advance { .. } => {
@@ -338,7 +345,7 @@ impl Controller {
 
     /// `rollout --abort`: the old version at 100%.
     pub fn abort(&mut self) -> Vec<Command> {
-        self.state.phase = Phase::RolledBack;
+        self.state.phase = Phase::RollingBack;
         self.deploying()
     }
 

@@ -39,6 +39,9 @@ const POLL: Duration = Duration::from_millis(25);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
     pub command: String,
+    /// Held for a long operation by design (a rollout, for hours): never called hung.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub long: bool,
     pub host: String,
     pub pid: u32,
     pub since: String,
@@ -65,6 +68,9 @@ pub struct LockOptions {
     pub wait: Option<Duration>,
     /// What the holder is doing, for the messages of others (`releases promote`).
     pub command: String,
+    /// The lock is held for a long operation (a rollout): others are told it is running,
+    /// not that it looks hung.
+    pub long: bool,
 }
 
 /// The held lock; released (file unlinked, then unlocked) on drop.
@@ -207,6 +213,7 @@ pub fn acquire(root: &Path, opts: &LockOptions) -> Result<Lock> {
                 // Taken a moment ago and its record not written yet.
                 _ => Holder {
                     command: "?".into(),
+                    long: false,
                     host: host.clone(),
                     pid: 0,
                     since: rfc3339(now),
@@ -217,6 +224,7 @@ pub fn acquire(root: &Path, opts: &LockOptions) -> Result<Lock> {
         let Some(holder) = busy_with else {
             let me = Holder {
                 command: opts.command.clone(),
+                long: opts.long,
                 host,
                 pid: std::process::id(),
                 since: rfc3339(now),
@@ -237,7 +245,7 @@ pub fn acquire(root: &Path, opts: &LockOptions) -> Result<Lock> {
         };
         drop(f);
         let held_ms = now.saturating_sub(holder.since_ms);
-        if holder.host == host && held_ms > STALE_AFTER_MS {
+        if holder.host == host && held_ms > STALE_AFTER_MS && !holder.long {
             bail!(
                 "the registry {} is locked by {}: longer than any registry change takes (the \
                  bound is {}), so it looks hung. It is alive, so its lock is not taken over: \
@@ -285,6 +293,7 @@ mod tests {
         LockOptions {
             wait: wait.map(Duration::from_millis),
             command: "test".into(),
+            long: false,
         }
     }
 
@@ -330,6 +339,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dead = Holder {
             command: "releases promote".into(),
+            long: false,
             host: hostname(),
             pid: 4_000_000,
             since: "2026-11-30T01:00:00Z".into(),
@@ -355,6 +365,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut remote = Holder {
             command: "releases promote".into(),
+            long: false,
             host: "elsewhere.example".into(),
             pid: 12,
             since: String::new(),

@@ -157,6 +157,9 @@ impl Registry {
         for (dir, prefix) in [
             (self.root.clone(), ""),
             (self.root.join(RELEASES), "releases/"),
+            // The rollouts' and the uploads' records (release::rollout::record, versions).
+            (self.root.join("rollouts"), "rollouts/"),
+            (self.root.join("versions"), "versions/"),
         ] {
             let entries = match std::fs::read_dir(&dir) {
                 Ok(e) => e,
@@ -188,8 +191,16 @@ impl Registry {
             r.with_context(|| format!("cannot remove the orphan {}", path.display()))?;
         }
         if !orphans.is_empty() {
-            sync_dir(&self.root)?;
-            sync_dir(&self.root.join(RELEASES))?;
+            for dir in [
+                self.root.clone(),
+                self.root.join(RELEASES),
+                self.root.join("rollouts"),
+                self.root.join("versions"),
+            ] {
+                if dir.is_dir() {
+                    sync_dir(&dir)?;
+                }
+            }
         }
         Ok(orphans)
     }

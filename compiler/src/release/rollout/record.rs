@@ -51,6 +51,7 @@ impl RolloutRecord {
                 if self.state.holds == 1 { "" } else { "s" }
             ),
             Phase::Done => "done: at 100%".into(),
+            Phase::RollingBack => "rolling back: the old version at 100% asked for".into(),
             Phase::RolledBack => "rolled back".into(),
         }
     }

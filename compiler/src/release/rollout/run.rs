@@ -16,6 +16,7 @@ use understudy_core::Millis;
 
 use super::record::{self, RolloutRecord};
 use super::{Command, Controller, Evidence, Figures, Judgement, Phase, Slo};
+use crate::release::registry::lock::{self, LockOptions};
 use crate::release::registry::Registry;
 
 /// What deploys the versions and measures them.
@@ -69,7 +70,22 @@ pub fn run(
     clock: &mut dyn Clock,
     out: &mut dyn Write,
 ) -> Result<RolloutRecord> {
-    let _lock = reg.lock()?;
+    // One controller at a time: the rollouts' own lock, held to the end (a killed
+    // controller's is taken over by the next). The registry's lock is taken only around each
+    // change, so the registry stays usable while a rollout runs for hours.
+    let dir = reg.root.join(record::DIR);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let _rollout_lock = lock::acquire(
+        &dir,
+        &LockOptions {
+            wait: None,
+            command: "releases rollout".into(),
+            long: true,
+        },
+    )
+    .context("another `understudy releases rollout` is running on this registry")?;
+    let setup = reg.lock()?;
+    let mut keep_earlier: Option<u64> = None;
     let new = reg.resolve(new)?;
     let new_release = reg.load(&new)?;
     let now = clock.now_ms();
@@ -113,15 +129,9 @@ pub fn run(
                     new_release.record.service
                 );
             }
-            if let Some(earlier) = record::read(reg, &new)? {
-                // An earlier rollout of the same release is kept beside, not overwritten.
-                let kept = reg
-                    .root
-                    .join(record::DIR)
-                    .join(format!("{new}.{}.json", earlier.started_at_ms));
-                std::fs::rename(record::path(reg, &new), &kept)
-                    .with_context(|| format!("cannot keep {}", kept.display()))?;
-            }
+            // An earlier rollout of the same release is kept beside when this one is first
+            // recorded, not overwritten.
+            keep_earlier = record::read(reg, &new)?.map(|e| e.started_at_ms);
             let (ctrl, cmds) = Controller::start(slo.clone());
             let rec = RolloutRecord {
                 format: record::FORMAT,
@@ -161,6 +171,7 @@ pub fn run(
             (rec, ctrl, cmds)
         }
     };
+    drop(setup);
     driver.check(&rec.old, &rec.new)?;
     let _ = writeln!(
         out,
@@ -172,11 +183,21 @@ pub fn run(
         rec.summary()
     );
     let mut pending: VecDeque<Command> = cmds.into();
+    let mut failures = 0u32;
     loop {
         while let Some(cmd) = pending.pop_front() {
             let now = clock.now_ms();
             match cmd {
                 Command::Record(state) => {
+                    let _lock = reg.lock()?;
+                    if let Some(at) = keep_earlier.take() {
+                        let kept = reg
+                            .root
+                            .join(record::DIR)
+                            .join(format!("{}.{at}.json", rec.new));
+                        std::fs::rename(record::path(reg, &rec.new), &kept)
+                            .with_context(|| format!("cannot keep {}", kept.display()))?;
+                    }
                     if state.phase == Phase::Done && reg.active()?.as_deref() != Some(&rec.new) {
                         let note = format!("rolled out from {}", rec.old);
                         reg.set_active(&rec.new, "rollout", &note, now)?;
@@ -208,6 +229,7 @@ pub fn run(
                 }
                 Command::Query { from, to } => match driver.figures(from, to) {
                     Ok((old, new)) => {
+                        failures = 0;
                         let ev = Evidence { from, to, old, new };
                         pending.extend(ctrl.evidence(Millis(now), ev));
                         if let Some(l) = ctrl.state().log.last() {
@@ -215,7 +237,19 @@ pub fn run(
                         }
                     }
                     Err(e) => {
-                        // No evidence, no judgement: ask again at the next tick.
+                        // No evidence, no judgement: ask again at the next tick — a few
+                        // times; then stop, the record kept, rather than stay half-deployed
+                        // on evidence that never comes.
+                        failures += 1;
+                        if failures >= MAX_QUERY_FAILURES {
+                            bail!(
+                                "the figures could not be read {failures} times in a row (last: \
+                                 {e:#}); the rollout is recorded ({}) — fix it and continue with \
+                                 `understudy releases rollout {} --resume`, or revert with --abort",
+                                rec.summary(),
+                                rec.new
+                            );
+                        }
                         let _ = writeln!(
                             out,
                             "{}: figures unavailable ({e:#}); asking again",
@@ -234,6 +268,9 @@ pub fn run(
     let _ = writeln!(out, "rollout of {}: {}", rec.new, rec.summary());
     Ok(rec)
 }
+
+/// Failed figure queries in a row before the rollout stops (exit 2, resumable).
+const MAX_QUERY_FAILURES: u32 = 5;
 
 /// How often the controller looks at the clock: a tenth of the dwell, 50 ms to 5 s.
 fn tick_ms(slo: &Slo) -> u64 {

@@ -56,7 +56,7 @@ fn play(slo: Slo, window: impl Fn(u8) -> Evidence) -> (Controller, Vec<u8>) {
             break;
         }
         now += 10;
-        let cmds = if c.state().phase == Phase::Deploying {
+        let cmds = if matches!(c.state().phase, Phase::Deploying | Phase::RollingBack) {
             c.deployed(Millis(now))
         } else {
             now += 1_000;
@@ -212,8 +212,26 @@ fn the_default_minimum_lets_a_faultless_version_advance_at_once() {
 fn abort_puts_the_old_version_back_and_bad_settings_are_named() {
     let (mut c, _) = Controller::start(slo());
     c.deployed(Millis(0));
-    assert_eq!(deploys(&c.abort()), vec![0]);
-    assert!(c.finished());
+    let cmds = c.abort();
+    assert_eq!(deploys(&cmds), vec![0]);
+    let Command::Record(recorded) = &cmds[0] else {
+        panic!("{cmds:?}")
+    };
+    assert_eq!(
+        recorded.phase,
+        Phase::RollingBack,
+        "recorded as asked for, not as done"
+    );
+    assert!(
+        !c.finished(),
+        "not finished until the old version is confirmed at 100%"
+    );
+    // Killed there: the rollback is asked for again.
+    let (mut again, cmds) = Controller::resume(slo(), recorded.clone());
+    assert_eq!(deploys(&cmds), vec![0]);
+    again.deployed(Millis(5));
+    assert!(again.finished());
+    assert_eq!(again.state().phase, Phase::RolledBack);
     let bad = Slo {
         steps: vec![50, 10],
         min_answers: 0,
