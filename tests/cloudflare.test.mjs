@@ -134,11 +134,17 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
       { [ids.good]: 100 },
     ]);
     assert.equal((await readFile(join(reg, "ACTIVE"), "utf8")).trim(), ids.good);
-    // A rehearsal runs every deploy line through wrangler's --dry-run and deploys nothing.
+    // A rehearsal runs every deploy line (and the rollback's) through wrangler's --dry-run,
+    // sends the queries once, and deploys and records nothing.
     const n = api.deployed(WORKER).length;
+    const recordPath = join(reg, "rollouts", `${ids.bad}.json`);
+    const recordBefore = await readFile(recordPath, "utf8");
     const d = await run(["releases", "rollout", ids.bad, "--registry", reg, "--dry-run", ...SHORT]);
-    assert.equal(d.status, 1, `${d.stdout}\n${d.stderr}`);
+    assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
+    assert.equal((d.stdout.match(/^ok: wrangler versions deploy /gm) ?? []).length, 4, d.stdout);
+    assert.match(d.stdout, /nothing was deployed or recorded/);
     assert.equal(api.deployed(WORKER).length, n, "nothing deployed in a dry run");
+    assert.equal(await readFile(recordPath, "utf8"), recordBefore, "nothing recorded");
   });
 
   test("`releases rollback --deploy` puts the earlier policy's version back at 100% at once", async () => {

@@ -143,7 +143,8 @@ pub struct RolloutArgs {
     /// SQL API; docs/rollout.md).
     #[arg(long, value_name = "URL")]
     pub front: Option<String>,
-    /// Cloudflare: pass `--dry-run` to every `wrangler versions deploy` (a rehearsal).
+    /// Cloudflare: a rehearsal — every step's `wrangler versions deploy` (and the rollback's)
+    /// run with `--dry-run`, both figure queries sent once; nothing deployed or recorded.
     #[arg(long, conflicts_with = "front")]
     pub dry_run: bool,
     #[command(flatten)]

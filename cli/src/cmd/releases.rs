@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
 use serde_json::json;
 
 use crate::args::{
@@ -54,8 +54,8 @@ pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
             super::rollouts::upload(&a, now_ms()).map(|()| Exit::Ok.into())
         }
         ReleasesCommand::Rollout(a) => Ok(match super::rollouts::rollout(&a)? {
-            Phase::Done => Exit::Ok,
-            _ => Exit::RolledBack,
+            None | Some(Phase::Done) => Exit::Ok,
+            Some(_) => Exit::RolledBack,
         }
         .into()),
         ReleasesCommand::Status(a) => super::rollouts::status(&a).map(|()| Exit::Ok.into()),
@@ -283,6 +283,16 @@ fn promote(args: &PromoteArgs) -> Result<ExitCode> {
 fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
     let now = super::parse_now(args.now.as_deref())?;
     let reg = args.registry.open("releases rollback")?;
+    if let Some(r) = understudy_compiler::release::rollout::record::running(&reg)? {
+        bail!(
+            "a rollout of {} (from {}) is running: {}; stop its controller and revert it with \
+             `understudy releases rollout {} --abort` (or continue it with --resume) first",
+            r.new,
+            r.old,
+            r.summary(),
+            r.new
+        );
+    }
     let r = ops::rollback(
         &reg,
         &OpsRollback {
@@ -320,7 +330,14 @@ fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
         let deploy = understudy_compiler::release::rollout::cloudflare::deploy_args(
             &version, &version, 100, &message,
         );
-        wrangler.run(&r.release.dir, &deploy)?;
+        wrangler.run(&r.release.dir, &deploy).with_context(|| {
+            format!(
+                "ACTIVE is {id} now, but its deployment failed; run the deployment again (not the \
+                 rollback): cd {} && wrangler {}",
+                r.release.dir.display(),
+                deploy.join(" ")
+            )
+        })?;
         println!("deployed: Workers version {version} ({id}) at 100%");
     } else {
         println!(

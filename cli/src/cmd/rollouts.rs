@@ -12,8 +12,8 @@ use understudy_compiler::release::rollout::record::{self as rollout_record, Roll
 use understudy_compiler::release::rollout::run::{self as rollout_run, Start, Wall};
 use understudy_compiler::release::rollout::{Judgement, Phase};
 
-/// `releases rollout`: runs the rollout to its end; how it ended.
-pub fn rollout(args: &RolloutArgs) -> Result<Phase> {
+/// `releases rollout`: runs the rollout to its end; how it ended (`None` for a rehearsal).
+pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
     let reg = args.registry.open("releases rollout")?;
     let mut driver: Box<dyn rollout_run::Driver> = match &args.front {
         Some(front) => Box::new(understudy_lab::rollout::front::Front::new(front)?),
@@ -30,7 +30,17 @@ pub fn rollout(args: &RolloutArgs) -> Result<Phase> {
                     )
                 })?,
             };
-            Box::new(Cloudflare::new(&reg, &old, &new, args.dry_run)?)
+            let mut cf = Cloudflare::new(&reg, &old, &new, args.dry_run)?;
+            if args.dry_run {
+                // A rehearsal: nothing deployed, nothing recorded.
+                let slo = args.slo.over(policy_slo(&reg, &new)?);
+                cf.rehearse(&slo, super::now_ms(), &mut std::io::stdout())?;
+                println!(
+                    "rehearsed the rollout of {new} from {old}: nothing was deployed or recorded"
+                );
+                return Ok(None);
+            }
+            Box::new(cf)
         }
     };
     let start = if args.resume {
@@ -51,7 +61,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<Phase> {
         &mut Wall,
         &mut std::io::stdout(),
     )?;
-    Ok(rec.state.phase)
+    Ok(Some(rec.state.phase))
 }
 
 /// `releases status`: the running (or last, or named) rollout.

@@ -11,7 +11,7 @@
 //! exposure within the bound ([`Slo::exposure_ms`]), and every answer after the rollout from
 //! the version it ended on.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -95,6 +95,9 @@ pub struct Outcome {
     pub unanswered: u64,
     pub exposure: Option<Exposure>,
     pub record: RolloutRecord,
+    /// The release the drill's scratch registry ended with as ACTIVE (the real registry is
+    /// never changed).
+    pub active_after: Option<String>,
     pub checks: Vec<Check>,
 }
 
@@ -104,11 +107,17 @@ impl Outcome {
     }
 }
 
-fn controller(opts: &Options, old: &str, front: &str, resume: bool) -> Result<Child> {
+fn controller(
+    opts: &Options,
+    registry: &Path,
+    old: &str,
+    front: &str,
+    resume: bool,
+) -> Result<Child> {
     let s = &opts.slo;
     let mut cmd = Command::new(&opts.exe);
     cmd.args(["releases", "rollout", &opts.new, "--registry"])
-        .arg(&opts.registry)
+        .arg(registry)
         .args(["--front", front]);
     if resume {
         cmd.arg("--resume");
@@ -206,6 +215,15 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let work = tempfile::Builder::new()
         .prefix("understudy-rollout-")
         .tempdir()?;
+    // The controller works on a scratch registry holding copies of the two releases: a
+    // drill deploys nothing on Cloudflare, so it must not move the real registry's ACTIVE,
+    // write its history or leave a rollout record there.
+    let scratch = work.path().join("registry");
+    Registry::open_or_create(&scratch)?;
+    for rel in [&old_rel, &new_rel] {
+        copy_dir(&rel.dir, &scratch.join("releases").join(rel.id()))?;
+    }
+    let reg = Registry::open(&scratch)?;
     let seed = work.path().join("kv-seed.json");
     std::fs::write(&seed, serde_json::to_vec_pretty(&kv_seed(&sc, now))?)?;
     let origin = OriginServer::spawn(([127, 0, 0, 1], 0).into(), Some(script::origin_script(&sc)))?;
@@ -258,7 +276,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     };
     let deadline = Instant::now() + limit;
     let driven = (|| -> Result<(Option<i32>, Option<RolloutRecord>)> {
-        let mut child = controller(opts, &old, &url, false)?;
+        let mut child = controller(opts, &scratch, &old, &url, false)?;
         let past_first = |r: &RolloutRecord| r.state.step >= 1;
         let (code, killed) = watch(
             &mut child,
@@ -274,7 +292,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         eprintln!(
             "drill --rollout: the controller was killed (SIGKILL); resuming from the registry"
         );
-        let mut child = controller(opts, &old, &url, true)?;
+        let mut child = controller(opts, &scratch, &old, &url, true)?;
         let (code, _) = watch(&mut child, &reg, &new, deadline, None)?;
         Ok((code, killed))
     })();
@@ -294,7 +312,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         bail!("the controller (`understudy releases rollout`) failed (exit {code:?}); its error is above");
     }
     let rec = record::read(&reg, &new)?.context("the controller left no record")?;
-    Ok(assess(
+    let active_after = reg.active()?;
+    let mut outcome = assess(
         opts,
         &old,
         &new,
@@ -304,7 +323,27 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         &deployments,
         rec,
         killed,
-    ))
+    );
+    outcome.active_after = active_after;
+    Ok(outcome)
+}
+
+/// Copies the directory `from` to `to` (files and subdirectories).
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
+    for entry in
+        std::fs::read_dir(from).with_context(|| format!("cannot list {}", from.display()))?
+    {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type()?.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)
+                .with_context(|| format!("cannot copy {} to {}", src.display(), dst.display()))?;
+        }
+    }
+    Ok(())
 }
 
 fn front_addr(url: &str) -> Result<std::net::SocketAddr> {
@@ -482,6 +521,7 @@ fn assess(
         unanswered,
         exposure,
         record: rec,
+        active_after: None,
         checks,
     }
 }

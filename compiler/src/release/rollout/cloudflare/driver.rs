@@ -36,6 +36,12 @@ impl Wrangler {
 
     /// Runs `wrangler ARGS` in `dir`; its output (stdout and stderr) when it exits 0.
     pub fn run(&self, dir: &Path, args: &[String]) -> Result<String> {
+        self.run_split(dir, args)
+            .map(|(out, err)| format!("{out}{err}"))
+    }
+
+    /// [`Self::run`], with stdout and stderr apart (for output that is parsed).
+    pub fn run_split(&self, dir: &Path, args: &[String]) -> Result<(String, String)> {
         let shown = format!("{} {}", self.program.join(" "), args.join(" "));
         let out = Command::new(&self.program[0])
             .args(&self.program[1..])
@@ -46,20 +52,20 @@ impl Wrangler {
             .with_context(|| {
                 format!("cannot run `{shown}` (set WRANGLER to the wrangler command)")
             })?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
         );
         if !out.status.success() {
             bail!(
-                "`{shown}` in {} failed ({}):\n{}",
+                "`{shown}` in {} failed ({}):\n{}{}",
                 dir.display(),
                 out.status,
-                text.trim_end()
+                stdout,
+                stderr.trim_end()
             );
         }
-        Ok(text)
+        Ok((stdout, stderr))
     }
 }
 
@@ -150,7 +156,7 @@ pub fn upload(
             return Ok(Some(u));
         }
         // An upload was intended and its result lost: find it by its tag before uploading again.
-        let listed = wrangler.run(
+        let (listed, _) = wrangler.run_split(
             &rel.dir,
             &["versions".into(), "list".into(), "--json".into()],
         )?;
@@ -227,6 +233,41 @@ impl Cloudflare {
             new,
             dry_run,
         })
+    }
+}
+
+impl Cloudflare {
+    /// `releases rollout --dry-run`: every step's deployment (and the rollback's) run
+    /// through `wrangler versions deploy --dry-run`, and both figure queries sent for the
+    /// last dwell — the command lines, the versions and the credentials checked, nothing
+    /// deployed and nothing recorded.
+    pub fn rehearse(
+        &mut self,
+        slo: &crate::slo::Slo,
+        now_ms: u64,
+        out: &mut dyn std::io::Write,
+    ) -> Result<()> {
+        let mut steps = slo.steps.clone();
+        steps.push(0);
+        for p in steps {
+            let message = format!("understudy rollout of {}: {p}%", self.new.0);
+            let mut args = deploy_args(&self.old.1, &self.new.1, p, &message);
+            args.push("--dry-run".into());
+            self.wrangler.run(&self.dir, &args)?;
+            let _ = writeln!(out, "ok: wrangler {}", args.join(" "));
+        }
+        let from = now_ms.saturating_sub(slo.dwell_ms);
+        let (old, new) = self.figures(from, now_ms)?;
+        let _ = writeln!(
+            out,
+            "ok: the SQL API answered for the last {} s: {} {} answers, {} {} answers",
+            slo.dwell_ms / 1000,
+            self.old.0,
+            old.answers,
+            self.new.0,
+            new.answers
+        );
+        Ok(())
     }
 }
 
