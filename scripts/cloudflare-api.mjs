@@ -128,7 +128,7 @@ function answerSql(sql, figures) {
       const bucket = f.latencyMs < 1 ? 0 : Math.floor(Math.log(f.latencyMs) / Math.log(1.1)) + 1;
       data.push({ release: r, bucket, n: String(answers) });
     } else {
-      data.push({ release: r, answers: String(answers), degraded: Math.round(answers * f.degraded), unavailable: Math.round(answers * f.unavailable) });
+      data.push({ release: r, sampled: answers, answers: String(answers), degraded: Math.round(answers * f.degraded), unavailable: Math.round(answers * f.unavailable) });
     }
   }
   return { meta: [], data, rows: data.length };

@@ -101,10 +101,11 @@ fn filter(service: &str, old: &str, new: &str, from_ms: u64, to_ms: u64) -> Stri
 }
 
 /// Each version's answers, degraded answers and no-tier 5xx answers, weighted by
-/// `_sample_interval` (Analytics Engine samples at high rates).
+/// `_sample_interval` (Analytics Engine samples at high rates), and the rows sampled
+/// (`sampled`): the evidence behind the estimates.
 pub fn counts_sql(service: &str, old: &str, new: &str, from_ms: u64, to_ms: u64) -> String {
     format!(
-        "SELECT blob1 AS release,\n  SUM(_sample_interval) AS answers,\n  sumIf(_sample_interval, blob2 IN ('fallback', 'unavailable', 'bake_invalid')) AS degraded,\n  sumIf(_sample_interval, blob2 IN ('unavailable', 'bake_invalid')) AS unavailable\nFROM {}\n{}\nGROUP BY release\nFORMAT JSON",
+        "SELECT blob1 AS release,\n  count() AS sampled,\n  SUM(_sample_interval) AS answers,\n  sumIf(_sample_interval, blob2 IN ('fallback', 'unavailable', 'bake_invalid')) AS degraded,\n  sumIf(_sample_interval, blob2 IN ('unavailable', 'bake_invalid')) AS unavailable\nFROM {}\n{}\nGROUP BY release\nFORMAT JSON",
         dataset(service),
         filter(service, old, new, from_ms, to_ms)
     )
@@ -167,17 +168,32 @@ pub fn read_figures(
                 None => Err("a row without `release`".into()),
             }
         };
+    // Sampled points weigh `_sample_interval` answers each, but they are the evidence: the
+    // judgement's bounds are taken over the rows sampled, the estimates scaled down to them
+    // (otherwise a sampled window would look `_sample_interval` times surer than it is).
+    let mut scale = [1.0f64; 2];
     for row in &counts.data {
         let Some(i) = which(row)? else { continue };
+        let answers = number(row, "answers")?;
+        let sampled = match row.get("sampled") {
+            Some(_) => number(row, "sampled")?,
+            None => answers,
+        };
+        let s = if answers > 0.0 {
+            (sampled / answers).min(1.0)
+        } else {
+            1.0
+        };
+        scale[i] = s;
         let f = &mut out[i];
-        f.answers = number(row, "answers")?.round() as u64;
-        f.degraded = number(row, "degraded")?.round() as u64;
-        f.unavailable = number(row, "unavailable")?.round() as u64;
+        f.answers = (answers * s).round() as u64;
+        f.degraded = (number(row, "degraded")? * s).round() as u64;
+        f.unavailable = (number(row, "unavailable")? * s).round() as u64;
     }
     for row in &latency.data {
         let Some(i) = which(row)? else { continue };
         let b = (number(row, "bucket")?.round() as u64).min(u64::from(TOP)) as u16;
-        let n = number(row, "n")?.round() as u64;
+        let n = (number(row, "n")? * scale[i]).round() as u64;
         *out[i].latency.0.entry(b).or_default() += n;
     }
     let [o, n] = out;
