@@ -38,14 +38,48 @@ function fnv1a(s) {
   for (const b of new TextEncoder().encode(s)) { h ^= b; h = Math.imul(h, 0x01000193) >>> 0; }
   return h;
 }
-// RFC 8941 dictionary members name="value" (what an override header carries).
+// An RFC 8941 dictionary of string members (what an override header carries):
+// name="value" members, comma-separated, each with optional ;parameters (ignored). A header
+// that does not parse is ignored whole, as the RFC asks.
 function overrides(text) {
   const out = {};
-  for (const part of (text ?? "").split(",")) {
-    const m = /^\\s*([a-z*][a-z0-9_.*-]*)\\s*=\\s*"([^"]*)"\\s*$/.exec(part);
-    if (m) out[m[1]] = m[2];
+  if (!text) return out;
+  let i = 0;
+  const ws = () => { while (text[i] === " " || text[i] === "\\t") i++; };
+  const key = () => {
+    const m = /^[a-z*][a-z0-9_.*-]*/.exec(text.slice(i));
+    if (!m) throw new Error("key");
+    i += m[0].length;
+    return m[0];
+  };
+  const str = () => {
+    if (text[i] !== '"') throw new Error("string");
+    let v = "";
+    for (i++; i < text.length; i++) {
+      const c = text[i];
+      if (c === "\\\\") { const n = text[++i]; if (n !== '"' && n !== "\\\\") throw new Error("escape"); v += n; continue; }
+      if (c === '"') { i++; return v; }
+      v += c;
+    }
+    throw new Error("unterminated");
+  };
+  const bare = () => { const m = /^[^;,\\s]*/.exec(text.slice(i)); i += m[0].length; };
+  try {
+    for (;;) {
+      ws();
+      const k = key();
+      if (text[i] !== "=") throw new Error("=");
+      i++;
+      out[k] = str();
+      while (text[i] === ";") { i++; key(); if (text[i] === "=") { i++; text[i] === '"' ? str() : bare(); } }
+      ws();
+      if (i >= text.length) return out;
+      if (text[i] !== ",") throw new Error(",");
+      i++;
+    }
+  } catch {
+    return {};
   }
-  return out;
 }
 function choose(req, env) {
   const o = overrides(req.headers.get("cloudflare-workers-version-overrides"))[env.WORKER];

@@ -108,8 +108,11 @@ pub fn all(reg: &Registry) -> Result<Vec<RolloutRecord>> {
         let Some(id) = name.strip_suffix(".json").filter(|id| is_release_id(id)) else {
             continue; // a temporary file of a killed writer, removed under the lock
         };
-        if let Some(rec) = read(reg, id)? {
-            out.push(rec);
+        match read(reg, id) {
+            Ok(Some(rec)) => out.push(rec),
+            Ok(None) => {}
+            // One damaged record does not hide the others (nor stop `releases list`): named.
+            Err(e) => eprintln!("warning: {e:#}; that rollout is left out"),
         }
     }
     out.sort_by_key(|r| r.started_at_ms);
@@ -148,7 +151,8 @@ mod tests {
         write(&reg, &rec).expect("rewritten");
         assert_eq!(running(&reg).expect("none running"), None);
         std::fs::write(path(&reg, &rec.new), "{").expect("damaged");
-        let e = format!("{:#}", all(&reg).unwrap_err());
+        let e = format!("{:#}", read(&reg, &rec.new).unwrap_err());
         assert!(e.contains("not a rollout record"), "{e}");
+        assert_eq!(all(&reg).expect("the others still listed"), Vec::new());
     }
 }

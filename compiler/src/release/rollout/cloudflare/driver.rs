@@ -4,7 +4,7 @@
 //! rehearsed without deploying.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
@@ -15,6 +15,8 @@ use crate::release::rollout::run::Driver;
 use crate::release::rollout::Figures;
 use crate::release::versions::{self, Uploaded};
 
+/// How long one wrangler command may take.
+const WRANGLER_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long one SQL query may take.
 const SQL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -43,15 +45,62 @@ impl Wrangler {
     /// [`Self::run`], with stdout and stderr apart (for output that is parsed).
     pub fn run_split(&self, dir: &Path, args: &[String]) -> Result<(String, String)> {
         let shown = format!("{} {}", self.program.join(" "), args.join(" "));
-        let out = Command::new(&self.program[0])
+        let mut child = Command::new(&self.program[0])
             .args(&self.program[1..])
             .args(args)
             .current_dir(dir)
             .env("WRANGLER_SEND_METRICS", "false")
-            .output()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .with_context(|| {
                 format!("cannot run `{shown}` (set WRANGLER to the wrangler command)")
             })?;
+        // Drained on threads, so a chatty wrangler never blocks on a full pipe; a hung one is
+        // killed after WRANGLER_TIMEOUT rather than holding the rollout (and its lock).
+        let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let so = drain(
+            child
+                .stdout
+                .take()
+                .map(|r| Box::new(r) as Box<dyn std::io::Read + Send>),
+        );
+        let se = drain(
+            child
+                .stderr
+                .take()
+                .map(|r| Box::new(r) as Box<dyn std::io::Read + Send>),
+        );
+        let deadline = std::time::Instant::now() + WRANGLER_TIMEOUT;
+        let status = loop {
+            if let Some(st) = child.try_wait()? {
+                break st;
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "`{shown}` in {} did not finish within {} s; it was stopped",
+                    dir.display(),
+                    WRANGLER_TIMEOUT.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let out = std::process::Output {
+            status,
+            stdout: so.join().unwrap_or_default(),
+            stderr: se.join().unwrap_or_default(),
+        };
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
