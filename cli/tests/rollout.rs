@@ -109,6 +109,24 @@ fn two(env: &Env) -> (String, String) {
     (active, other)
 }
 
+/// A new rollout of `new` from the active release at `at` ms, its output dropped.
+fn start(reg: &Registry, new: &str, d: &mut Scripted, at: u64) -> Result<record::RolloutRecord> {
+    let slo = slo();
+    run(
+        reg,
+        new,
+        Start::New { old: None, slo },
+        d,
+        &mut Fake(at),
+        &mut Vec::new(),
+    )
+}
+
+/// `--resume` of `new`'s recorded rollout at `at` ms.
+fn resume(reg: &Registry, new: &str, d: &mut Scripted, at: u64) -> Result<record::RolloutRecord> {
+    run(reg, new, Start::Resume, d, &mut Fake(at), &mut Vec::new())
+}
+
 fn driver(env: &Env, new: &str, degraded_new: f64) -> Scripted {
     Scripted {
         reg: env.p("reg"),
@@ -174,18 +192,7 @@ fn a_bad_release_is_rolled_back_at_the_first_step_and_the_old_stays_active() {
     let (old, new) = two(&env);
     let reg = Registry::open(&env.p("reg")).unwrap();
     let mut d = driver(&env, &new, 1.0);
-    let rec = run(
-        &reg,
-        &new,
-        Start::New {
-            old: None,
-            slo: slo(),
-        },
-        &mut d,
-        &mut Fake(1_000_000),
-        &mut Vec::new(),
-    )
-    .unwrap();
+    let rec = start(&reg, &new, &mut d, 1_000_000).unwrap();
     assert_eq!(rec.state.phase, Phase::RolledBack);
     assert_eq!(
         d.deployed.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
@@ -216,42 +223,12 @@ fn a_rollout_cut_short_resumes_from_its_record_and_a_second_one_is_refused() {
     let reg = Registry::open(&env.p("reg")).unwrap();
     let mut d = driver(&env, &new, 0.0);
     d.fail_at = Some(50);
-    let e = run(
-        &reg,
-        &new,
-        Start::New {
-            old: None,
-            slo: slo(),
-        },
-        &mut d,
-        &mut Fake(1_000_000),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = start(&reg, &new, &mut d, 1_000_000).unwrap_err();
     assert!(format!("{e:#}").contains("--resume"), "{e:#}");
     // Another rollout is refused while this one is recorded as running.
-    let again = run(
-        &reg,
-        &new,
-        Start::New {
-            old: None,
-            slo: slo(),
-        },
-        &mut d,
-        &mut Fake(2_000_000),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let again = start(&reg, &new, &mut d, 2_000_000).unwrap_err();
     assert!(format!("{again:#}").contains("is running"), "{again:#}");
-    let rec = run(
-        &reg,
-        &new,
-        Start::Resume,
-        &mut d,
-        &mut Fake(3_000_000),
-        &mut Vec::new(),
-    )
-    .unwrap();
+    let rec = resume(&reg, &new, &mut d, 3_000_000).unwrap();
     assert_eq!(rec.state.phase, Phase::Done);
     let steps: Vec<u8> = d.deployed.iter().map(|(p, _)| *p).collect();
     assert_eq!(
@@ -271,18 +248,7 @@ fn a_rollback_whose_deployment_failed_is_resumed_not_taken_as_done() {
     let reg = Registry::open(&env.p("reg")).unwrap();
     let mut d = driver(&env, &new, 1.0);
     d.fail_at = Some(0);
-    let e = run(
-        &reg,
-        &new,
-        Start::New {
-            old: None,
-            slo: slo(),
-        },
-        &mut d,
-        &mut Fake(1_000_000),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = start(&reg, &new, &mut d, 1_000_000).unwrap_err();
     assert!(format!("{e:#}").contains("--resume"), "{e:#}");
     let rec = record::read(&reg, &new).unwrap().unwrap();
     assert_eq!(
@@ -290,15 +256,7 @@ fn a_rollback_whose_deployment_failed_is_resumed_not_taken_as_done() {
         Phase::RollingBack,
         "not recorded as rolled back"
     );
-    let rec = run(
-        &reg,
-        &new,
-        Start::Resume,
-        &mut d,
-        &mut Fake(2_000_000),
-        &mut Vec::new(),
-    )
-    .unwrap();
+    let rec = resume(&reg, &new, &mut d, 2_000_000).unwrap();
     assert_eq!(rec.state.phase, Phase::RolledBack);
     let steps: Vec<u8> = d.deployed.iter().map(|(p, _)| *p).collect();
     assert_eq!(steps, vec![10, 0, 0], "the rollback asked for again");

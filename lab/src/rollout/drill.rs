@@ -18,16 +18,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
-use serde::Serialize;
 use understudy_compiler::load::load_policy;
 use understudy_compiler::release::registry::Registry;
 use understudy_compiler::release::rollout::record::{self, RolloutRecord};
-use understudy_compiler::release::rollout::{Judgement, Phase, Slo};
+use understudy_compiler::release::rollout::Slo;
 use understudy_compiler::simulate::scenario::{self, RawScenario};
-use understudy_core::breaker::rate::wilson;
 use understudy_core::Millis;
 
-use super::front::{Deployment, Front};
+use super::assess::assess;
+pub use super::assess::{Check, Expect, Exposure, Outcome};
+use super::front::Front;
 use crate::drill::edge::NodeServer;
 use crate::drill::prepare::{epoch_ms, kv_seed, plan_request};
 use crate::drill::script;
@@ -35,15 +35,6 @@ use crate::origin::OriginServer;
 
 /// After the rollout ends, traffic goes on this long: what the end looks like to clients.
 const TAIL: Duration = Duration::from_millis(1_500);
-/// Answers sent this soon after the last deployment may still be on their way.
-const SETTLE_MS: u64 = 300;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Expect {
-    Advance,
-    RollBack,
-}
 
 pub struct Options {
     pub registry: PathBuf,
@@ -59,52 +50,6 @@ pub struct Options {
     pub kill_controller: bool,
     /// The `understudy` binary that runs the controller.
     pub exe: PathBuf,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Check {
-    pub name: &'static str,
-    pub held: bool,
-    pub detail: String,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Exposure {
-    /// From the first deployment of the new version to the rollback's.
-    pub seconds: f64,
-    pub bound_seconds: f64,
-    pub answers: u64,
-    pub new_answers: u64,
-    pub share: f64,
-    pub first_step_share: f64,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Outcome {
-    pub old: String,
-    pub new: String,
-    pub rate_rps: f64,
-    pub phase: Phase,
-    /// ms after the traffic started, and the new version's share.
-    pub deployments: Vec<(f64, u8)>,
-    /// What the record said when the controller was killed.
-    pub killed_at: Option<String>,
-    pub answers: u64,
-    pub old_answers: u64,
-    pub new_answers: u64,
-    pub unanswered: u64,
-    pub exposure: Option<Exposure>,
-    pub record: RolloutRecord,
-    /// The release the drill's scratch registry ended with as ACTIVE (the real registry is
-    /// never changed).
-    pub active_after: Option<String>,
-    pub checks: Vec<Check>,
-}
-
-impl Outcome {
-    pub fn broken(&self) -> Vec<&Check> {
-        self.checks.iter().filter(|c| !c.held).collect()
-    }
 }
 
 fn controller(
@@ -314,7 +259,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let rec = record::read(&reg, &new)?.context("the controller left no record")?;
     let active_after = reg.active()?;
     let mut outcome = assess(
-        opts,
+        opts.expect,
         &old,
         &new,
         rate_rps,
@@ -350,178 +295,4 @@ fn front_addr(url: &str) -> Result<std::net::SocketAddr> {
     url.strip_prefix("http://")
         .and_then(|a| a.parse().ok())
         .with_context(|| format!("the front printed an unexpected address {url:?}"))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn assess(
-    opts: &Options,
-    old: &str,
-    new: &str,
-    rate_rps: f64,
-    start_epoch: u64,
-    seen: &[super::load::Seen],
-    deployments: &[Deployment],
-    rec: RolloutRecord,
-    killed: Option<RolloutRecord>,
-) -> Outcome {
-    let slo = &rec.slo;
-    let version = |s: &super::load::Seen| s.obs.headers.policy_version.clone().unwrap_or_default();
-    let count = |v: &str| seen.iter().filter(|s| version(s) == v).count() as u64;
-    let unanswered = seen.iter().filter(|s| s.obs.status == 0).count() as u64;
-    let mut checks = Vec::new();
-
-    if let Some(e) = opts.expect {
-        let got = rec.state.phase;
-        let want = match e {
-            Expect::Advance => Phase::Done,
-            Expect::RollBack => Phase::RolledBack,
-        };
-        checks.push(Check {
-            name: "ROLLOUT_VERDICT",
-            held: got == want,
-            detail: format!("expected {want:?}, the rollout ended {got:?}"),
-        });
-    }
-
-    // The steps: the front's deployments (a repeat of the same split — a deployment asked
-    // again after a kill — is one step) against the judgements the record keeps.
-    let mut distinct: Vec<u8> = deployments.iter().map(|d| d.new_percent).collect();
-    distinct.dedup();
-    let last_step = rec.state.step;
-    let mut want: Vec<u8> = slo.steps[..=last_step.min(slo.steps.len() - 1)].to_vec();
-    if rec.state.phase == Phase::RolledBack {
-        want.push(0);
-    }
-    let advances: Vec<u8> = rec
-        .state
-        .log
-        .iter()
-        .filter(|l| matches!(l.judgement, Judgement::Advance { .. }))
-        .map(|l| l.step)
-        .collect();
-    let once = advances.windows(2).all(|w| w[0] < w[1]);
-    checks.push(Check {
-        name: "ROLLOUT_STEPS",
-        held: distinct == want && once,
-        detail: format!(
-            "deployed {distinct:?}% (expected {want:?}%), advanced from {advances:?}%{}",
-            killed.as_ref().map_or(String::new(), |k| format!(
-                "; killed at step {} ({:?}) and resumed",
-                slo.steps[k.state.step.min(slo.steps.len() - 1)],
-                k.state.phase
-            ))
-        ),
-    });
-
-    // No verdict on thin evidence (a rollback for holding too long is a hold, named so).
-    let thin: Vec<String> = rec
-        .state
-        .log
-        .iter()
-        .filter(|l| {
-            let held_out = matches!(&l.judgement, Judgement::RollBack { reasons } if reasons.iter().any(|r| r.starts_with("held ")));
-            !matches!(l.judgement, Judgement::Hold { .. })
-                && !held_out
-                && (l.evidence.old.answers < slo.min_answers || l.evidence.new.answers < slo.min_answers)
-        })
-        .map(|l| format!("at {}%: old {}, new {}", l.step, l.evidence.old.answers, l.evidence.new.answers))
-        .collect();
-    checks.push(Check {
-        name: "ROLLOUT_EVIDENCE",
-        held: thin.is_empty(),
-        detail: if thin.is_empty() {
-            format!(
-                "every verdict had at least {} answers from each version",
-                slo.min_answers
-            )
-        } else {
-            format!("verdicts on too few answers: {}", thin.join("; "))
-        },
-    });
-
-    // A bad release's exposure: from its first deployment to the rollback's.
-    let mut exposure = None;
-    let first = deployments.iter().find(|d| d.new_percent > 0);
-    let back = deployments.iter().rev().find(|d| d.new_percent == 0);
-    if let (Phase::RolledBack, Some(first), Some(back), 0) =
-        (rec.state.phase, first, back, last_step)
-    {
-        let inside: Vec<_> = seen
-            .iter()
-            .filter(|s| s.sent_epoch_ms >= first.at && s.sent_epoch_ms < back.at)
-            .collect();
-        let n = inside.len() as u64;
-        let k = inside.iter().filter(|s| version(s) == new).count() as u64;
-        let share = f64::from(slo.steps[0]) / 100.0;
-        let tick = (slo.dwell_ms / 10).clamp(50, 5_000) as f64;
-        let bound = slo.exposure_ms(rate_rps) + 2.0 * tick + 1_000.0;
-        let seconds = back.at.saturating_sub(first.at) as f64 / 1000.0;
-        let c = |x: u64| x.min(u64::from(u32::MAX)) as u32;
-        let (lo, _) = wilson(c(k), c(n));
-        checks.push(Check {
-            name: "ROLLOUT_EXPOSURE",
-            held: seconds * 1000.0 <= bound && lo <= share,
-            detail: format!(
-                "the bad release was deployed {seconds:.2} s (bound {:.2} s) and answered {k} of {n} requests ({:.1}%, first step {:.0}%)",
-                bound / 1000.0,
-                100.0 * k as f64 / n.max(1) as f64,
-                100.0 * share
-            ),
-        });
-        exposure = Some(Exposure {
-            seconds,
-            bound_seconds: bound / 1000.0,
-            answers: n,
-            new_answers: k,
-            share: k as f64 / n.max(1) as f64,
-            first_step_share: share,
-        });
-    }
-
-    // After the end, every answer from the version it ended on.
-    if let Some(last) = deployments.last() {
-        let on = if rec.state.phase == Phase::Done {
-            new
-        } else {
-            old
-        };
-        let after: Vec<_> = seen
-            .iter()
-            .filter(|s| s.sent_epoch_ms >= last.at + SETTLE_MS && s.obs.status != 0)
-            .collect();
-        let off = after.iter().filter(|s| version(s) != on).count();
-        checks.push(Check {
-            name: "ROLLOUT_AFTER",
-            held: !after.is_empty() && off == 0,
-            detail: format!(
-                "{} answers after the rollout ended, {off} not from {on}",
-                after.len()
-            ),
-        });
-    }
-    checks.push(Check {
-        name: "ROLLOUT_ANSWERED",
-        held: unanswered == 0,
-        detail: format!("{unanswered} of {} requests without an answer", seen.len()),
-    });
-
-    Outcome {
-        old: old.into(),
-        new: new.into(),
-        rate_rps,
-        phase: rec.state.phase,
-        deployments: deployments
-            .iter()
-            .map(|d| (d.at as f64 - start_epoch as f64, d.new_percent))
-            .collect(),
-        killed_at: killed.map(|k| k.summary()),
-        answers: seen.len() as u64,
-        old_answers: count(old),
-        new_answers: count(new),
-        unanswered,
-        exposure,
-        record: rec,
-        active_after: None,
-        checks,
-    }
 }

@@ -3,6 +3,7 @@
 //! workerd behind the front, steady traffic through it, and `understudy releases rollout`
 //! driving the steps.
 
+mod assess;
 pub mod drill;
 pub mod front;
 mod load;
