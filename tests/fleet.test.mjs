@@ -68,6 +68,9 @@ describe("fleet-scoped breaker in workerd [F-SCOPE]", () => {
     assert.ok(s.breaker.fleet.verdict.isolates >= 1);
     assert.ok(s.breaker.fleet.coordinator.reports >= 1);
     assert.equal(s.breaker.fleet.coordinator.failures, 0);
+    // Its answers also left a watch with the coordinator, held while the fleet is closed.
+    assert.ok(s.breaker.fleet.coordinator.watching >= 1, JSON.stringify(s.breaker.fleet.coordinator));
+    assert.equal(s.breaker.fleet.coordinator.pushed, 0, "nothing to push while the fleet is closed");
   });
 
   test("the model hung: the fleet's verdict opens the breaker; every answer disclosed", async () => {
@@ -91,6 +94,13 @@ describe("fleet-scoped breaker in workerd [F-SCOPE]", () => {
       const r = await get();
       assert.equal(r.headers["x-breaker-mode"], "DEGRADED_FALLBACK");
       assert.equal(r.headers["x-degraded-reason"], "BREAKER_OPEN");
+      // The opening answered the watches the Durable Object held (ADR 011, "The verdict
+      // pushed"): the verdict came back on them too, with no report asking for it.
+      const pushed = await eventually(async () => {
+        const st = await status();
+        return st?.breaker?.fleet?.coordinator?.pushed >= 1 ? st : null;
+      });
+      assert.ok(pushed, `a watch brought the opening: ${JSON.stringify((await status())?.breaker?.fleet)}`);
     } finally {
       await stack.origin.clearFault();
     }

@@ -12,7 +12,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use understudy_core::breaker::fleet::{settings_hash, Coordinator};
+use understudy_core::breaker::fleet::{settings_hash, Coordinator, FleetMode, Verdict, WATCH_MS};
 use understudy_core::breaker::member::REPORT_TIMEOUT_MS;
 use understudy_core::catalog::Catalog;
 use understudy_core::engine::virtual_io::Virtual;
@@ -109,6 +109,11 @@ pub struct FleetRun {
     pub outage_calls: u64,
     pub reports: u64,
     pub report_failures: u64,
+    /// Watches sent, and verdicts they brought back.
+    pub watches: u64,
+    pub pushed: u64,
+    /// When the fleet's verdict opened or closed (ms since the start, mode).
+    pub fleet_moves: Vec<(u64, FleetMode)>,
 }
 
 enum Ev {
@@ -116,8 +121,86 @@ enum Ev {
     Deliver(usize, String),
     /// Its answer (or failure) reaches isolate k.
     Answer(usize, Result<String, String>),
+    /// A watch reaches the coordinator.
+    Watch(usize, String),
+    /// The coordinator answers isolate k's held watch `token` with the verdict as it
+    /// stands ([`WATCH_MS`] passed).
+    WatchDue(usize, u64),
+    /// A watch's answer (or failure) reaches isolate k.
+    Pushed(usize, Result<String, String>),
     /// The coordinator restarts empty.
     Reset,
+}
+
+/// The fleet's events in time order (ties in the order pushed).
+#[derive(Default)]
+struct Queue {
+    q: BinaryHeap<Reverse<(u64, u64)>>,
+    evs: HashMap<u64, Ev>,
+    seq: u64,
+}
+
+impl Queue {
+    fn push(&mut self, at_us: u64, e: Ev) {
+        self.seq += 1;
+        self.q.push(Reverse((at_us, self.seq)));
+        self.evs.insert(self.seq, e);
+    }
+
+    fn next_at(&self) -> Option<u64> {
+        self.q.peek().map(|Reverse((t, _))| *t)
+    }
+
+    fn pop(&mut self) -> Option<(u64, Ev)> {
+        let Reverse((at, id)) = self.q.pop()?;
+        Some((at, self.evs.remove(&id)?))
+    }
+}
+
+/// Notes isolate `e`'s mode at `now` when it changed.
+fn note_mode(
+    e: &mut Engine<'_>,
+    now: Millis,
+    (start, last, changes): (Millis, &mut &'static str, &mut Changes),
+) {
+    let mode = e.breaker_mode(now);
+    if mode != *last {
+        changes.push((now.since(start), mode));
+        *last = mode;
+    }
+}
+
+/// The watches the coordinator holds: the watch's token → its isolate.
+type Held = HashMap<u64, usize>;
+
+/// The coordinator's side of the run: its held watches, and when the fleet opened or
+/// closed (ms since the start, mode).
+struct Watches {
+    held: Held,
+    delay_us: u64,
+    start: Millis,
+    moves: Vec<(u64, FleetMode)>,
+}
+
+impl Watches {
+    /// Answers every held watch with `v` (its JSON `text`) when the fleet just opened or
+    /// closed.
+    fn broadcast(
+        &mut self,
+        c: &mut Coordinator,
+        q: &mut Queue,
+        at_us: u64,
+        v: &Verdict,
+        text: &str,
+    ) {
+        if c.moved() {
+            self.moves
+                .push((Millis(at_us / 1000).since(self.start), v.mode));
+            for (_, k) in self.held.drain() {
+                q.push(at_us + self.delay_us, Ev::Pushed(k, Ok(text.to_string())));
+            }
+        }
+    }
 }
 
 /// `policy` with the breaker's scope set: `fleet` keeps the policy's fleet settings (or
@@ -190,69 +273,97 @@ pub fn run(
         .enumerate()
         .filter_map(|(k, v)| v.next_at_us().map(|t| Reverse((t, k))))
         .collect();
-    let mut fleet_q: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
-    let mut evs: HashMap<u64, Ev> = HashMap::new();
-    let mut seq = 0u64;
-    let mut push =
-        |q: &mut BinaryHeap<Reverse<(u64, u64)>>, evs: &mut HashMap<u64, Ev>, at: u64, e: Ev| {
-            seq += 1;
-            q.push(Reverse((at, seq)));
-            evs.insert(seq, e);
-        };
+    let mut fleet_q = Queue::default();
+    let mut w = Watches {
+        held: Held::new(),
+        delay_us: spec.report_delay_ms * 1000,
+        start: Millis(sc.start_ms),
+        moves: Vec::new(),
+    };
     if let Some((from, _, Down::Reset)) = spec.down {
-        push(
-            &mut fleet_q,
-            &mut evs,
-            (sc.start_ms + from) * 1000,
-            Ev::Reset,
-        );
+        fleet_q.push((sc.start_ms + from) * 1000, Ev::Reset);
     }
     let mut last: Vec<&'static str> = engines.iter_mut().map(|e| e.breaker_mode(start)).collect();
     let mut changes: Vec<Changes> = vec![Vec::new(); n];
     let mut seen = vec![false; isolate_of.len()];
-    let (mut reports, mut report_failures) = (0u64, 0u64);
+    let (mut reports, mut report_failures, mut watches, mut pushed) = (0u64, 0u64, 0u64, 0u64);
     let delay_us = spec.report_delay_ms * 1000;
     loop {
         let tv = due.peek().map(|Reverse((t, _))| *t);
-        let tf = fleet_q.peek().map(|Reverse((t, _))| *t);
+        let tf = fleet_q.next_at();
         let fleet_first = match (tf, tv) {
             (None, None) => break,
             (Some(f), Some(v)) => f <= v,
             (f, _) => f.is_some(),
         };
         if fleet_first {
-            let Some(Reverse((at_us, id))) = fleet_q.pop() else {
-                break;
+            let Some((at_us, ev)) = fleet_q.pop() else {
+                continue;
             };
-            let Some(ev) = evs.remove(&id) else { continue };
             let now = Millis(at_us / 1000);
+            let json = |v: &Verdict| serde_json::to_string(v).unwrap_or_default();
             match ev {
-                Ev::Reset => coordinator = fresh(),
+                Ev::Reset => {
+                    coordinator = fresh();
+                    for (_, k) in w.held.drain() {
+                        let e = Err("the coordinator was reset".to_string());
+                        fleet_q.push(at_us + delay_us, Ev::Pushed(k, e));
+                    }
+                }
                 Ev::Deliver(k, text) => {
                     let answer = match coordinator.as_mut() {
                         None => Err("no coordinator".to_string()),
                         Some(c) => match Coordinator::parse(&text).and_then(|r| c.report(now, r)) {
-                            Ok(v) => Ok(serde_json::to_string(&v).unwrap_or_default()),
+                            Ok(v) => {
+                                let text = json(&v);
+                                w.broadcast(c, &mut fleet_q, at_us, &v, &text);
+                                Ok(text)
+                            }
                             Err(refusal) => Err(format!("refused: {refusal:?}")),
                         },
                     };
-                    push(
-                        &mut fleet_q,
-                        &mut evs,
-                        at_us + delay_us,
-                        Ev::Answer(k, answer),
-                    );
+                    fleet_q.push(at_us + delay_us, Ev::Answer(k, answer));
+                }
+                Ev::Watch(k, text) => {
+                    let c = coordinator.as_mut();
+                    let got = c.ok_or("no coordinator".to_string()).and_then(|c| {
+                        let a = Coordinator::parse_watch(&text).and_then(|x| c.watch(now, &x));
+                        let a = a.map_err(|refusal| format!("refused: {refusal:?}"))?;
+                        let now_v = c.verdict(now);
+                        w.broadcast(c, &mut fleet_q, at_us, &now_v, &json(&now_v));
+                        Ok(a)
+                    });
+                    match got {
+                        Ok(None) => {
+                            let token = fleet_q.seq + 1;
+                            w.held.insert(token, k);
+                            fleet_q.push(at_us + WATCH_MS * 1000, Ev::WatchDue(k, token));
+                        }
+                        Ok(Some(v)) => fleet_q.push(at_us + delay_us, Ev::Pushed(k, Ok(json(&v)))),
+                        Err(e) => fleet_q.push(at_us + delay_us, Ev::Pushed(k, Err(e))),
+                    }
+                }
+                Ev::WatchDue(k, token) => {
+                    if w.held.remove(&token).is_some() {
+                        if let Some(c) = coordinator.as_mut() {
+                            let v = c.verdict(now);
+                            let text = json(&v);
+                            w.broadcast(c, &mut fleet_q, at_us, &v, &text);
+                            fleet_q.push(at_us + delay_us, Ev::Pushed(k, Ok(text)));
+                        }
+                    }
                 }
                 Ev::Answer(k, answer) => {
                     if answer.is_err() {
                         report_failures += 1;
                     }
                     engines[k].fleet_heard(now, answer.as_deref().map_err(|e| e.as_str()));
-                    let mode = engines[k].breaker_mode(now);
-                    if mode != last[k] {
-                        changes[k].push((now.since(start), mode));
-                        last[k] = mode;
-                    }
+                    note_mode(&mut engines[k], now, (start, &mut last[k], &mut changes[k]));
+                }
+                Ev::Pushed(k, answer) => {
+                    pushed += u64::from(answer.is_ok());
+                    engines[k].fleet_watched(now, answer.as_deref().map_err(|e| e.as_str()));
+                    note_mode(&mut engines[k], now, (start, &mut last[k], &mut changes[k]));
                 }
             }
             continue;
@@ -263,9 +374,11 @@ pub fn run(
         if virtuals[k].next_at_us() != Some(t) {
             continue;
         }
-        // Never past the coordinator's next event: a step skips stale wake-ups, and must
-        // not jump over an answer due before its next real one.
-        let limit = tf.unwrap_or(u64::MAX);
+        // Never past the next thing due anywhere else — the coordinator's next event, the
+        // other isolates' next steps: a step skips stale wake-ups (a deadline timer after
+        // the answer), and must not jump over what happens before its next real one.
+        let others = due.peek().map(|Reverse((t, _))| *t);
+        let limit = tf.unwrap_or(u64::MAX).min(others.unwrap_or(u64::MAX));
         let stepped = virtuals[k].step_until(limit, &mut engines[k], &DevBindings, &mut world);
         if let Some(next) = virtuals[k].next_at_us() {
             due.push(Reverse((next, k)));
@@ -287,35 +400,44 @@ pub fn run(
             changes[k].push((now.since(start), mode));
             last[k] = mode;
         }
-        for (request, at, text) in std::mem::take(&mut world.reports) {
-            reports += 1;
+        for (request, at, path, text) in std::mem::take(&mut world.reports) {
+            let watch = path == "/watch";
+            if watch {
+                watches += 1;
+            } else {
+                reports += 1;
+            }
             let k = isolate_of[request as usize] as usize;
             let at_us = at.0 * 1000;
             let t_ms = at.since(start);
-            let lost = unit(mix(request) ^ reports) < spec.report_loss;
+            let lost = unit(mix(request) ^ (reports + watches)) < spec.report_loss;
             let down = spec
                 .down
                 .filter(|(from, to, how)| *how != Down::Reset && (*from..*to).contains(&t_ms))
                 .map(|d| d.2);
+            let timeout_ms = if watch {
+                WATCH_MS + REPORT_TIMEOUT_MS
+            } else {
+                REPORT_TIMEOUT_MS
+            };
+            let failed = |e: String| {
+                if watch {
+                    Ev::Pushed(k, Err(e))
+                } else {
+                    Ev::Answer(k, Err(e))
+                }
+            };
             match (lost, down) {
-                (true, _) | (_, Some(Down::Hang)) => push(
-                    &mut fleet_q,
-                    &mut evs,
-                    at_us + REPORT_TIMEOUT_MS * 1000,
-                    Ev::Answer(k, Err(format!("no answer within {REPORT_TIMEOUT_MS} ms"))),
+                (true, _) | (_, Some(Down::Hang)) => fleet_q.push(
+                    at_us + timeout_ms * 1000,
+                    failed(format!("no answer within {timeout_ms} ms")),
                 ),
-                (_, Some(_)) => push(
-                    &mut fleet_q,
-                    &mut evs,
+                (_, Some(_)) => fleet_q.push(
                     at_us + 2 * delay_us,
-                    Ev::Answer(k, Err("the coordinator answered 500".into())),
+                    failed("the coordinator answered 500".into()),
                 ),
-                _ => push(
-                    &mut fleet_q,
-                    &mut evs,
-                    at_us + delay_us,
-                    Ev::Deliver(k, text),
-                ),
+                _ if watch => fleet_q.push(at_us + delay_us, Ev::Watch(k, text)),
+                _ => fleet_q.push(at_us + delay_us, Ev::Deliver(k, text)),
             }
         }
     }
@@ -327,6 +449,9 @@ pub fn run(
         outage_calls: world.outage_calls,
         reports,
         report_failures,
+        watches,
+        pushed,
+        fleet_moves: w.moves,
     })
 }
 

@@ -127,7 +127,7 @@ pub(crate) struct ScenarioWorld<'s> {
     /// Model calls made while the scenario's model was faulty.
     outage_calls: u64,
     /// Reports for the breaker's coordinator the replies carried: (request, when, JSON).
-    reports: Vec<(u64, Millis, String)>,
+    reports: Vec<(u64, Millis, &'static str, String)>,
 }
 
 impl<'p> World<'p> for ScenarioWorld<'_> {
@@ -170,8 +170,8 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
     }
 
     fn answered(&mut self, request: u64, now: Millis, reply: Reply) {
-        if let Some(r) = &reply.report {
-            self.reports.push((request, now, r.body.clone()));
+        for r in &reply.fleet {
+            self.reports.push((request, now, r.path, r.body.clone()));
         }
         for wr in &reply.writes {
             self.kv.insert(

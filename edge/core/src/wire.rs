@@ -134,15 +134,13 @@ fn respond(w: &mut Writer, r: &Reply) {
             w.str(&wr.metadata.to_string());
         }
     }
-    match &r.report {
-        Some(f) => {
-            w.num(1);
-            w.str(&f.binding);
-            w.str(&f.object);
-            w.str(&f.body);
-            w.num(f.timeout_ms);
-        }
-        None => w.num(0),
+    w.num(r.fleet.len());
+    for f in &r.fleet {
+        w.str(f.path);
+        w.str(&f.binding);
+        w.str(&f.object);
+        w.str(&f.body);
+        w.num(f.timeout_ms);
     }
 }
 

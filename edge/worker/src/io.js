@@ -62,7 +62,7 @@ export function us_incoming(req, names) {
 //   3 limit  io binding key
 //   5 abort  io       7 events io (performed in Rust)
 //   8 respond status head body log cid point [index blob×5 double×3] writes [binding key value meta]×writes
-//             report [binding object body timeout_ms]
+//             calls [path binding object body timeout_ms]×calls  (the coordinator's: /report, /watch)
 // `head` is `name\nvalue\n…` (names and values never contain a newline).
 class Reader {
   constructor(s) { this.s = s; this.p = 0; }
@@ -230,7 +230,8 @@ function respond(f, r) {
   const writes = r.num();
   const puts = [];
   for (let i = 0; i < writes; i++) puts.push([r.str(), r.str(), r.str(), r.str()]);
-  const fleet = r.num() === 1 ? [r.str(), r.str(), r.str(), r.num()] : undefined;
+  const fleet = [];
+  for (let i = r.num(); i > 0; i--) fleet.push([r.str(), r.str(), r.str(), r.str(), r.num()]);
   if (!f.live) return; // answered already (by a failure path): nothing more to send
   const res = new Response(body, { status, headers: headersOf(head) });
   finish(f, res);
@@ -240,15 +241,17 @@ function respond(f, r) {
     if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
   }
   for (const [binding, key, value, meta] of puts) put(f, binding, key, value, meta, cid);
-  if (fleet !== undefined) fleetReport(f, ...fleet);
+  for (const call of fleet) fleetReport(f, ...call);
 }
 
-// [F-SCOPE] A report to the breaker's coordinator (docs/adr/011-fleet-scoped-breaker.md),
-// after the answer, kept alive by `ctx.waitUntil`: its answer — or why there is none,
-// after `timeoutMs` at most — goes back to the engine. No request waits for it.
-function fleetReport(f, binding, object, body, timeoutMs) {
+// [F-SCOPE] A report or a watch to the breaker's coordinator
+// (docs/adr/011-fleet-scoped-breaker.md), after the answer, kept alive by `ctx.waitUntil`:
+// its answer — or why there is none, after `timeoutMs` at most — goes back to the engine.
+// No request waits for it. A watch is held by the coordinator until the fleet opens or
+// closes (or 25 s pass): how an isolate hears of it between its requests.
+function fleetReport(f, path, binding, object, body, timeoutMs) {
   const heard = (ok, text) => {
-    const todo = f.engine.fleetHeard(ok, text);
+    const todo = f.engine.fleetHeard(path, ok, text);
     if (!todo) return;
     const { log, point } = JSON.parse(todo);
     if (log) console.log(log);
@@ -263,7 +266,7 @@ function fleetReport(f, binding, object, body, timeoutMs) {
     const late = new Promise((_, reject) => {
       timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
     });
-    const asked = stub.fetch("https://coordinator/report", { method: "POST", body }).then(async (res) => {
+    const asked = stub.fetch(`https://coordinator${path}`, { method: "POST", body }).then(async (res) => {
       const text = await res.text();
       if (!res.ok) throw new Error(`HTTP ${res.status}: ${text}`);
       return text;

@@ -112,7 +112,7 @@ fn driver() -> JsValue {
     );
     set(
         "fleetHeard",
-        Closure::<dyn Fn(bool, String) -> Option<String>>::new(fleet_heard).into_js_value(),
+        Closure::<dyn Fn(String, bool, String) -> Option<String>>::new(fleet_heard).into_js_value(),
     );
     o.into()
 }
@@ -330,18 +330,25 @@ fn write_failed(binding: String, key: String, error: String, cid: String) {
     }
 }
 
-/// [F-SCOPE] The breaker's coordinator answered a report (`ok`: `text` is its answer) or
-/// the report failed (`text` says why): the engine applies the verdict or falls back to
-/// isolate scope. What the driver must do about it, as JSON — `{"log": line or null,
+/// [F-SCOPE] The breaker's coordinator answered a report or a watch (`path`; `ok`: `text`
+/// is its answer) or it failed (`text` says why): the engine applies the verdict, or falls
+/// back to isolate scope (a failed report). What the driver must do about it, as JSON — `{"log": line or null,
 /// "point": {"indexes", "blobs", "doubles"} or null}` — or nothing.
-fn fleet_heard(ok: bool, text: String) -> Option<String> {
+fn fleet_heard(path: String, ok: bool, text: String) -> Option<String> {
     let now = now();
     let answer = if ok {
         Ok(text.as_str())
     } else {
         Err(text.as_str())
     };
-    let heard = isolate::with_engine(|e| e.fleet_heard(now, answer)).ok()?;
+    let heard = isolate::with_engine(|e| {
+        if path == "/watch" {
+            e.fleet_watched(now, answer)
+        } else {
+            e.fleet_heard(now, answer)
+        }
+    })
+    .ok()?;
     if heard.log.is_none() && heard.point.is_none() {
         return None;
     }

@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::super::scenario::{ModelFault, Scenario};
 use super::super::{RequestResult, Source};
 use super::FleetRun;
+use understudy_core::breaker::fleet::FleetMode;
 
 /// One scope's figures (docs/scenarios.md, "The fleet").
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -33,8 +34,15 @@ pub struct Figures {
     /// Isolates with traffic during the fault that never degraded, and that never came back.
     pub never_degraded: u64,
     pub never_recovered: u64,
+    /// The fleet's verdict (fleet scope): from the onset to its first opening, from the
+    /// fault's end to its closing.
+    pub fleet_opened_s: Option<f64>,
+    pub fleet_closed_s: Option<f64>,
     pub reports: u64,
     pub report_failures: u64,
+    /// Watches sent, and the verdicts they brought (each an isolate told between requests).
+    pub watches: u64,
+    pub pushed: u64,
     pub requests: u64,
 }
 
@@ -154,14 +162,32 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         isolate_recover_p95_s: p95(recover),
         never_degraded,
         never_recovered,
+        fleet_opened_s: run
+            .fleet_moves
+            .iter()
+            .find(|(t, m)| *t >= onset && *m != FleetMode::Closed)
+            .map(|(t, _)| (t - onset) as f64 / 1000.0),
+        fleet_closed_s: run
+            .fleet_moves
+            .iter()
+            .rev()
+            .find(|(t, m)| *t >= onset && *m == FleetMode::Closed)
+            .map(|(t, _)| t.saturating_sub(end) as f64 / 1000.0),
         reports: run.reports,
         report_failures: run.report_failures,
+        watches: run.watches,
+        pushed: run.pushed,
         requests: run.results.len() as u64,
     }
 }
 
 fn secs(v: Option<f64>) -> String {
     v.map_or("never".to_string(), |s| format!("{s:.2} s"))
+}
+
+/// A figure a scope does not have (the fleet's verdict in isolate scope) is `-`.
+fn opt_secs(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |s| format!("{s:.2} s"))
 }
 
 /// Both scopes side by side, as `simulate` prints them.
@@ -203,8 +229,13 @@ pub fn human(title: &str, rows: &[Figures]) -> String {
     out += &line("isolates never recovered", &|r| {
         r.never_recovered.to_string()
     });
+    out += &line("fleet verdict: opened", &|r| opt_secs(r.fleet_opened_s));
+    out += &line("fleet verdict: closed", &|r| opt_secs(r.fleet_closed_s));
     out += &line("reports (failed)", &|r| {
         format!("{} ({})", r.reports, r.report_failures)
+    });
+    out += &line("watches (verdicts pushed)", &|r| {
+        format!("{} ({})", r.watches, r.pushed)
     });
     out += &line("requests", &|r| r.requests.to_string());
     out

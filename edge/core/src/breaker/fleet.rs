@@ -94,6 +94,25 @@ pub struct Report {
     pub buckets: Vec<Counts>,
 }
 
+/// An isolate's watch (ADR 011, "The verdict pushed"): held by the coordinator until the
+/// fleet opens or closes against `seen` — the mode this isolate last heard — or
+/// [`WATCH_MS`] passed, then answered with the verdict. The isolate keeps one open under `waitUntil`
+/// after a request, so a thin isolate learns an opening or a recovery when it happens, not
+/// when its next request's report is answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Watch {
+    pub service: String,
+    pub config: String,
+    pub isolate: String,
+    pub seen: Option<FleetMode>,
+}
+
+/// How long the coordinator holds a watch before it answers it with the verdict as it
+/// stands (inside the 30 s a Worker's `waitUntil` may run after its response, with the
+/// driver's half-second timeout on top).
+pub const WATCH_MS: u64 = 25_000;
+
 impl Refusal {
     /// The HTTP status the Durable Object answers it with.
     pub fn status(&self) -> u16 {
@@ -108,7 +127,7 @@ impl Refusal {
     /// What it says.
     pub fn message(&self) -> String {
         match self {
-            Refusal::Malformed(e) => format!("the report is not one: {e}"),
+            Refusal::Malformed(e) => format!("the request is no report or watch: {e}"),
             Refusal::OtherService(s) => format!("a report for service `{s}`, not this one's"),
             Refusal::OtherConfig(c) => {
                 format!("a report for breaker settings {c}, not this coordinator's")
@@ -193,6 +212,10 @@ pub struct Coordinator {
     /// When the probing that last closed the fleet began: a closed verdict names it, and an
     /// isolate whose own opening is older recovers with the fleet.
     recovered_from: Option<Millis>,
+    /// Whether the last verdict was `CLOSED`, and whether that flipped since
+    /// [`Coordinator::moved`] was last asked (the watches to answer).
+    closed: bool,
+    moved: bool,
 }
 
 impl Coordinator {
@@ -208,7 +231,37 @@ impl Coordinator {
             sums: BTreeMap::new(),
             swept: Millis(0),
             recovered_from: None,
+            closed: true,
+            moved: false,
         }
+    }
+
+    /// Whether the fleet opened or closed since the last call: the driver then answers every
+    /// watch it holds with the verdict it just gave. Probing is no move: an isolate the fleet
+    /// opened stays open through it (the fleet's probes come from the isolates that report
+    /// often), and its watch stays held for the close — probing may last 67 ms, too short
+    /// for a thin isolate to watch again in between.
+    pub fn moved(&mut self) -> bool {
+        std::mem::take(&mut self.moved)
+    }
+
+    /// Parses a watch's JSON.
+    pub fn parse_watch(text: &str) -> Result<Watch, Refusal> {
+        serde_json::from_str(text).map_err(|e| Refusal::Malformed(e.to_string()))
+    }
+
+    /// A watch arrived at `now`: the verdict to answer it with at once — the fleet is open
+    /// and the isolate last heard it closed, or the other way round — or `None` to hold it.
+    pub fn watch(&mut self, now: Millis, watch: &Watch) -> Result<Option<Verdict>, Refusal> {
+        if watch.service != self.service {
+            return Err(Refusal::OtherService(watch.service.clone()));
+        }
+        if watch.config != self.config {
+            return Err(Refusal::OtherConfig(watch.config.clone()));
+        }
+        let v = self.verdict(now);
+        let seen_closed = watch.seen.is_none_or(|m| m == FleetMode::Closed);
+        Ok((seen_closed != (v.mode == FleetMode::Closed)).then_some(v))
     }
 
     fn bucket_ms(&self) -> u64 {
@@ -359,6 +412,10 @@ impl Coordinator {
             State::Open { since, .. } => (FleetMode::Open, Some(since.0), None),
             State::Probing { since, opened } => (FleetMode::Probing, Some(opened.0), Some(since.0)),
         };
+        if (mode == FleetMode::Closed) != self.closed {
+            self.closed = mode == FleetMode::Closed;
+            self.moved = true;
+        }
         Verdict {
             mode,
             calls: t.calls,

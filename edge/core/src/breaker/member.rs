@@ -32,10 +32,12 @@ pub const REPORT_TIMEOUT_MS: u64 = 500;
 /// A healthy isolate reports this many times less often (a heartbeat that keeps it counted).
 pub const HEARTBEAT_FACTOR: u64 = 10;
 
-/// A report to send: to the Durable Object named `object` in the namespace bound as
-/// `binding`, the JSON `body`, giving up after `timeout_ms`.
+/// A report (or a watch) to send: to the Durable Object named `object` in the namespace
+/// bound as `binding`, at `path`, the JSON `body`, giving up after `timeout_ms`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FleetReport {
+    /// `/report` or `/watch`.
+    pub path: &'static str,
     pub binding: String,
     pub object: String,
     pub body: String,
@@ -144,6 +146,14 @@ pub struct Member {
     last_verdict: Option<FleetMode>,
     /// A probe ended since the last report: the next answer reports, whatever the interval.
     unreported_probe: bool,
+    /// Watches in flight (at most [`MAX_WATCHES`]) and when the newest was handed out; not
+    /// before when the next may go (after a failed one); verdicts pushed through a watch.
+    watching: u8,
+    newest_watch: Option<Millis>,
+    /// When the last answer went out (a thin isolate renews its watch with each request).
+    last_answer: Option<Millis>,
+    watch_after: Millis,
+    pushed: u64,
     health: Health,
     /// Reports that failed, timed out or were refused; and the last one's reason.
     failures: u64,
@@ -173,6 +183,11 @@ impl Member {
             recovered: None,
             last_verdict: None,
             unreported_probe: false,
+            watching: 0,
+            newest_watch: None,
+            last_answer: None,
+            watch_after: Millis(0),
+            pushed: 0,
             health: Health::Unknown,
             failures: 0,
             last_error: None,
@@ -336,6 +351,7 @@ impl Member {
             buckets: self.ledger.buckets(now),
         };
         Some(FleetReport {
+            path: "/report",
             binding: self.fleet.coordinator.clone(),
             object: object_name(&self.service, &self.config),
             body: serde_json::to_string(&report).ok()?,
@@ -345,6 +361,12 @@ impl Member {
 
     /// The coordinator answered the report in flight with `verdict` at `now`.
     pub fn heard(&mut self, now: Millis, verdict: Verdict) -> Option<FleetChange> {
+        self.in_flight = None;
+        self.probe_failed = false;
+        self.apply(now, verdict)
+    }
+
+    fn apply(&mut self, now: Millis, verdict: Verdict) -> Option<FleetChange> {
         let regained = matches!(self.health, Health::Failing | Health::Expired);
         let moved = self.last_verdict != Some(verdict.mode);
         let change = (regained || moved).then_some(FleetChange {
@@ -354,9 +376,7 @@ impl Member {
             isolates: verdict.isolates,
         });
         self.last_verdict = Some(verdict.mode);
-        self.in_flight = None;
         self.health = Health::Ok;
-        self.probe_failed = false;
         let ttl = self
             .fleet
             .verdict_ttl_ms
@@ -469,6 +489,8 @@ impl Member {
                 "failures": self.failures,
                 "last_error": self.last_error,
                 "reports": self.seq,
+                "watching": self.watching,
+                "pushed": self.pushed,
             },
         })
     }
@@ -484,7 +506,9 @@ impl Member {
 }
 
 mod ledger;
+mod watch;
 pub use ledger::Ledger;
+pub use watch::{MAX_WATCHES, THIN_GAP_MS};
 
 #[cfg(test)]
 mod tests;

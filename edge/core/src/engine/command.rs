@@ -79,10 +79,10 @@ pub struct Reply {
     pub log: String,
     /// The request's Analytics Engine data point, when it counts as one.
     pub point: Option<DataPoint>,
-    /// [F-SCOPE] A report for the breaker's coordinator, when one is due: send it in the
-    /// background, never before answering, and hand its answer (or failure) to
-    /// [`super::Engine::fleet_heard`].
-    pub report: Option<crate::breaker::member::FleetReport>,
+    /// [F-SCOPE] A report and a watch for the breaker's coordinator, when due: send them in
+    /// the background, never before answering, and hand each one's answer (or failure) to
+    /// [`super::Engine::fleet_heard`] with its path.
+    pub fleet: Vec<crate::breaker::member::FleetReport>,
 }
 
 impl Reply {

@@ -170,6 +170,6 @@ fn finish<'p>(
         writes: Vec::new(),
         log,
         point: None,
-        report: None,
+        fleet: Vec::new(),
     }))
 }

@@ -17,6 +17,7 @@ mod bulkhead;
 pub mod command;
 mod events;
 mod finish;
+mod fleet;
 mod flight;
 pub mod freshness;
 mod hedge;
@@ -40,13 +41,14 @@ use std::collections::BTreeMap;
 pub use crate::http::{Credential, Outbound};
 pub use crate::io::{Done, IoId, KvRead, Op};
 pub use command::{Command, Input, Output, Reply};
+pub use fleet::FleetHeard;
 pub use flight::Flight;
 
 use crate::bake::Bake;
 use crate::breaker::Breaker;
 use crate::correlation::{self, Provenance};
 use crate::disclosure::{self, Meta, Rendered};
-use crate::metrics::{data_point, Counters, DataPoint, Outcome};
+use crate::metrics::{data_point, Counters, Outcome};
 use crate::policy::Policy;
 use crate::request::Validator;
 use crate::time::Millis;
@@ -274,49 +276,6 @@ impl<'p> Engine<'p> {
         .to_string()
     }
 
-    /// [F-SCOPE] The coordinator answered the report a [`Reply`] carried (`Ok`: the reply's
-    /// body), or the report failed — unreachable, over its timeout, a refusal, an answer
-    /// that is no verdict (`Err`: why). Returns the log line to print when it failed, and the
-    /// Analytics Engine point to write when what this isolate knows of the fleet changed.
-    pub fn fleet_heard(&mut self, now: Millis, reply: Result<&str, &str>) -> FleetHeard {
-        let service = &self.bake.policy.service.name;
-        let release = &self.bake.release_id;
-        let Some(member) = self.breaker.member() else {
-            return FleetHeard::default();
-        };
-        let (change, log) = match reply.map(serde_json::from_str::<crate::breaker::fleet::Verdict>)
-        {
-            Ok(Ok(verdict)) => (member.heard(now, verdict), None),
-            failed => {
-                let why = match failed {
-                    Ok(Err(e)) => format!("the coordinator's answer is no verdict: {e}"),
-                    Err(why) => why.to_string(),
-                    Ok(Ok(_)) => String::new(),
-                };
-                let change = member.failed(now, &why);
-                let log = serde_json::json!({
-                    "event": "breaker_coordinator_failed",
-                    "binding": member.settings().coordinator,
-                    "error": crate::classify::bounded(&why),
-                    "alert": "ALERT_BREAKER_COORDINATOR_LOST",
-                })
-                .to_string();
-                (change, Some(log))
-            }
-        };
-        let point = change.map(|c| {
-            let mode = crate::breaker::rate_name(member.mode(now));
-            crate::metrics::fleet_point(
-                service,
-                release,
-                (c.event, c.verdict),
-                mode,
-                (c.calls, c.isolates),
-            )
-        });
-        FleetHeard { log, point }
-    }
-
     /// A request arrived at `now`. `seed` feeds the request's random source (correlation
     /// and trace IDs, retry jitter).
     pub fn start(
@@ -435,16 +394,12 @@ impl<'p> Engine<'p> {
             writes: facts.writes,
             log,
             point,
-            report: self.breaker.member().and_then(|m| m.report_due(now)),
+            fleet: self
+                .breaker
+                .member()
+                .map_or_else(Vec::new, |m| m.calls_due(now)),
         }
     }
-}
-
-/// What [`Engine::fleet_heard`] asks the driver to do: print the log line, write the point.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FleetHeard {
-    pub log: Option<String>,
-    pub point: Option<DataPoint>,
 }
 
 /// What the log line, the counters and the data point say about a finished request.
@@ -501,7 +456,7 @@ pub fn last_resort(release: &str) -> Reply {
         writes: Vec::new(),
         log: String::new(),
         point: None,
-        report: None,
+        fleet: Vec::new(),
     }
 }
 
@@ -542,7 +497,7 @@ fn edge_down(cid: &str, provenance: Provenance, trace_id: &str, message: &str) -
         writes: Vec::new(),
         log,
         point: None,
-        report: None,
+        fleet: Vec::new(),
     }
 }
 

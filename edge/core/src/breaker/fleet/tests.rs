@@ -286,3 +286,49 @@ fn an_isolate_silent_for_a_window_no_longer_counts() {
     let v = c.report(Millis(32_000), b.report(Millis(32_000))).unwrap();
     assert_eq!((v.isolates, v.calls), (1, 0), "{v:?}");
 }
+
+/// Watches are answered when the fleet opens or closes, not when it starts probing; a watch
+/// from an isolate that heard otherwise is answered at once; another service is refused.
+#[test]
+fn watches_move_on_opening_and_closing_only() {
+    let cfg = seed_rate_breaker();
+    let mut c = Coordinator::new("svc", "cfg-1", cfg.clone(), 1_000);
+    let w = |seen| Watch {
+        service: "svc".into(),
+        config: "cfg-1".into(),
+        isolate: "a".into(),
+        seen,
+    };
+    assert_eq!(
+        c.watch(Millis(1_000), &w(Some(FleetMode::Closed))),
+        Ok(None)
+    );
+    assert_eq!(c.watch(Millis(1_000), &w(None)), Ok(None));
+    let answered = c.watch(Millis(1_000), &w(Some(FleetMode::Open))).unwrap();
+    assert_eq!(answered.map(|v| v.mode), Some(FleetMode::Closed));
+    let other = Watch {
+        service: "other".into(),
+        ..w(None)
+    };
+    assert!(matches!(
+        c.watch(Millis(1_000), &other),
+        Err(Refusal::OtherService(_))
+    ));
+    assert!(!c.moved());
+    let mut a = Sim::new(0);
+    for t in (0..3_000).step_by(100) {
+        a.call(Millis(t), false, 500);
+    }
+    let v = c.report(Millis(3_000), a.report(Millis(3_000))).unwrap();
+    assert_eq!(v.mode, FleetMode::Open);
+    assert!(c.moved());
+    assert!(!c.moved(), "once");
+    // The hold-down ends: probing is no move for the watches.
+    let v = c.verdict(Millis(3_000 + cfg.hold_down_ms));
+    assert_eq!(v.mode, FleetMode::Probing);
+    assert!(!c.moved());
+    assert_eq!(
+        c.watch(Millis(3_000 + cfg.hold_down_ms), &w(Some(FleetMode::Open))),
+        Ok(None)
+    );
+}

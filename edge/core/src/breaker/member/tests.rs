@@ -2,7 +2,7 @@
 //! when the coordinator is away.
 
 use super::*;
-use crate::breaker::fleet::Coordinator;
+use crate::breaker::fleet::{Coordinator, WATCH_MS};
 use crate::testing::seed_rate_breaker;
 
 fn scope() -> FleetScope {
@@ -278,4 +278,64 @@ fn a_probes_outcome_is_reported_with_the_next_answer_whatever_the_interval() {
     // Reported: back to the interval.
     m.heard(Millis(1_070), verdict(FleetMode::Probing, 1_070));
     assert!(m.report_due(Millis(1_100)).is_none());
+}
+
+/// Watches: a thin isolate renews with each request (up to three open), a busy one keeps
+/// two; none while reports fail, and a failed watch waits a report interval.
+#[test]
+fn watches_are_renewed_by_requests_and_stop_while_the_coordinator_fails() {
+    let mut m = member();
+    let paths = |v: &[FleetReport]| v.iter().map(|f| f.path).collect::<Vec<_>>();
+    assert_eq!(paths(&m.calls_due(Millis(1_000))), ["/report", "/watch"]);
+    m.heard(Millis(1_010), verdict(FleetMode::Closed, 1_005));
+    // Thin: a request 10 s later renews, and another; the fourth waits for one to end.
+    assert_eq!(paths(&m.calls_due(Millis(11_000))), ["/report", "/watch"]);
+    m.heard(Millis(11_010), verdict(FleetMode::Closed, 11_005));
+    assert!(m.watch_due(Millis(14_000), true).is_some());
+    assert!(m.watch_due(Millis(17_000), true).is_none(), "three open");
+    assert_eq!(
+        m.watched(Millis(26_000), Some(verdict(FleetMode::Closed, 25_990))),
+        None
+    );
+    assert!(m.watch_due(Millis(26_100), true).is_some());
+    // Busy: two open at most, a new one only once the newest is WATCH_MS / 4 old.
+    let mut b = member();
+    assert!(b.watch_due(Millis(0), false).is_some());
+    assert!(b.watch_due(Millis(100), false).is_none());
+    assert!(b.watch_due(Millis(WATCH_MS / 4), false).is_some());
+    assert!(
+        b.watch_due(Millis(WATCH_MS / 2), false).is_none(),
+        "two open"
+    );
+    // A watch that failed: the next one waits a report interval.
+    assert_eq!(b.watched(Millis(WATCH_MS), None), None);
+    assert!(b.watch_due(Millis(WATCH_MS + 500), false).is_none());
+    assert!(b.watch_due(Millis(WATCH_MS + 1_000), false).is_some());
+    // Reports failing: no watch, and a verdict a late watch brings is not applied.
+    b.report_due(Millis(WATCH_MS + 2_000)).unwrap();
+    b.failed(Millis(WATCH_MS + 2_500), "HTTP 500");
+    assert!(b.watch_due(Millis(WATCH_MS + 20_000), true).is_none());
+    b.watched(
+        Millis(WATCH_MS + 3_000),
+        Some(verdict(FleetMode::Open, WATCH_MS + 2_990)),
+    );
+    assert!(!b.fleet_led(Millis(WATCH_MS + 3_000)));
+}
+
+/// A pushed opening reaches an isolate that has no request in flight, and it holds until its
+/// next request's report is answered.
+#[test]
+fn a_pushed_opening_holds_until_the_next_report_is_answered() {
+    let mut m = member();
+    m.calls_due(Millis(1_000));
+    m.heard(Millis(1_010), verdict(FleetMode::Closed, 1_005));
+    assert!(m
+        .watched(Millis(2_000), Some(verdict(FleetMode::Open, 1_990)))
+        .is_some());
+    assert_eq!(
+        m.admit(Millis(9_000)),
+        Admission::Reject,
+        "seven seconds later, still open"
+    );
+    assert_eq!(m.status(Millis(9_000))["coordinator"]["pushed"], 1);
 }

@@ -2,8 +2,9 @@
 //! and the log line and data point each change of what it knows of the fleet brings.
 
 use super::*;
+use crate::breaker::fleet::WATCH_MS;
 use crate::breaker::fleet::{settings_hash, Coordinator};
-use crate::breaker::member::object_name;
+use crate::breaker::member::{object_name, FleetReport, REPORT_TIMEOUT_MS};
 use crate::policy::{FleetScope, Scope};
 use crate::testing::seed_rate_breaker;
 
@@ -20,6 +21,71 @@ fn fleet_policy() -> crate::policy::Policy {
     p
 }
 
+fn report_of(r: &Reply) -> Option<&FleetReport> {
+    r.fleet.iter().find(|f| f.path == "/report")
+}
+
+fn watch_of(r: &Reply) -> Option<&FleetReport> {
+    r.fleet.iter().find(|f| f.path == "/watch")
+}
+
+/// A thin isolate hears the fleet open between its requests: the watch its last answer
+/// carried is held until another isolate's report opens the fleet, and then answered —
+/// its next request meets an open breaker without calling the model.
+#[test]
+fn a_held_watch_brings_the_opening_to_an_isolate_between_its_requests() {
+    let p = fleet_policy();
+    let BreakerCfg::Rate(rate) = &p.breaker else {
+        unreachable!()
+    };
+    let mut c = Coordinator::new(&p.service.name, &settings_hash(rate), rate.clone(), 1_000);
+    let b = bake(p.clone());
+    let mut thin = Engine::new(&b).unwrap();
+    let r = run(&mut thin, 0, "/recommendations/alice", ok());
+    let report = report_of(&r).expect("the first answer reports");
+    let watch = watch_of(&r).expect("and watches");
+    assert_eq!(watch.timeout_ms, WATCH_MS + REPORT_TIMEOUT_MS);
+    let v = c
+        .report(at(10), Coordinator::parse(&report.body).unwrap())
+        .unwrap();
+    thin.fleet_heard(at(20), Ok(&serde_json::to_string(&v).unwrap()));
+    let w = Coordinator::parse_watch(&watch.body).unwrap();
+    assert_eq!(
+        c.watch(at(10), &w),
+        Ok(None),
+        "held: the fleet is as the isolate knows it"
+    );
+    assert!(!c.moved());
+    // Another isolate's window: every call timed out.
+    let busy = crate::breaker::fleet::Report {
+        service: p.service.name.clone(),
+        config: settings_hash(rate),
+        isolate: "busy".into(),
+        seq: 1,
+        buckets: vec![crate::breaker::fleet::Counts {
+            epoch: at(1_000).0 / (rate.window_ms / 10),
+            calls: 40,
+            failures: 40,
+            timeouts: 40,
+            slow: 40,
+            ..Default::default()
+        }],
+    };
+    let opened = c.report(at(1_000), busy).unwrap();
+    assert_eq!(opened.mode, crate::breaker::fleet::FleetMode::Open);
+    assert!(c.moved(), "the held watches are to be answered");
+    assert_eq!(thin.breaker_mode(at(1_020)), "PRIMARY_HEALTHY");
+    let pushed = thin.fleet_watched(at(1_020), Ok(&serde_json::to_string(&opened).unwrap()));
+    assert_eq!(pushed.point.unwrap().blobs[3], "OPEN");
+    assert_eq!(thin.breaker_mode(at(1_020)), "DEGRADED_FALLBACK");
+    // Its next request, seconds later, is served without a model call.
+    let r = run(&mut thin, 6_000, "/recommendations/alice", ok());
+    assert_eq!(r.header("X-Degraded"), Some("true"));
+    // A failed watch changes no scope: the reports judge the coordinator.
+    thin.fleet_watched(at(6_100), Err("no answer within 25500 ms"));
+    assert_eq!(thin.breaker_mode(at(6_100)), "DEGRADED_FALLBACK");
+}
+
 #[test]
 fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines() {
     let p = fleet_policy();
@@ -32,7 +98,7 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
     let mut e = Engine::new(&b).unwrap();
     let r = run(&mut e, 0, "/recommendations/alice", ok());
     assert_eq!(r.status, 200);
-    let report = r.report.expect("the first answer reports");
+    let report = report_of(&r).expect("the first answer reports");
     assert_eq!(report.binding, "BREAKER_COORDINATOR");
     assert_eq!(report.object, object_name(&p.service.name, &config));
     let verdict = c
@@ -52,7 +118,7 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
     let v = c
         .report(
             at(11_010),
-            Coordinator::parse(&r.report.unwrap().body).unwrap(),
+            Coordinator::parse(&report_of(&r).unwrap().body).unwrap(),
         )
         .unwrap();
     assert_eq!(
@@ -61,7 +127,7 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
     );
     // The coordinator lost: a log line naming the alert, and one point; not one per failure.
     let r = run(&mut e, 21_000, "/recommendations/alice", ok());
-    assert!(r.report.is_some());
+    assert!(report_of(&r).is_some());
     let lost = e.fleet_heard(at(21_500), Err("no answer within 500 ms"));
     let line: Value = serde_json::from_str(lost.log.as_deref().unwrap()).unwrap();
     assert_eq!(line["event"], "breaker_coordinator_failed");
@@ -69,20 +135,20 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
     assert_eq!(lost.point.unwrap().blobs[2], "lost");
     let r = run(&mut e, 22_600, "/recommendations/alice", ok());
     let again = e.fleet_heard(at(22_700), Err("HTTP 500: down"));
-    assert!(r.report.is_some() && again.log.is_some() && again.point.is_none());
+    assert!(report_of(&r).is_some() && again.log.is_some() && again.point.is_none());
     // Back: "regained".
     let r = run(&mut e, 23_800, "/recommendations/alice", ok());
     let v = c
         .report(
             at(23_810),
-            Coordinator::parse(&r.report.unwrap().body).unwrap(),
+            Coordinator::parse(&report_of(&r).unwrap().body).unwrap(),
         )
         .unwrap();
     let back = e.fleet_heard(at(23_810), Ok(&serde_json::to_string(&v).unwrap()));
     assert_eq!(back.point.unwrap().blobs[2], "regained");
     // An answer that is no verdict is a failure too.
     let r = run(&mut e, 34_000, "/recommendations/alice", ok());
-    assert!(r.report.is_some());
+    assert!(report_of(&r).is_some());
     let bad = e.fleet_heard(at(34_010), Ok("<html>"));
     assert!(bad.log.unwrap().contains("no verdict"));
 }
@@ -92,6 +158,6 @@ fn an_isolate_scope_engine_reports_nothing_and_ignores_answers() {
     let b = bake(seed_policy());
     let mut e = Engine::new(&b).unwrap();
     let r = run(&mut e, 0, "/recommendations/alice", ok());
-    assert_eq!(r.report, None);
+    assert_eq!(r.fleet, Vec::new());
     assert_eq!(e.fleet_heard(at(5), Err("x")), FleetHeard::default());
 }

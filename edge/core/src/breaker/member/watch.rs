@@ -1,0 +1,89 @@
+//! [F-SCOPE] An isolate's watches (ADR 011, "The verdict pushed"): requests the coordinator
+//! holds until the fleet opens or closes, so the isolate learns it between its requests.
+
+use super::{object_name, FleetChange, FleetReport, Health, Member, REPORT_TIMEOUT_MS};
+use crate::breaker::fleet::{Verdict, Watch, WATCH_MS};
+use crate::time::Millis;
+
+/// Most watches a thin isolate keeps open at once (a busy one keeps two).
+pub const MAX_WATCHES: u8 = 3;
+/// An isolate whose requests come this far apart or more is thin: each renews its watch.
+pub const THIN_GAP_MS: u64 = 2_000;
+impl Member {
+    /// The report and the watch due at `now` (either, both or none).
+    pub fn calls_due(&mut self, now: Millis) -> Vec<FleetReport> {
+        let thin = self.last_answer.is_none_or(|t| now.since(t) >= THIN_GAP_MS);
+        self.last_answer = Some(now);
+        let report = self.report_due(now);
+        report
+            .into_iter()
+            .chain(self.watch_due(now, thin))
+            .collect()
+    }
+
+    /// The watch to send now, when one is due: the coordinator answers it when the fleet
+    /// opens or closes (or after [`WATCH_MS`]), so this isolate learns it between its
+    /// requests. A watch lives only as long as the request that sent it may (its
+    /// `waitUntil`), so requests renew it: a busy isolate keeps two open (a new one when the
+    /// newest is a quarter of [`WATCH_MS`] old), a `thin` one — [`THIN_GAP_MS`] or more
+    /// since its last answer — renews with each request (up to [`MAX_WATCHES`]), so it stays
+    /// watched until [`WATCH_MS`] after its last request. None while reports fail, nor
+    /// within a report interval of a failed watch.
+    pub fn watch_due(&mut self, now: Millis, thin: bool) -> Option<FleetReport> {
+        let healthy = matches!(self.health, Health::Ok | Health::Unknown);
+        if self.isolate.is_empty() || !healthy || now < self.watch_after {
+            return None;
+        }
+        let timeout_ms = WATCH_MS + REPORT_TIMEOUT_MS;
+        if let Some(newest) = self.newest_watch {
+            if now.since(newest) > 2 * timeout_ms {
+                // Every driver answers a watch within its timeout; one never heard of is gone.
+                self.watching = 0;
+            }
+            let (cap, after) = if thin {
+                (MAX_WATCHES, 0)
+            } else {
+                (2, WATCH_MS / 4)
+            };
+            if self.watching >= cap || now.since(newest) < after {
+                return None;
+            }
+        }
+        self.watching += 1;
+        self.newest_watch = Some(now);
+        let watch = Watch {
+            service: self.service.clone(),
+            config: self.config.clone(),
+            isolate: self.isolate.clone(),
+            seen: self.last_verdict,
+        };
+        Some(FleetReport {
+            path: "/watch",
+            binding: self.fleet.coordinator.clone(),
+            object: object_name(&self.service, &self.config),
+            body: serde_json::to_string(&watch).ok()?,
+            timeout_ms,
+        })
+    }
+
+    /// The watch in flight ended at `now`: answered with `verdict` (applied as a report's
+    /// answer is, unless reports are failing: isolate scope holds until one succeeds), or
+    /// failed (`None`: the next watch waits a report interval).
+    pub fn watched(&mut self, now: Millis, verdict: Option<Verdict>) -> Option<FleetChange> {
+        self.watching = self.watching.saturating_sub(1);
+        let Some(verdict) = verdict else {
+            self.watch_after = now.plus(self.fleet.report_interval_ms);
+            return None;
+        };
+        if !matches!(self.health, Health::Ok | Health::Unknown) {
+            return None;
+        }
+        self.pushed += 1;
+        if self.last_verdict != Some(verdict.mode) {
+            // A failed probe the coordinator has not heard yet keeps this isolate open
+            // only while the fleet still probes.
+            self.probe_failed = false;
+        }
+        self.apply(now, verdict)
+    }
+}
