@@ -109,7 +109,7 @@ pub struct FleetRun {
     pub outage_calls: u64,
     pub reports: u64,
     pub report_failures: u64,
-    /// Watches sent, and verdicts they brought back.
+    /// Watches sent, and those answered with a verdict.
     pub watches: u64,
     pub pushed: u64,
     /// When the fleet's verdict opened or closed (ms since the start, mode).
@@ -325,32 +325,45 @@ pub fn run(
                     fleet_q.push(at_us + delay_us, Ev::Answer(k, answer));
                 }
                 Ev::Watch(k, text) => {
-                    let c = coordinator.as_mut();
-                    let got = c.ok_or("no coordinator".to_string()).and_then(|c| {
-                        let a = Coordinator::parse_watch(&text).and_then(|x| c.watch(now, &x));
-                        let a = a.map_err(|refusal| format!("refused: {refusal:?}"))?;
-                        let now_v = c.verdict(now);
-                        w.broadcast(c, &mut fleet_q, at_us, &now_v, &json(&now_v));
-                        Ok(a)
-                    });
+                    // As the Durable Object does: hold the watch first, then answer every
+                    // held watch if the verdict this arrival computed moved the fleet.
+                    let Some(c) = coordinator.as_mut() else {
+                        let e = Err("no coordinator".to_string());
+                        fleet_q.push(at_us + delay_us, Ev::Pushed(k, e));
+                        continue;
+                    };
+                    let got = Coordinator::parse_watch(&text).and_then(|x| c.watch(now, &x));
                     match got {
                         Ok(None) => {
                             let token = fleet_q.seq + 1;
-                            w.held.insert(token, k);
                             fleet_q.push(at_us + WATCH_MS * 1000, Ev::WatchDue(k, token));
-                        }
-                        Ok(Some(v)) => fleet_q.push(at_us + delay_us, Ev::Pushed(k, Ok(json(&v)))),
-                        Err(e) => fleet_q.push(at_us + delay_us, Ev::Pushed(k, Err(e))),
-                    }
-                }
-                Ev::WatchDue(k, token) => {
-                    if w.held.remove(&token).is_some() {
-                        if let Some(c) = coordinator.as_mut() {
+                            w.held.insert(token, k);
                             let v = c.verdict(now);
+                            w.broadcast(c, &mut fleet_q, at_us, &v, &json(&v));
+                        }
+                        Ok(Some(v)) => {
                             let text = json(&v);
                             w.broadcast(c, &mut fleet_q, at_us, &v, &text);
                             fleet_q.push(at_us + delay_us, Ev::Pushed(k, Ok(text)));
                         }
+                        Err(refusal) => {
+                            let e = Err(format!("refused: {refusal:?}"));
+                            fleet_q.push(at_us + delay_us, Ev::Pushed(k, e));
+                        }
+                    }
+                }
+                Ev::WatchDue(k, token) => {
+                    if w.held.remove(&token).is_some() {
+                        let answer = match coordinator.as_mut() {
+                            Some(c) => {
+                                let v = c.verdict(now);
+                                let text = json(&v);
+                                w.broadcast(c, &mut fleet_q, at_us, &v, &text);
+                                Ok(text)
+                            }
+                            None => Err("no coordinator".to_string()),
+                        };
+                        fleet_q.push(at_us + delay_us, Ev::Pushed(k, answer));
                     }
                 }
                 Ev::Answer(k, answer) => {

@@ -11,7 +11,7 @@
 //! made under other settings (another release) is refused, never merged. Nothing here may
 //! panic: every problem is an HTTP answer the isolate counts as a failed report.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use futures_channel::oneshot;
@@ -22,12 +22,17 @@ use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Resul
 
 use crate::isolate;
 
+/// Held watches below which no sweep runs.
+const SWEEP_MIN: usize = 64;
+
 #[durable_object]
 pub struct BreakerCoordinator {
     /// Built from the bake at the first report.
     inner: RefCell<Option<Coordinator>>,
     /// The watches held: each is answered with the verdict when the fleet opens or closes.
     watchers: RefCell<Vec<oneshot::Sender<String>>>,
+    /// How many held watches make the next sweep of those whose caller is gone.
+    sweep_at: Cell<usize>,
 }
 
 impl DurableObject for BreakerCoordinator {
@@ -35,6 +40,7 @@ impl DurableObject for BreakerCoordinator {
         BreakerCoordinator {
             inner: RefCell::new(None),
             watchers: RefCell::new(Vec::new()),
+            sweep_at: Cell::new(SWEEP_MIN),
         }
     }
 
@@ -96,7 +102,11 @@ impl BreakerCoordinator {
                 None => {
                     let (tx, rx) = oneshot::channel();
                     let mut watchers = self.watchers.borrow_mut();
-                    watchers.retain(|tx| !tx.is_canceled());
+                    if watchers.len() >= self.sweep_at.get() {
+                        // Amortised: a watch whose request the runtime cancelled is dropped.
+                        watchers.retain(|tx| !tx.is_canceled());
+                        self.sweep_at.set((2 * watchers.len()).max(SWEEP_MIN));
+                    }
                     watchers.push(tx);
                     held = Some(rx);
                     Ok(c.verdict(now))

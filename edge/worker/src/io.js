@@ -232,7 +232,12 @@ function respond(f, r) {
   for (let i = 0; i < writes; i++) puts.push([r.str(), r.str(), r.str(), r.str()]);
   const fleet = [];
   for (let i = r.num(); i > 0; i--) fleet.push([r.str(), r.str(), r.str(), r.str(), r.num()]);
-  if (!f.live) return; // answered already (by a failure path): nothing more to send
+  if (!f.live) {
+    // Answered already (by a failure path): nothing more to send. A watch the engine counted
+    // as sent is handed back as failed, or the isolate would wait for its answer.
+    for (const [path] of fleet) if (path === "/watch") f.engine.fleetHeard(path, false, "not sent: the request was answered already");
+    return;
+  }
   const res = new Response(body, { status, headers: headersOf(head) });
   finish(f, res);
   console.log(log);

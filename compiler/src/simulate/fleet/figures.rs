@@ -40,7 +40,8 @@ pub struct Figures {
     pub fleet_closed_s: Option<f64>,
     pub reports: u64,
     pub report_failures: u64,
-    /// Watches sent, and the verdicts they brought (each an isolate told between requests).
+    /// Watches sent, and those answered with a verdict (when the fleet opened or closed, or
+    /// after 25 s).
     pub watches: u64,
     pub pushed: u64,
     pub requests: u64,
@@ -234,7 +235,7 @@ pub fn human(title: &str, rows: &[Figures]) -> String {
     out += &line("reports (failed)", &|r| {
         format!("{} ({})", r.reports, r.report_failures)
     });
-    out += &line("watches (verdicts pushed)", &|r| {
+    out += &line("watches (answered)", &|r| {
         format!("{} ({})", r.watches, r.pushed)
     });
     out += &line("requests", &|r| r.requests.to_string());

@@ -367,6 +367,16 @@ impl Member {
     }
 
     fn apply(&mut self, now: Millis, verdict: Verdict) -> Option<FleetChange> {
+        if self
+            .heard
+            .as_ref()
+            .is_some_and(|h| verdict.issued_at < h.verdict.issued_at)
+        {
+            // Older than the verdict applied (a report's answer and a watch's crossed):
+            // the coordinator answered, but what it said then is superseded.
+            self.health = Health::Ok;
+            return None;
+        }
         let regained = matches!(self.health, Health::Failing | Health::Expired);
         let moved = self.last_verdict != Some(verdict.mode);
         let change = (regained || moved).then_some(FleetChange {

@@ -280,24 +280,26 @@ fn a_probes_outcome_is_reported_with_the_next_answer_whatever_the_interval() {
     assert!(m.report_due(Millis(1_100)).is_none());
 }
 
-/// Watches: a thin isolate renews with each request (up to three open), a busy one keeps
-/// two; none while reports fail, and a failed watch waits a report interval.
+/// Watches: a thin isolate renews a third of WATCH_MS apart (up to three open), a busy one
+/// keeps two; none while reports fail, and a failed watch waits a report interval.
 #[test]
 fn watches_are_renewed_by_requests_and_stop_while_the_coordinator_fails() {
     let mut m = member();
     let paths = |v: &[FleetReport]| v.iter().map(|f| f.path).collect::<Vec<_>>();
     assert_eq!(paths(&m.calls_due(Millis(1_000))), ["/report", "/watch"]);
     m.heard(Millis(1_010), verdict(FleetMode::Closed, 1_005));
-    // Thin: a request 10 s later renews, and another; the fourth waits for one to end.
+    // Thin: a request 10 s later renews, one 3 s after that does not (a third of WATCH_MS
+    // apart at least), one 9 s later does; the fourth waits for one to end.
     assert_eq!(paths(&m.calls_due(Millis(11_000))), ["/report", "/watch"]);
     m.heard(Millis(11_010), verdict(FleetMode::Closed, 11_005));
-    assert!(m.watch_due(Millis(14_000), true).is_some());
-    assert!(m.watch_due(Millis(17_000), true).is_none(), "three open");
+    assert!(m.watch_due(Millis(14_000), true).is_none(), "too soon");
+    assert!(m.watch_due(Millis(20_000), true).is_some());
+    assert!(m.watch_due(Millis(29_000), true).is_none(), "three open");
     assert_eq!(
         m.watched(Millis(26_000), Some(verdict(FleetMode::Closed, 25_990))),
         None
     );
-    assert!(m.watch_due(Millis(26_100), true).is_some());
+    assert!(m.watch_due(Millis(29_100), true).is_some());
     // Busy: two open at most, a new one only once the newest is WATCH_MS / 4 old.
     let mut b = member();
     assert!(b.watch_due(Millis(0), false).is_some());
@@ -338,4 +340,23 @@ fn a_pushed_opening_holds_until_the_next_report_is_answered() {
         "seven seconds later, still open"
     );
     assert_eq!(m.status(Millis(9_000))["coordinator"]["pushed"], 1);
+}
+
+/// A report's answer and a watch's can cross: the older verdict is not applied over the newer.
+#[test]
+fn an_older_verdict_does_not_overwrite_a_newer_one() {
+    let mut m = member();
+    m.calls_due(Millis(1_000));
+    m.heard(Millis(1_010), verdict(FleetMode::Closed, 1_005));
+    m.report_due(Millis(11_000)).unwrap();
+    // The fleet opened at 11_050: the watch brings it first, the report's older answer after.
+    assert!(m
+        .watched(Millis(11_060), Some(verdict(FleetMode::Open, 11_050)))
+        .is_some());
+    assert_eq!(
+        m.heard(Millis(11_070), verdict(FleetMode::Closed, 11_040)),
+        None
+    );
+    assert_eq!(m.admit(Millis(11_100)), Admission::Reject);
+    assert_eq!(m.health(), Health::Ok);
 }

@@ -26,9 +26,10 @@ impl Member {
     /// requests. A watch lives only as long as the request that sent it may (its
     /// `waitUntil`), so requests renew it: a busy isolate keeps two open (a new one when the
     /// newest is a quarter of [`WATCH_MS`] old), a `thin` one — [`THIN_GAP_MS`] or more
-    /// since its last answer — renews with each request (up to [`MAX_WATCHES`]), so it stays
-    /// watched until [`WATCH_MS`] after its last request. None while reports fail, nor
-    /// within a report interval of a failed watch.
+    /// since its last answer — up to [`MAX_WATCHES`], a new one when the newest is a third
+    /// of [`WATCH_MS`] old, so it stays watched at least two thirds of [`WATCH_MS`] after
+    /// its last request (all of it when its requests are further apart than that). None
+    /// while reports fail, nor within a report interval of a failed watch.
     pub fn watch_due(&mut self, now: Millis, thin: bool) -> Option<FleetReport> {
         let healthy = matches!(self.health, Health::Ok | Health::Unknown);
         if self.isolate.is_empty() || !healthy || now < self.watch_after {
@@ -41,7 +42,7 @@ impl Member {
                 self.watching = 0;
             }
             let (cap, after) = if thin {
-                (MAX_WATCHES, 0)
+                (MAX_WATCHES, WATCH_MS / u64::from(MAX_WATCHES))
             } else {
                 (2, WATCH_MS / 4)
             };
@@ -78,10 +79,10 @@ impl Member {
         if !matches!(self.health, Health::Ok | Health::Unknown) {
             return None;
         }
-        self.pushed += 1;
         if self.last_verdict != Some(verdict.mode) {
-            // A failed probe the coordinator has not heard yet keeps this isolate open
-            // only while the fleet still probes.
+            // News (the fleet opened or closed): counted. A failed probe the coordinator
+            // has not heard yet keeps this isolate open only while the fleet still probes.
+            self.pushed += 1;
             self.probe_failed = false;
         }
         self.apply(now, verdict)
