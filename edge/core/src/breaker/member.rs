@@ -350,12 +350,22 @@ impl Member {
             seq: self.seq,
             buckets: self.ledger.buckets(now),
         };
+        self.call("/report", &report, REPORT_TIMEOUT_MS)
+    }
+
+    /// A call to this isolate's coordinator at `path` with `body` as JSON.
+    fn call(
+        &self,
+        path: &'static str,
+        body: &impl serde::Serialize,
+        timeout_ms: u64,
+    ) -> Option<FleetReport> {
         Some(FleetReport {
-            path: "/report",
+            path,
             binding: self.fleet.coordinator.clone(),
             object: object_name(&self.service, &self.config),
-            body: serde_json::to_string(&report).ok()?,
-            timeout_ms: REPORT_TIMEOUT_MS,
+            body: serde_json::to_string(body).ok()?,
+            timeout_ms,
         })
     }
 

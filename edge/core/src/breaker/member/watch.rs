@@ -1,7 +1,7 @@
 //! [F-SCOPE] An isolate's watches (ADR 011, "The verdict pushed"): requests the coordinator
 //! holds until the fleet opens or closes, so the isolate learns it between its requests.
 
-use super::{object_name, FleetChange, FleetReport, Health, Member, REPORT_TIMEOUT_MS};
+use super::{FleetChange, FleetReport, Health, Member, REPORT_TIMEOUT_MS};
 use crate::breaker::fleet::{Verdict, Watch, WATCH_MS};
 use crate::time::Millis;
 
@@ -58,13 +58,7 @@ impl Member {
             isolate: self.isolate.clone(),
             seen: self.last_verdict,
         };
-        Some(FleetReport {
-            path: "/watch",
-            binding: self.fleet.coordinator.clone(),
-            object: object_name(&self.service, &self.config),
-            body: serde_json::to_string(&watch).ok()?,
-            timeout_ms,
-        })
+        self.call("/watch", &watch, timeout_ms)
     }
 
     /// The watch in flight ended at `now`: answered with `verdict` (applied as a report's
