@@ -109,14 +109,14 @@ describe("fleet-scoped breaker in workerd [F-SCOPE]", () => {
 // fault's end, so the fleet must send 20 probes (2% of its traffic) in the 15 s left: at least
 // ~70 req/s in all (docs/fleet.md).
 describe("drill --isolates 8 [F-SCOPE]", () => {
-  const drill = async (scope) => {
+  const drill = async (scope, ...extra) => {
     const tmp = await tempDir("understudy-fleet-drill-");
     const report = join(tmp.dir, "report");
     const args = [
       "drill", join(ROOT, "policies", "recommendations.toml"),
       "--scenario", join(ROOT, "scenarios", "seed-000-fleet.toml"),
       "--isolates", "8", "--rate", "120", "--time-scale", "0.1", "--scope", scope,
-      "--report", report, "--edge", EDGE_DIR,
+      "--report", report, "--edge", EDGE_DIR, ...extra,
     ];
     const r = understudy(args, { timeoutMs: 150_000 });
     const json = existsSync(join(report, "drill.json")) ? JSON.parse(await readFile(join(report, "drill.json"), "utf8")) : null;
@@ -125,26 +125,30 @@ describe("drill --isolates 8 [F-SCOPE]", () => {
   };
   const verdict = (d, name) => d.json?.verdicts?.find((v) => v.name === name);
 
-  test("fleet scope passes seed 000's scenario on every isolate", { timeout: 330_000 }, async (t) => {
+  test("fleet scope passes seed 000's scenario on every isolate, as simulate --isolates 8 does", { timeout: 330_000 }, async (t) => {
     // A real-time run on a shared 2-core machine: a broken first run (a host stall) is played
     // once more, its verdicts printed, as the one-isolate recovery drill does.
-    let d = await drill("fleet");
+    let d = await drill("fleet", "--compare-simulate");
     if (d.status !== 0) {
       const broken = (d.json?.verdicts ?? []).filter((v) => v.ok === false).map((v) => `${v.name}: ${v.detail}`);
       t.diagnostic(`first run broke (exit ${d.status}), played once more: ${broken.join("; ") || d.stderr.slice(-500)}`);
-      d = await drill("fleet");
+      d = await drill("fleet", "--compare-simulate");
     }
     assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
-    for (const name of ["ANSWERED", "DISCLOSED", "DEGRADE_WITHIN", "RECOVER_WITHIN"]) {
+    for (const name of ["ANSWERED", "DISCLOSED", "DEGRADE_WITHIN", "RECOVER_WITHIN", "SIMULATE_AGREES"]) {
       assert.equal(verdict(d, name)?.ok, true, `${name}: ${JSON.stringify(verdict(d, name))}`);
     }
+    // Each isolate's breaker went through the same episodes as in simulate (one each: open
+    // at the onset, healthy again after the fault), each moment within the stated tolerance.
+    assert.match(verdict(d, "SIMULATE_AGREES").detail, /^all 8 isolates: the same breaker episodes/);
+    assert.equal(d.json.simulate_disagreements.length, 0);
     assert.equal(d.json.isolates.length, 8);
     for (const iso of d.json.isolates) {
       assert.ok(iso.requests > 100, JSON.stringify(iso));
       assert.ok(iso.degraded_after_ms <= 3000, JSON.stringify(iso));
       assert.ok(iso.recovered_after_ms !== null, JSON.stringify(iso));
     }
-    t.diagnostic(`fleet scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}`);
+    t.diagnostic(`fleet scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}; ${verdict(d, "SIMULATE_AGREES").detail}`);
   });
 
   test("isolate scope, the same drill: no isolate recovers in time (recorded)", { timeout: 200_000 }, async (t) => {

@@ -304,6 +304,8 @@ pub struct DrillArgs {
     pub edge: Option<PathBuf>,
     /// Also replay the scenario through `simulate` and require every request to agree on
     /// status, reason and tier (the differential test of the two drivers of one engine).
+    /// With `--isolates K`: `simulate --isolates K`, and each isolate's breaker must go
+    /// through the same episodes at the same moments, within a stated tolerance.
     #[arg(long)]
     pub compare_simulate: bool,
     /// [F-SCOPE] Run this many copies of the Worker, each its own isolate in one workerd,

@@ -49,9 +49,6 @@ pub fn run(mut args: DrillArgs) -> anyhow::Result<ExitCode> {
     if !(1..=64).contains(&opts.isolates) {
         anyhow::bail!("--isolates {}: a whole number from 1 to 64", opts.isolates);
     }
-    if opts.isolates > 1 && opts.compare_simulate {
-        anyhow::bail!("--compare-simulate compares one isolate with simulate; it does not take --isolates yet");
-    }
     if let Some(range) = &args.find_rate {
         let (lo, hi) = range
             .split_once("..")

@@ -9,7 +9,7 @@ use understudy_compiler::simulate::report;
 use super::check::{self, Context};
 use super::play::Played;
 use super::setup::Prepared;
-use super::{compare, observe, plot, script, Options, Outcome, SLACK_MARGIN_MS};
+use super::{compare, compare_fleet, observe, plot, script, Options, Outcome, SLACK_MARGIN_MS};
 
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
@@ -55,7 +55,11 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
     };
     let mut verdicts = check::check(&obs, &cx, &rec);
     let mut disagreements = Vec::new();
-    if opts.compare_simulate {
+    if opts.compare_simulate && per_isolate.len() > 1 {
+        let v = compare_fleet(&prep, start_epoch, &per_isolate, &mut table);
+        disagreements = v.1;
+        verdicts.push(v.0);
+    } else if opts.compare_simulate {
         let d = compare::compare(policy, loaded.catalog.as_ref(), sc, start_epoch, &obs);
         disagreements = compare::describe(&d, 10);
         verdicts.push(check::Verdict {
@@ -244,4 +248,56 @@ fn fleet_recovery(
         alerts,
     };
     (rec, Value::Array(rows))
+}
+
+/// `--isolates K --compare-simulate`: each isolate's breaker against `simulate --isolates K`
+/// (the verdict, and the lines of the isolates that differ). Adds a line per isolate.
+fn compare_fleet(
+    prep: &Prepared,
+    start_epoch: u64,
+    per_isolate: &[super::play::IsolateSeen],
+    table: &mut String,
+) -> (check::Verdict, Vec<String>) {
+    let edge: Vec<&[observe::SeenTransition]> =
+        per_isolate.iter().map(|i| i.transitions.as_slice()).collect();
+    let tol = compare_fleet::tolerance_ms(&prep.policy, &prep.sc, edge.len());
+    let catalog = prep.loaded.catalog.as_ref();
+    let rows = match compare_fleet::compare(&prep.policy, catalog, &prep.sc, start_epoch, &edge) {
+        Ok(rows) => rows,
+        Err(e) => {
+            let detail = format!("simulate --isolates {} could not run: {e}", edge.len());
+            return (check::Verdict { name: "SIMULATE_AGREES", ok: Some(false), detail }, Vec::new());
+        }
+    };
+    let lines = compare_fleet::describe(&rows, tol);
+    table.push_str(&format!(
+        "\nsimulate --isolates {} (each moment within {tol:.0} ms):\n",
+        rows.len()
+    ));
+    for l in &lines {
+        table.push_str(&format!("  {l}\n"));
+    }
+    let differ: Vec<String> = rows
+        .iter()
+        .zip(&lines)
+        .filter(|(r, _)| !r.agrees(tol))
+        .map(|(_, l)| l.clone())
+        .take(10)
+        .collect();
+    let worst = rows.iter().filter_map(|r| r.worst_ms).fold(0.0f64, f64::max);
+    let detail = if differ.is_empty() {
+        format!(
+            "all {} isolates: the same breaker episodes as in simulate, each moment within {tol:.0} ms (worst {worst:.0} ms)",
+            rows.len()
+        )
+    } else {
+        format!(
+            "{} of {} isolates differ from simulate (tolerance {tol:.0} ms); first: {}",
+            differ.len(),
+            rows.len(),
+            differ[0]
+        )
+    };
+    let ok = Some(differ.is_empty());
+    (check::Verdict { name: "SIMULATE_AGREES", ok, detail }, differ)
 }

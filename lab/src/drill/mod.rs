@@ -19,6 +19,7 @@
 mod assemble;
 pub mod check;
 pub mod compare;
+pub mod compare_fleet;
 pub mod driver;
 pub mod edge;
 pub mod figures;

@@ -18,6 +18,16 @@ pub struct Figures {
     /// From the fault's end until the traffic is live again: from then on, at least 99% of
     /// every slot's requests met a closed breaker.
     pub recover_s: Option<f64>,
+    /// The same rule as `degrade_s` over the requests within a watch's reach: those at an
+    /// isolate that had a request in the [`REACH_MS`] before (no I/O of a Worker outlives
+    /// that, so nothing can tell the others between their requests).
+    pub degrade_in_reach_s: Option<f64>,
+    /// The best `degrade_s` any design with the coordinator off the request path could have
+    /// in this run: the rule with every request in reach counted as degraded.
+    pub degrade_floor_s: Option<f64>,
+    /// Requests in the fault out of reach, and those of them that met a closed breaker.
+    pub out_of_reach: u64,
+    pub out_of_reach_closed: u64,
     /// Model calls made while the model was faulty, and probes (calls by requests that met
     /// RECOVERING_PROBE).
     pub outage_model_calls: u64,
@@ -31,7 +41,8 @@ pub struct Figures {
     /// …and from the fault's end to its last return to PRIMARY_HEALTHY.
     pub isolate_recover_slowest_s: Option<f64>,
     pub isolate_recover_p95_s: Option<f64>,
-    /// Isolates with traffic during the fault that never degraded, and that never came back.
+    /// Isolates with traffic during the fault that never degraded, and that never came back
+    /// (of those with a request after the fault).
     pub never_degraded: u64,
     pub never_recovered: u64,
     /// The fleet's verdict (fleet scope): from the onset to its first opening, from the
@@ -63,6 +74,10 @@ pub fn fault_span(sc: &Scenario) -> Option<(u64, u64)> {
 }
 
 const SLOT_MS: u64 = 250;
+/// How long after a request its isolate may still hold I/O open (a Worker's `waitUntil` runs
+/// at most 30 s after its response): a request at an isolate idle this long or longer is out
+/// of every watch's reach.
+pub const REACH_MS: u64 = 30_000;
 const SHARE: f64 = 0.99;
 
 /// The first slot start in `[from, to)` from which every slot's share of requests `pred`
@@ -96,6 +111,20 @@ fn settled(
     first.map(|s| ((s as u64 + 1) * SLOT_MS) as f64 / 1000.0)
 }
 
+/// For each request (by index), whether its isolate had a request in the [`REACH_MS`] before.
+fn in_reach(run: &FleetRun) -> Vec<bool> {
+    let mut order: Vec<&RequestResult> = run.results.iter().collect();
+    order.sort_by_key(|r| (r.arrival_ms, r.index));
+    let mut last: Vec<Option<u64>> = vec![None; run.changes.len()];
+    let mut reach = vec![false; run.isolate_of.len()];
+    for r in order {
+        let k = run.isolate_of[r.index as usize] as usize;
+        reach[r.index as usize] = last[k].is_some_and(|t| r.arrival_ms - t < REACH_MS);
+        last[k] = Some(r.arrival_ms);
+    }
+    reach
+}
+
 fn p95(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -115,15 +144,15 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         .max()
         .unwrap_or(end);
     let n = run.changes.len();
-    let mut in_fault = vec![false; n];
+    let (mut in_fault, mut after) = (vec![false; n], vec![false; n]);
     for r in &run.results {
-        if (onset..end).contains(&r.arrival_ms) {
-            in_fault[run.isolate_of[r.index as usize] as usize] = true;
-        }
+        let k = run.isolate_of[r.index as usize] as usize;
+        in_fault[k] |= (onset..end).contains(&r.arrival_ms);
+        after[k] |= r.arrival_ms >= end;
     }
     let (mut degrade, mut recover) = (Vec::new(), Vec::new());
     let (mut never_degraded, mut never_recovered) = (0, 0);
-    for (_, ch) in run.changes.iter().enumerate().filter(|(k, _)| in_fault[*k]) {
+    for (k, ch) in run.changes.iter().enumerate().filter(|(k, _)| in_fault[*k]) {
         match ch.iter().find(|(t, m)| *t >= onset && !healthy(m)) {
             Some((t, _)) => degrade.push((t - onset) as f64 / 1000.0),
             None => never_degraded += 1,
@@ -133,10 +162,23 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         };
         match ch[first_open..].last() {
             Some((t, m)) if healthy(m) => recover.push(t.saturating_sub(end) as f64 / 1000.0),
-            _ => never_recovered += 1,
+            // Not back, with a request after the fault that met its breaker open. One with
+            // no request since (and out of a watch's reach) is not counted either way.
+            _ if after[k] => never_recovered += 1,
+            _ => {}
         }
     }
     let max = |v: &[f64]| v.iter().copied().reduce(f64::max);
+    let reach = in_reach(run);
+    let in_fault_out = |r: &&RequestResult| {
+        (onset..end).contains(&r.arrival_ms) && !reach[r.index as usize]
+    };
+    let reachable: Vec<RequestResult> = run
+        .results
+        .iter()
+        .filter(|r| reach[r.index as usize])
+        .cloned()
+        .collect();
     let live = run
         .results
         .iter()
@@ -146,6 +188,17 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         scope,
         degrade_s: settled(&run.results, onset, end, |r| !healthy(r.mode)),
         recover_s: settled(&run.results, end, run_end, |r| healthy(r.mode)),
+        degrade_in_reach_s: settled(&reachable, onset, end, |r| !healthy(r.mode)),
+        degrade_floor_s: settled(&run.results, onset, end, |r| {
+            reach[r.index as usize] || !healthy(r.mode)
+        }),
+        out_of_reach: run.results.iter().filter(in_fault_out).count() as u64,
+        out_of_reach_closed: run
+            .results
+            .iter()
+            .filter(in_fault_out)
+            .filter(|r| healthy(r.mode))
+            .count() as u64,
         outage_model_calls: run.outage_calls,
         probes: run
             .results
@@ -208,6 +261,11 @@ pub fn human(title: &str, rows: &[Figures]) -> String {
         l + "\n"
     };
     out += &line("time to degrade (traffic)", &|r| secs(r.degrade_s));
+    out += &line("  in a watch's reach", &|r| secs(r.degrade_in_reach_s));
+    out += &line("  floor (out of reach)", &|r| secs(r.degrade_floor_s));
+    out += &line("out of reach (met closed)", &|r| {
+        format!("{} ({})", r.out_of_reach, r.out_of_reach_closed)
+    });
     out += &line("time to recover (traffic)", &|r| secs(r.recover_s));
     out += &line("model calls during the outage", &|r| {
         r.outage_model_calls.to_string()

@@ -215,3 +215,72 @@ fn a_bad_fleet_table_names_what_is_wrong() {
         .unwrap_err()
         .contains("rate"));
 }
+
+/// A synthetic run: isolate 0 busy (a request every 10 ms, its breaker open from 500 ms
+/// after the onset at 40 s), the others with the requests given, each meeting `mode`.
+fn synthetic(others: &[(u32, u64, &'static str)]) -> FleetRun {
+    let mut arrivals: Vec<(u32, u64, &'static str)> = (0..6_000u64)
+        .map(|i| {
+            let t = i * 10;
+            (0, t, if t < 40_500 { "PRIMARY_HEALTHY" } else { "DEGRADED_FALLBACK" })
+        })
+        .collect();
+    arrivals.extend_from_slice(others);
+    let results = arrivals
+        .iter()
+        .enumerate()
+        .map(|(i, (_, t, mode))| RequestResult {
+            index: i as u64,
+            arrival_ms: *t,
+            latency_ms: 1,
+            status: 200,
+            source: Source::Origin,
+            reason: None,
+            model_attempts: 1,
+            mode,
+            model_alone_ok: true,
+        })
+        .collect();
+    FleetRun {
+        results,
+        isolate_of: arrivals.iter().map(|a| a.0).collect(),
+        changes: vec![Vec::new(); 3],
+        model_calls: 0,
+        outage_calls: 0,
+        reports: 0,
+        report_failures: 0,
+        watches: 0,
+        pushed: 0,
+        fleet_moves: Vec::new(),
+    }
+}
+
+/// A request at an isolate idle 30 s or more is out of every watch's reach: it breaks the
+/// strict rule but not the rule over the traffic in reach, and the floor shows it; one in
+/// reach that met a closed breaker breaks both. `unmet` accepts the first and not the second.
+#[test]
+fn the_time_to_degrade_separates_the_traffic_no_watch_can_reach() {
+    let out_of_reach = [
+        (1, 0, "PRIMARY_HEALTHY"),
+        (1, 45_000, "PRIMARY_HEALTHY"),
+    ];
+    let f = figures("fleet", &synthetic(&out_of_reach), 40_000, 50_000);
+    assert_eq!(f.degrade_s, Some(5.5), "{f:?}");
+    assert_eq!(f.degrade_floor_s, Some(5.5));
+    assert_eq!(f.degrade_in_reach_s, Some(0.75));
+    assert_eq!((f.out_of_reach, f.out_of_reach_closed), (1, 1));
+
+    let mut in_reach = out_of_reach.to_vec();
+    in_reach.extend([(2, 30_000, "PRIMARY_HEALTHY"), (2, 46_000, "PRIMARY_HEALTHY")]);
+    let g = figures("fleet", &synthetic(&in_reach), 40_000, 50_000);
+    assert_eq!(g.degrade_s, Some(6.5), "{g:?}");
+    assert_eq!(g.degrade_floor_s, Some(5.5));
+    assert_eq!(g.degrade_in_reach_s, Some(6.5));
+
+    let p = policy();
+    let sc = scenario(&p, "isolates = 3\ndegrade_within = \"3s\"");
+    assert!(unmet(&sc, &f).is_empty(), "{:?}", unmet(&sc, &f));
+    let missed = unmet(&sc, &g);
+    assert_eq!(missed.len(), 1);
+    assert!(missed[0].contains("in a watch's reach 6.50 s, floor 5.50 s"), "{missed:?}");
+}

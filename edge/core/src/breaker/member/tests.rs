@@ -360,3 +360,34 @@ fn an_older_verdict_does_not_overwrite_a_newer_one() {
     assert_eq!(m.admit(Millis(11_100)), Admission::Reject);
     assert_eq!(m.health(), Health::Ok);
 }
+
+/// An idle isolate's verdict expires while the coordinator is fine: its first request back
+/// still sends a watch (before, an expired verdict stopped watches as failing reports do, and
+/// an isolate back during the fleet's probing learned the close only at its next request).
+#[test]
+fn an_isolate_back_from_idle_watches_and_the_close_reaches_it() {
+    let mut m = member();
+    m.calls_due(Millis(1_000));
+    m.heard(Millis(1_010), verdict(FleetMode::Open, 1_005));
+    m.admit(Millis(61_000));
+    assert_eq!(m.health(), Health::Expired);
+    let paths: Vec<_> = m.calls_due(Millis(61_000)).iter().map(|f| f.path).collect();
+    assert_eq!(paths, ["/report", "/watch"]);
+    let mut probing = verdict(FleetMode::Probing, 61_040);
+    probing.opened_at = Some(1_005);
+    probing.probing_since = Some(60_000);
+    m.heard(Millis(61_050), probing.clone());
+    assert_ne!(m.mode(Millis(61_100)), Mode::Healthy, "the fleet probes: not closed");
+    let closed = Verdict {
+        mode: FleetMode::Closed,
+        probes: 40,
+        probe_ok: 40,
+        issued_at: 63_990,
+        expires_at: 66_990,
+        opened_at: None,
+        ..probing
+    };
+    assert!(m.watched(Millis(64_000), Some(closed)).is_some());
+    assert_eq!(m.admit(Millis(64_100)), Admission::Call);
+    assert_eq!(m.mode(Millis(64_100)), Mode::Healthy);
+}

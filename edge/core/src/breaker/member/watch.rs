@@ -29,10 +29,13 @@ impl Member {
     /// since its last answer — up to [`MAX_WATCHES`], a new one when the newest is a third
     /// of [`WATCH_MS`] old, so it stays watched at least two thirds of [`WATCH_MS`] after
     /// its last request (all of it when its requests are further apart than that). None
-    /// while reports fail, nor within a report interval of a failed watch.
+    /// while reports fail (an expired verdict is no failure), nor within a report interval
+    /// of a failed watch.
     pub fn watch_due(&mut self, now: Millis, thin: bool) -> Option<FleetReport> {
-        let healthy = matches!(self.health, Health::Ok | Health::Unknown);
-        if self.isolate.is_empty() || !healthy || now < self.watch_after {
+        // Failing reports stop watches; an expired verdict does not (an idle isolate's
+        // verdict expires while the coordinator is fine, and its first request back is when
+        // a watch matters most: the fleet may be probing, and only a watch brings the close).
+        if self.isolate.is_empty() || self.health == Health::Failing || now < self.watch_after {
             return None;
         }
         let timeout_ms = WATCH_MS + REPORT_TIMEOUT_MS;
@@ -70,7 +73,7 @@ impl Member {
             self.watch_after = now.plus(self.fleet.report_interval_ms);
             return None;
         };
-        if !matches!(self.health, Health::Ok | Health::Unknown) {
+        if self.health == Health::Failing {
             return None;
         }
         if self.last_verdict != Some(verdict.mode) {
