@@ -54,7 +54,12 @@ test("bench: the short form measures every named figure against its floors", asy
     for (const side of ["edge", "bare", "js"]) num(d.cpu_us_per_request.healthy[side], `cpu healthy ${side}`);
     // CPU in steps: bare, bare keeping the edge's promises the direct way (token, log line,
     // headers), the edge — the policy has a token, so the obliged build ran.
-    for (const step of ["bare", "bare_obliged", "edge"]) num(d.cpu_us_healthy_steps[step], `cpu floor step ${step}`);
+    // Beside them, in the same phase, the same pass-through written in JS and the JS peer:
+    // the edge's lead over the peer stands next to the Rust shell's over the JS one.
+    const st = d.cpu_us_healthy_steps;
+    for (const step of ["bare", "bare_obliged", "edge", "bare_js", "peer"]) num(st[step], `cpu floor step ${step}`);
+    assert.ok(Math.abs(st.edge_over_peer - (st.edge - st.peer)) < 0.2, JSON.stringify(st));
+    assert.ok(Math.abs(st.rust_shell_over_js - (st.bare - st.bare_js)) < 0.2, JSON.stringify(st));
     for (const side of ["edge", "js"]) num(d.cpu_us_per_request.degraded[side], `cpu degraded ${side}`);
     assert.ok(d.module.edge_gzip_bytes > 0 && d.module.edge_bytes > d.module.edge_gzip_bytes);
     const hung = d.detail.hung_closed_loop_64;
@@ -72,6 +77,7 @@ test("bench: the short form measures every named figure against its floors", asy
     for (const o of d.breaker_openings_healthy_evidence) num(o.evidence.calls, "opening evidence calls");
     assert.equal(d.detail.hung_embedded_only.timer_floor_after_deadline.n, 6);
     num(d.detail.cold_first_wave.bare.p99_ms, "the bare Worker's cold first wave");
+    num(d.detail.cold_first_wave.bare_obliged.p99_ms, "the obliged bare Worker's cold first wave");
     num(d.detail.healthy_closed_loop.origin_ceiling_rps, "the healthy loop's ceiling");
     assert.ok(
       d.detail.healthy_closed_loop.peer.live_rps <= d.detail.healthy_closed_loop.origin_ceiling_rps * 1.05,

@@ -25,8 +25,9 @@ use super::{arrival, bake, setup, DevBindings, RequestResult};
 
 /// What the fleet scope's figures miss of the scenario's `degrade_within` and
 /// `recover_within`. The time to degrade is met when the traffic meets it, or when the
-/// traffic within a watch's reach meets it and the traffic as a whole is at its floor (every
-/// slot that breaks the rule does so on requests no design off the request path can reach).
+/// traffic within reach of the fleet's opening meets it and the traffic as a whole is no
+/// later than its floor (what the requests out of reach alone impose; `never` is later than
+/// any time).
 pub fn unmet(sc: &Scenario, fleet: &Figures) -> Vec<String> {
     let Some(spec) = &sc.fleet else {
         return Vec::new();
@@ -35,12 +36,13 @@ pub fn unmet(sc: &Scenario, fleet: &Figures) -> Vec<String> {
     let secs = |got: Option<f64>| got.map_or("never".to_string(), |s| format!("{s:.2} s"));
     let mut out = Vec::new();
     if let Some(bound) = spec.degrade_within_ms {
-        let at_floor = fleet.degrade_s.is_some() && fleet.degrade_s == fleet.degrade_floor_s;
+        let inf = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
+        let floor = inf(fleet.degrade_floor_s).max(bound as f64 / 1000.0);
         let met = within(bound, fleet.degrade_s)
-            || (within(bound, fleet.degrade_in_reach_s) && at_floor);
+            || (within(bound, fleet.degrade_in_reach_s) && inf(fleet.degrade_s) <= floor);
         if !met {
             out.push(format!(
-                "fleet scope: time to degrade {} (in a watch's reach {}, floor {}), over {:.1} s",
+                "fleet scope: time to degrade {} (within reach {}, floor {}), over {:.1} s",
                 secs(fleet.degrade_s),
                 secs(fleet.degrade_in_reach_s),
                 secs(fleet.degrade_floor_s),

@@ -53,6 +53,8 @@ const BARE: Target = Target("bare");
 /// check, a log line, the disclosure headers) and nothing more.
 const BARE_OBLIGED: Target = Target("bare-obliged");
 const PEER: Target = Target("peer");
+/// edge/bare's pass-through written in JavaScript (the JS Worker's floor).
+const BARE_JS: Target = Target("bare-js");
 /// The runtime's floor: a no-op JS Worker.
 const NOOP: Target = Target("noop");
 /// The no-op Worker writing a log line the size of the edge's degraded one each request.
@@ -161,6 +163,8 @@ pub fn run(opts: &Options) -> Result<Value> {
     let peer_bytes = sides::peer_dist(&root, &off, loaded.catalog.as_ref(), &peer_dir, &edge_dir)?;
     let noop_dir = work.join("noop");
     sides::noop_dist(&noop_dir, &edge_dir, None)?;
+    let bare_js_dir = work.join("bare-js");
+    sides::bare_js_dist(&bare_js_dir, &edge_dir)?;
     let noop_log_dir = work.join("noop-log");
     sides::noop_dist(&noop_log_dir, &edge_dir, Some(EDGE_LOG_LINE_BYTES))?;
 
@@ -176,6 +180,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         (EDGE_HEDGE.0, hedge_dir),
         (NOOP.0, noop_dir),
         (NOOP_LOG.0, noop_log_dir),
+        (BARE_JS.0, bare_js_dir),
     ];
     if obliged.is_some() {
         workers.push((BARE_OBLIGED.0, obliged_dir));
@@ -221,8 +226,14 @@ pub fn run(opts: &Options) -> Result<Value> {
         let cold_edge = load::wave(addr, EDGE, &cold_plans, timeout).await;
         let cold_peer = load::wave(addr, PEER, &cold_plans, timeout).await;
         let cold_bare = load::wave(addr, BARE, &cold_plans, timeout).await;
+        // And the bare Worker keeping the edge's promises the direct way (token, log line,
+        // headers): what their first use costs any Rust Worker.
+        let cold_bare_obliged = match obliged {
+            Some(_) => load::wave(addr, BARE_OBLIGED, &cold_plans, timeout).await,
+            None => Vec::new(),
+        };
         for t in [
-            EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER, EDGE_HEDGE, NOOP, NOOP_LOG,
+            EDGE, EDGE_OFF, EDGE_EMB, BARE, PEER, EDGE_HEDGE, NOOP, NOOP_LOG, BARE_JS,
         ]
         .into_iter()
         .chain(opts.compare_edge.iter().flat_map(|_| [EDGE_B, EDGE_EMB_B]))
@@ -268,14 +279,17 @@ pub fn run(opts: &Options) -> Result<Value> {
         .await;
         // CPU in steps: the bare pass-through, the same keeping the edge's promises on a
         // healthy request the direct workers-rs way (token, log line, headers), and the
-        // edge — alternating slices.
+        // edge; beside them the same pass-through in JavaScript and the JS peer, so the
+        // edge's lead over the peer stands next to the Rust shell's over the JS one —
+        // alternating slices, each side as long as in the other phases.
+        let steps = [BARE, BARE_OBLIGED, EDGE, BARE_JS, PEER];
         let steps_phase = if obliged.is_some() {
             interleaved(
                 addr,
-                &[BARE, BARE_OBLIGED, EDGE],
+                &steps,
                 &plans,
                 opts.concurrency,
-                opts.throughput_secs,
+                opts.throughput_secs * steps.len() as f64 / 4.0,
                 &pids,
             )
             .await
@@ -414,6 +428,7 @@ pub fn run(opts: &Options) -> Result<Value> {
             cold_edge,
             cold_peer,
             cold_bare,
+            cold_bare_obliged,
             seq_edge: se,
             seq_bare: sb,
             healthy_c,

@@ -17,6 +17,8 @@ pub struct Measured {
     pub cold_peer: Vec<Observed>,
     /// The bare pass-through Worker's cold first wave: what any Rust Worker pays.
     pub cold_bare: Vec<Observed>,
+    /// The same, keeping the edge's promises the direct way (empty without a token rule).
+    pub cold_bare_obliged: Vec<Observed>,
     pub seq_edge: Vec<Observed>,
     pub seq_bare: Vec<Observed>,
     /// Healthy closed loop at `concurrency`: edge, peer, bare, edge-off (and edge-b).
@@ -244,7 +246,7 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
     let tier_p99: BTreeMap<&String, f64> =
         tiers.iter().map(|(t, l)| (t, round(l.p99_ms))).collect();
     let detail = json!({
-        "cold_first_wave": {"edge": cold, "peer": cold_peer, "bare": cold_bare, "requests": m.cold_edge.len(),
+        "cold_first_wave": {"edge": cold, "peer": cold_peer, "bare": cold_bare, "bare_obliged": (!m.cold_bare_obliged.is_empty()).then(|| lat(&m.cold_bare_obliged)), "requests": m.cold_edge.len(),
                             "edge_answered": m.cold_edge.iter().filter(|o| o.status == 200).count()},
         "healthy_sequential": {"rounds": s.rounds, "edge": seq_e, "bare": seq_b},
         // The bare Worker passes the origin through without saying so: its answers are live.
@@ -285,7 +287,14 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
     "no_breaker_opening_with_a_healthy_origin": m.breaker_openings.as_ref().is_some_and(Vec::is_empty),
     });
     let step = |i: usize| m.steps_phase.get(i).and_then(cpu);
-    let steps_phase = json!({"bare": step(0), "bare_obliged": step(1), "edge": step(2)});
+    let gap = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| round(a - b));
+    let steps_phase = json!({
+        "bare": step(0), "bare_obliged": step(1), "edge": step(2), "bare_js": step(3), "peer": step(4),
+        // The edge's lead over the JS peer, and the Rust pass-through's over the JS one, in
+        // the same phase: the second is the shell's price before any of the edge's work.
+        "edge_over_peer": gap(step(2), step(4)),
+        "rust_shell_over_js": gap(step(0), step(3)),
+    });
     let at_peer_rate = json!({
         "rate": m.hung_paced.first().map(|_| round(hung_peer.rps())),
         "edge": m.hung_paced.first().map(|x| round(x.latency.p99_ms)),

@@ -285,6 +285,42 @@ export default {
 };
 "#;
 
+/// The bare pass-through written in JavaScript: edge/bare's origin call and answer, line for
+/// line (the query as a JSON object, POSTed with the correlation ID; the origin's status and
+/// body passed through as JSON) — the floor a JS Worker stands on, as edge/bare is a Rust
+/// one's. The CPU steps run it beside edge/bare: their difference is what the Rust shell
+/// costs before any of the edge's work.
+pub const BARE_JS: &str = r#"export default {
+  async fetch(request, env) {
+    const origin = env.UNDERSTUDY_ORIGIN_URL;
+    if (!origin) return new Response("UNDERSTUDY_ORIGIN_URL is not set", { status: 500 });
+    const cid = request.headers.get("X-Correlation-ID");
+    const params = Object.fromEntries(new URL(request.url).searchParams);
+    const headers = new Headers();
+    headers.set("Accept", "application/json");
+    headers.set("Content-Type", "application/json");
+    if (cid !== null) headers.set("X-Correlation-ID", cid);
+    const res = await fetch(new URL(origin).href, { method: "POST", headers, body: JSON.stringify(params) });
+    const body = await res.arrayBuffer();
+    const out = new Headers();
+    out.set("Content-Type", "application/json");
+    return new Response(body, { status: res.status, headers: out });
+  },
+};
+"#;
+
+/// The JS bare pass-through as a directory.
+pub fn bare_js_dist(dir: &Path, edge_dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("entry.mjs"), BARE_JS)?;
+    side_files(
+        dir,
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("bare-js"),
+        edge_dir,
+        &json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}),
+    )
+}
+
 /// The no-op Worker as a directory; `log_bytes`: the size of the log line it writes a
 /// request (none when `None`).
 pub fn noop_dist(dir: &Path, edge_dir: &Path, log_bytes: Option<usize>) -> Result<()> {

@@ -29,13 +29,18 @@ pub struct Episodes {
 /// Episodes from a time-ordered list of (ms after the start, mode name).
 pub fn episodes<'a>(changes: impl IntoIterator<Item = (f64, &'a str)>, onset: f64) -> Episodes {
     let mut spans: Vec<(f64, Option<f64>)> = Vec::new();
-    let mut down = false;
+    let (mut down, mut begun) = (false, false);
     for (t, mode) in changes {
         let healthy = mode_kind(mode) == Some(Mode::Healthy);
         if t < onset {
             down = !healthy;
             continue;
         }
+        if !begun && down {
+            // Not healthy at the onset already: an episode from the onset.
+            spans.push((onset, None));
+        }
+        begun = true;
         match (down, healthy) {
             (false, false) => spans.push((t, None)),
             (true, true) => {
@@ -46,6 +51,9 @@ pub fn episodes<'a>(changes: impl IntoIterator<Item = (f64, &'a str)>, onset: f6
             _ => {}
         }
         down = !healthy;
+    }
+    if !begun && down {
+        spans.push((onset, None));
     }
     Episodes { spans }
 }
@@ -183,6 +191,9 @@ mod tests {
             1_000.0,
         );
         assert_eq!(edge.spans, [(1_200.0, Some(6_000.0))], "probing is not healthy");
+        let already = episodes([(500.0, "OPEN"), (3_000.0, "CLOSED")], 1_000.0);
+        assert_eq!(already.spans, [(1_000.0, Some(3_000.0))], "open at the onset");
+        assert_eq!(episodes([(500.0, "OPEN")], 1_000.0).spans, [(1_000.0, None)]);
         let sim = episodes([(1_150.0, "DEGRADED_FALLBACK"), (6_250.0, "PRIMARY_HEALTHY")], 1_000.0);
         let row = IsolateCompared {
             isolate: 0,

@@ -18,12 +18,15 @@ pub struct Figures {
     /// From the fault's end until the traffic is live again: from then on, at least 99% of
     /// every slot's requests met a closed breaker.
     pub recover_s: Option<f64>,
-    /// The same rule as `degrade_s` over the requests within a watch's reach: those at an
-    /// isolate that had a request in the [`REACH_MS`] before (no I/O of a Worker outlives
-    /// that, so nothing can tell the others between their requests).
+    /// Fleet scope: the same rule as `degrade_s` over the requests within reach. A request
+    /// after the fleet's verdict first opened is out of reach when its isolate had no
+    /// request from [`REACH_MS`] before that opening until it came: no I/O of that isolate
+    /// was alive at the opening or since (a Worker's I/O ends at most 30 s after its
+    /// response), so nothing could have told it.
     pub degrade_in_reach_s: Option<f64>,
-    /// The best `degrade_s` any design with the coordinator off the request path could have
-    /// in this run: the rule with every request in reach counted as degraded.
+    /// Fleet scope: the rule with every request in reach counted as degraded and every one
+    /// out of reach as not — the time no design that keeps the coordinator off the request
+    /// path could beat in this run, given when the fleet opened.
     pub degrade_floor_s: Option<f64>,
     /// Requests in the fault out of reach, and those of them that met a closed breaker.
     pub out_of_reach: u64,
@@ -75,8 +78,7 @@ pub fn fault_span(sc: &Scenario) -> Option<(u64, u64)> {
 
 const SLOT_MS: u64 = 250;
 /// How long after a request its isolate may still hold I/O open (a Worker's `waitUntil` runs
-/// at most 30 s after its response): a request at an isolate idle this long or longer is out
-/// of every watch's reach.
+/// at most 30 s after its response).
 pub const REACH_MS: u64 = 30_000;
 const SHARE: f64 = 0.99;
 
@@ -111,15 +113,21 @@ fn settled(
     first.map(|s| ((s as u64 + 1) * SLOT_MS) as f64 / 1000.0)
 }
 
-/// For each request (by index), whether its isolate had a request in the [`REACH_MS`] before.
-fn in_reach(run: &FleetRun) -> Vec<bool> {
+/// For each request (by index), whether it was within reach of the fleet's opening at
+/// `opened` (ms after the start): it came before it, or its isolate had a request from
+/// [`REACH_MS`] before it on. All are, with no opening.
+fn in_reach(run: &FleetRun, opened: Option<u64>) -> Vec<bool> {
+    let Some(opened) = opened else {
+        return vec![true; run.isolate_of.len()];
+    };
+    let since = opened.saturating_sub(REACH_MS);
     let mut order: Vec<&RequestResult> = run.results.iter().collect();
     order.sort_by_key(|r| (r.arrival_ms, r.index));
     let mut last: Vec<Option<u64>> = vec![None; run.changes.len()];
-    let mut reach = vec![false; run.isolate_of.len()];
+    let mut reach = vec![true; run.isolate_of.len()];
     for r in order {
         let k = run.isolate_of[r.index as usize] as usize;
-        reach[r.index as usize] = last[k].is_some_and(|t| r.arrival_ms - t < REACH_MS);
+        reach[r.index as usize] = r.arrival_ms < opened || last[k].is_some_and(|t| t >= since);
         last[k] = Some(r.arrival_ms);
     }
     reach
@@ -169,7 +177,13 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         }
     }
     let max = |v: &[f64]| v.iter().copied().reduce(f64::max);
-    let reach = in_reach(run);
+    let opened = run
+        .fleet_moves
+        .iter()
+        .find(|(t, m)| *t >= onset && *m != FleetMode::Closed)
+        .map(|(t, _)| *t);
+    let reach = in_reach(run, opened);
+    let fleet = |v: Option<f64>| opened.and(v);
     let in_fault_out = |r: &&RequestResult| {
         (onset..end).contains(&r.arrival_ms) && !reach[r.index as usize]
     };
@@ -188,10 +202,10 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         scope,
         degrade_s: settled(&run.results, onset, end, |r| !healthy(r.mode)),
         recover_s: settled(&run.results, end, run_end, |r| healthy(r.mode)),
-        degrade_in_reach_s: settled(&reachable, onset, end, |r| !healthy(r.mode)),
-        degrade_floor_s: settled(&run.results, onset, end, |r| {
-            reach[r.index as usize] || !healthy(r.mode)
-        }),
+        degrade_in_reach_s: fleet(settled(&reachable, onset, end, |r| !healthy(r.mode))),
+        degrade_floor_s: fleet(settled(&run.results, onset, end, |r| {
+            reach[r.index as usize]
+        })),
         out_of_reach: run.results.iter().filter(in_fault_out).count() as u64,
         out_of_reach_closed: run
             .results
@@ -216,11 +230,7 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         isolate_recover_p95_s: p95(recover),
         never_degraded,
         never_recovered,
-        fleet_opened_s: run
-            .fleet_moves
-            .iter()
-            .find(|(t, m)| *t >= onset && *m != FleetMode::Closed)
-            .map(|(t, _)| (t - onset) as f64 / 1000.0),
+        fleet_opened_s: opened.map(|t| (t - onset) as f64 / 1000.0),
         fleet_closed_s: run
             .fleet_moves
             .iter()
@@ -244,6 +254,15 @@ fn opt_secs(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |s| format!("{s:.2} s"))
 }
 
+/// A fleet-scope figure: `-` in isolate scope, `never` when the fleet opened but the rule
+/// never held.
+fn fleet_secs(r: &Figures, v: Option<f64>) -> String {
+    if r.fleet_opened_s.is_none() {
+        return "-".into();
+    }
+    secs(v)
+}
+
 /// Both scopes side by side, as `simulate` prints them.
 pub fn human(title: &str, rows: &[Figures]) -> String {
     let mut out = format!("{title}\n\n");
@@ -261,8 +280,8 @@ pub fn human(title: &str, rows: &[Figures]) -> String {
         l + "\n"
     };
     out += &line("time to degrade (traffic)", &|r| secs(r.degrade_s));
-    out += &line("  in a watch's reach", &|r| secs(r.degrade_in_reach_s));
-    out += &line("  floor (out of reach)", &|r| secs(r.degrade_floor_s));
+    out += &line("  within reach", &|r| fleet_secs(r, r.degrade_in_reach_s));
+    out += &line("  floor (out of reach)", &|r| fleet_secs(r, r.degrade_floor_s));
     out += &line("out of reach (met closed)", &|r| {
         format!("{} ({})", r.out_of_reach, r.out_of_reach_closed)
     });

@@ -217,7 +217,7 @@ fn a_bad_fleet_table_names_what_is_wrong() {
 }
 
 /// A synthetic run: isolate 0 busy (a request every 10 ms, its breaker open from 500 ms
-/// after the onset at 40 s), the others with the requests given, each meeting `mode`.
+/// after the onset at 40 s, when the fleet opened), the others with the requests given.
 fn synthetic(others: &[(u32, u64, &'static str)]) -> FleetRun {
     let mut arrivals: Vec<(u32, u64, &'static str)> = (0..6_000u64)
         .map(|i| {
@@ -251,36 +251,49 @@ fn synthetic(others: &[(u32, u64, &'static str)]) -> FleetRun {
         report_failures: 0,
         watches: 0,
         pushed: 0,
-        fleet_moves: Vec::new(),
+        fleet_moves: vec![(40_500, FleetMode::Open)],
     }
 }
 
-/// A request at an isolate idle 30 s or more is out of every watch's reach: it breaks the
-/// strict rule but not the rule over the traffic in reach, and the floor shows it; one in
-/// reach that met a closed breaker breaks both. `unmet` accepts the first and not the second.
+/// A request after the fleet opened, at an isolate with no request from 30 s before the
+/// opening until then, is out of reach: it breaks the strict rule but not the rule within
+/// reach, and the floor shows it. One at an isolate idle as long but with a request in the
+/// 30 s before the opening (a watch could have told it) is in reach, and breaks both. `unmet`
+/// accepts the first (also when it falls in the fault's last slot) and not the second.
 #[test]
-fn the_time_to_degrade_separates_the_traffic_no_watch_can_reach() {
-    let out_of_reach = [
-        (1, 0, "PRIMARY_HEALTHY"),
-        (1, 45_000, "PRIMARY_HEALTHY"),
-    ];
+fn the_time_to_degrade_separates_the_traffic_nothing_could_reach() {
+    let p = policy();
+    let sc = scenario(&p, "isolates = 3\ndegrade_within = \"3s\"");
+    let out_of_reach = [(1, 0, "PRIMARY_HEALTHY"), (1, 45_000, "PRIMARY_HEALTHY")];
     let f = figures("fleet", &synthetic(&out_of_reach), 40_000, 50_000);
     assert_eq!(f.degrade_s, Some(5.5), "{f:?}");
     assert_eq!(f.degrade_floor_s, Some(5.5));
     assert_eq!(f.degrade_in_reach_s, Some(0.75));
     assert_eq!((f.out_of_reach, f.out_of_reach_closed), (1, 1));
+    assert!(unmet(&sc, &f).is_empty(), "{:?}", unmet(&sc, &f));
 
-    let mut in_reach = out_of_reach.to_vec();
-    in_reach.extend([(2, 30_000, "PRIMARY_HEALTHY"), (2, 46_000, "PRIMARY_HEALTHY")]);
-    let g = figures("fleet", &synthetic(&in_reach), 40_000, 50_000);
+    // Idle 34 s, but it had a request 28.5 s before the opening.
+    let mut told = out_of_reach.to_vec();
+    told.extend([(2, 12_000, "PRIMARY_HEALTHY"), (2, 46_000, "PRIMARY_HEALTHY")]);
+    let g = figures("fleet", &synthetic(&told), 40_000, 50_000);
     assert_eq!(g.degrade_s, Some(6.5), "{g:?}");
     assert_eq!(g.degrade_floor_s, Some(5.5));
     assert_eq!(g.degrade_in_reach_s, Some(6.5));
-
-    let p = policy();
-    let sc = scenario(&p, "isolates = 3\ndegrade_within = \"3s\"");
-    assert!(unmet(&sc, &f).is_empty(), "{:?}", unmet(&sc, &f));
+    assert_eq!(g.out_of_reach, 1);
     let missed = unmet(&sc, &g);
     assert_eq!(missed.len(), 1);
-    assert!(missed[0].contains("in a watch's reach 6.50 s, floor 5.50 s"), "{missed:?}");
+    assert!(missed[0].contains("within reach 6.50 s, floor 5.50 s"), "{missed:?}");
+
+    // Out of reach in the last slot: the strict rule and the floor never hold; met.
+    let last = [(1, 0, "PRIMARY_HEALTHY"), (1, 49_900, "PRIMARY_HEALTHY")];
+    let h = figures("fleet", &synthetic(&last), 40_000, 50_000);
+    assert_eq!((h.degrade_s, h.degrade_floor_s), (None, None), "{h:?}");
+    assert!(unmet(&sc, &h).is_empty(), "{:?}", unmet(&sc, &h));
+
+    // No fleet opening (isolate scope): no reach, no floor.
+    let mut run = synthetic(&out_of_reach);
+    run.fleet_moves.clear();
+    let i = figures("isolate", &run, 40_000, 50_000);
+    assert_eq!((i.degrade_in_reach_s, i.degrade_floor_s), (None, None));
+    assert_eq!(i.out_of_reach, 0);
 }

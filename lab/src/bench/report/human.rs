@@ -11,12 +11,13 @@ pub fn human(d: &Value) -> String {
         d["policy"].as_str().unwrap_or("?"), d["origin_latency_ms"], d["deadline_ms"], d["budget_ms"]
     );
     s.push_str(&format!(
-        "Cold first wave ({} concurrent, fresh isolates): edge p99 {} ms ({} answered), JS peer p99 {} ms, bare Rust pass-through p99 {} ms\n",
+        "Cold first wave ({} concurrent, fresh isolates): edge p99 {} ms ({} answered), JS peer p99 {} ms, bare Rust pass-through p99 {} ms, the same keeping the token, log line and headers the direct way p99 {} ms\n",
         det["cold_first_wave"]["requests"],
         f(&d["cold_first_wave_p99_ms"]),
         det["cold_first_wave"]["edge_answered"],
         f(&det["cold_first_wave"]["peer"]["p99_ms"]),
-        f(&det["cold_first_wave"]["bare"]["p99_ms"])
+        f(&det["cold_first_wave"]["bare"]["p99_ms"]),
+        f(&det["cold_first_wave"]["bare_obliged"]["p99_ms"])
     ));
     s.push_str(&format!(
         "Healthy, sequential: edge p50 {} / p99 {} ms, bare {} / {} ms → {}× / {}×\n",
@@ -96,6 +97,13 @@ pub fn human(d: &Value) -> String {
             f(&st["bare"]),
             f(&st["bare_obliged"]),
             f(&st["edge"])
+        ));
+        s.push_str(&format!(
+            "  … same phase: JS pass-through {} → JS peer {}; the edge over the peer {} µs, the Rust pass-through over the JS one {} µs\n",
+            f(&st["bare_js"]),
+            f(&st["peer"]),
+            f(&st["edge_over_peer"]),
+            f(&st["rust_shell_over_js"])
         ));
     }
     let c = &det["healthy_closed_loop_64"];

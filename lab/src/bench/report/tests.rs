@@ -58,6 +58,7 @@ fn measured() -> Measured {
         cold_edge: vec![ok(40.0, None); 10],
         cold_peer: vec![ok(50.0, None); 10],
         cold_bare: vec![ok(45.0, None); 10],
+        cold_bare_obliged: vec![ok(52.0, None); 10],
         seq_edge: vec![ok(30.0, None); 10],
         seq_bare: vec![ok(29.0, None); 10],
         healthy_c: vec![
@@ -84,7 +85,12 @@ fn measured() -> Measured {
             slice(2500.0, true),
         ],
         hung_paced: vec![slice(500.0, false), slice(500.0, false)],
-        steps_phase: vec![slice(600.0, true), slice(590.0, true), slice(580.0, true)],
+        steps_phase: [440.0, 640.0, 530.0, 307.0, 500.0]
+            .map(|cpu| Slice {
+                cpu_us_per_request: Some(cpu),
+                ..slice(600.0, true)
+            })
+            .to_vec(),
         bare_hung: Observed::default(),
         origin_calls: 100,
         tail: Tail {
@@ -132,11 +138,15 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     assert_eq!(d["noop_log_c64_p99_ms"], 20.0);
     assert_eq!(
         d["cpu_us_healthy_steps"],
-        json!({"bare": 500.0, "bare_obliged": 500.0, "edge": 500.0})
+        json!({"bare": 440.0, "bare_obliged": 640.0, "edge": 530.0, "bare_js": 307.0, "peer": 500.0,
+               "edge_over_peer": 30.0, "rust_shell_over_js": 133.0})
     );
+    assert!(human(&d).contains(
+        "same phase: JS pass-through 307.00 → JS peer 500.00; the edge over the peer 30.00 µs, the Rust pass-through over the JS one 133.00 µs"
+    ));
     assert!(
         human(&d).contains(
-            "CPU µs / request in steps: bare 500.00 → bare with the token, log line and headers 500.00 → edge 500.00"
+            "CPU µs / request in steps: bare 440.00 → bare with the token, log line and headers 640.00 → edge 530.00"
         ),
         "{}",
         human(&d)
@@ -162,6 +172,7 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     assert_eq!(d["timer_floor_p99_over_deadline_ms"], 1.5);
     assert_eq!(d["timer_floor_with_subrequest_p99_over_deadline_ms"], 2.25);
     assert_eq!(d["detail"]["cold_first_wave"]["bare"]["p99_ms"], 45.0);
+    assert_eq!(d["detail"]["cold_first_wave"]["bare_obliged"]["p99_ms"], 52.0);
     assert_eq!(d["detail"]["hung_closed_loop_64"]["noop"]["rps"], 3000.0);
     assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
     assert_eq!(d["breaker_openings_healthy"], 0);
