@@ -315,7 +315,9 @@ pub fn bare_js_dist(dir: &Path, edge_dir: &Path) -> Result<()> {
     std::fs::write(dir.join("entry.mjs"), BARE_JS)?;
     side_files(
         dir,
-        dir.file_name().and_then(|n| n.to_str()).unwrap_or("bare-js"),
+        dir.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("bare-js"),
         edge_dir,
         &json!({"bindings": {"vars": {}, "secrets": [], "kv": [], "rate_limits": []}}),
     )

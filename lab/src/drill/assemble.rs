@@ -258,15 +258,24 @@ fn compare_fleet(
     per_isolate: &[super::play::IsolateSeen],
     table: &mut String,
 ) -> (check::Verdict, Vec<String>) {
-    let edge: Vec<&[observe::SeenTransition]> =
-        per_isolate.iter().map(|i| i.transitions.as_slice()).collect();
+    let edge: Vec<&[observe::SeenTransition]> = per_isolate
+        .iter()
+        .map(|i| i.transitions.as_slice())
+        .collect();
     let tol = compare_fleet::tolerance_ms(&prep.policy, &prep.sc, edge.len());
     let catalog = prep.loaded.catalog.as_ref();
     let rows = match compare_fleet::compare(&prep.policy, catalog, &prep.sc, start_epoch, &edge) {
         Ok(rows) => rows,
         Err(e) => {
             let detail = format!("simulate --isolates {} could not run: {e}", edge.len());
-            return (check::Verdict { name: "SIMULATE_AGREES", ok: Some(false), detail }, Vec::new());
+            return (
+                check::Verdict {
+                    name: "SIMULATE_AGREES",
+                    ok: Some(false),
+                    detail,
+                },
+                Vec::new(),
+            );
         }
     };
     let lines = compare_fleet::describe(&rows, tol);
@@ -284,7 +293,10 @@ fn compare_fleet(
         .map(|(_, l)| l.clone())
         .take(10)
         .collect();
-    let worst = rows.iter().filter_map(|r| r.worst_ms).fold(0.0f64, f64::max);
+    let worst = rows
+        .iter()
+        .filter_map(|r| r.worst_ms)
+        .fold(0.0f64, f64::max);
     let detail = if differ.is_empty() {
         format!(
             "all {} isolates: the same breaker episodes as in simulate, each moment within {tol:.0} ms (worst {worst:.0} ms)",
@@ -299,5 +311,12 @@ fn compare_fleet(
         )
     };
     let ok = Some(differ.is_empty());
-    (check::Verdict { name: "SIMULATE_AGREES", ok, detail }, differ)
+    (
+        check::Verdict {
+            name: "SIMULATE_AGREES",
+            ok,
+            detail,
+        },
+        differ,
+    )
 }

@@ -190,11 +190,25 @@ mod tests {
             ],
             1_000.0,
         );
-        assert_eq!(edge.spans, [(1_200.0, Some(6_000.0))], "probing is not healthy");
+        assert_eq!(
+            edge.spans,
+            [(1_200.0, Some(6_000.0))],
+            "probing is not healthy"
+        );
         let already = episodes([(500.0, "OPEN"), (3_000.0, "CLOSED")], 1_000.0);
-        assert_eq!(already.spans, [(1_000.0, Some(3_000.0))], "open at the onset");
-        assert_eq!(episodes([(500.0, "OPEN")], 1_000.0).spans, [(1_000.0, None)]);
-        let sim = episodes([(1_150.0, "DEGRADED_FALLBACK"), (6_250.0, "PRIMARY_HEALTHY")], 1_000.0);
+        assert_eq!(
+            already.spans,
+            [(1_000.0, Some(3_000.0))],
+            "open at the onset"
+        );
+        assert_eq!(
+            episodes([(500.0, "OPEN")], 1_000.0).spans,
+            [(1_000.0, None)]
+        );
+        let sim = episodes(
+            [(1_150.0, "DEGRADED_FALLBACK"), (6_250.0, "PRIMARY_HEALTHY")],
+            1_000.0,
+        );
         let row = IsolateCompared {
             isolate: 0,
             worst_ms: worst(&edge, &sim),
@@ -227,6 +241,6 @@ mod tests {
             }],
             250.0
         )[0]
-            .contains("DIFFERS in its episodes"));
+        .contains("DIFFERS in its episodes"));
     }
 }

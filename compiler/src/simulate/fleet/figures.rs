@@ -184,9 +184,8 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         .map(|(t, _)| *t);
     let reach = in_reach(run, opened);
     let fleet = |v: Option<f64>| opened.and(v);
-    let in_fault_out = |r: &&RequestResult| {
-        (onset..end).contains(&r.arrival_ms) && !reach[r.index as usize]
-    };
+    let in_fault_out =
+        |r: &&RequestResult| (onset..end).contains(&r.arrival_ms) && !reach[r.index as usize];
     let reachable: Vec<RequestResult> = run
         .results
         .iter()
@@ -281,7 +280,9 @@ pub fn human(title: &str, rows: &[Figures]) -> String {
     };
     out += &line("time to degrade (traffic)", &|r| secs(r.degrade_s));
     out += &line("  within reach", &|r| fleet_secs(r, r.degrade_in_reach_s));
-    out += &line("  floor (out of reach)", &|r| fleet_secs(r, r.degrade_floor_s));
+    out += &line("  floor (out of reach)", &|r| {
+        fleet_secs(r, r.degrade_floor_s)
+    });
     out += &line("out of reach (met closed)", &|r| {
         format!("{} ({})", r.out_of_reach, r.out_of_reach_closed)
     });

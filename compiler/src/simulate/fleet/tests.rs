@@ -222,7 +222,15 @@ fn synthetic(others: &[(u32, u64, &'static str)]) -> FleetRun {
     let mut arrivals: Vec<(u32, u64, &'static str)> = (0..6_000u64)
         .map(|i| {
             let t = i * 10;
-            (0, t, if t < 40_500 { "PRIMARY_HEALTHY" } else { "DEGRADED_FALLBACK" })
+            (
+                0,
+                t,
+                if t < 40_500 {
+                    "PRIMARY_HEALTHY"
+                } else {
+                    "DEGRADED_FALLBACK"
+                },
+            )
         })
         .collect();
     arrivals.extend_from_slice(others);
@@ -274,7 +282,10 @@ fn the_time_to_degrade_separates_the_traffic_nothing_could_reach() {
 
     // Idle 34 s, but it had a request 28.5 s before the opening.
     let mut told = out_of_reach.to_vec();
-    told.extend([(2, 12_000, "PRIMARY_HEALTHY"), (2, 46_000, "PRIMARY_HEALTHY")]);
+    told.extend([
+        (2, 12_000, "PRIMARY_HEALTHY"),
+        (2, 46_000, "PRIMARY_HEALTHY"),
+    ]);
     let g = figures("fleet", &synthetic(&told), 40_000, 50_000);
     assert_eq!(g.degrade_s, Some(6.5), "{g:?}");
     assert_eq!(g.degrade_floor_s, Some(5.5));
@@ -282,7 +293,10 @@ fn the_time_to_degrade_separates_the_traffic_nothing_could_reach() {
     assert_eq!(g.out_of_reach, 1);
     let missed = unmet(&sc, &g);
     assert_eq!(missed.len(), 1);
-    assert!(missed[0].contains("within reach 6.50 s, floor 5.50 s"), "{missed:?}");
+    assert!(
+        missed[0].contains("within reach 6.50 s, floor 5.50 s"),
+        "{missed:?}"
+    );
 
     // Out of reach in the last slot: the strict rule and the floor never hold; met.
     let last = [(1, 0, "PRIMARY_HEALTHY"), (1, 49_900, "PRIMARY_HEALTHY")];

@@ -172,7 +172,10 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     assert_eq!(d["timer_floor_p99_over_deadline_ms"], 1.5);
     assert_eq!(d["timer_floor_with_subrequest_p99_over_deadline_ms"], 2.25);
     assert_eq!(d["detail"]["cold_first_wave"]["bare"]["p99_ms"], 45.0);
-    assert_eq!(d["detail"]["cold_first_wave"]["bare_obliged"]["p99_ms"], 52.0);
+    assert_eq!(
+        d["detail"]["cold_first_wave"]["bare_obliged"]["p99_ms"],
+        52.0
+    );
     assert_eq!(d["detail"]["hung_closed_loop_64"]["noop"]["rps"], 3000.0);
     assert_eq!(d["healthy_c16_rps_vs_js"], 1.5);
     assert_eq!(d["breaker_openings_healthy"], 0);

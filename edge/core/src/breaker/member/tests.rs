@@ -377,7 +377,11 @@ fn an_isolate_back_from_idle_watches_and_the_close_reaches_it() {
     probing.opened_at = Some(1_005);
     probing.probing_since = Some(60_000);
     m.heard(Millis(61_050), probing.clone());
-    assert_ne!(m.mode(Millis(61_100)), Mode::Healthy, "the fleet probes: not closed");
+    assert_ne!(
+        m.mode(Millis(61_100)),
+        Mode::Healthy,
+        "the fleet probes: not closed"
+    );
     let closed = Verdict {
         mode: FleetMode::Closed,
         probes: 40,
