@@ -53,7 +53,7 @@ test("bench: the short form measures every named figure against its floors", asy
     for (const tier of ["user", "curated"]) num(d.deadline_to_answer_p99_ms[tier], `deadline_to_answer_p99_ms.${tier}`);
     for (const side of ["edge", "bare", "js"]) num(d.cpu_us_per_request.healthy[side], `cpu healthy ${side}`);
     // CPU in steps: bare, bare keeping the edge's promises the direct way (token, log line,
-    // headers), the edge — the policy has a token, so the obliged build ran.
+    // headers, write-through), the edge — the policy has a token, so the obliged build ran.
     // Beside them, in the same phase, the same pass-through written in JS and the JS peer:
     // the edge's lead over the peer stands next to the Rust shell's over the JS one.
     const st = d.cpu_us_healthy_steps;

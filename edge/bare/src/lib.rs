@@ -7,9 +7,12 @@
 //! edge/bare/build-obliged) it also does what any Worker keeping the edge's promises must do
 //! on a healthy request, and nothing more: verify the caller's HS256 token (the core's own
 //! `token::verify`, against `TOKEN_HMAC_KEY`, `BARE_ISSUER`, `BARE_AUDIENCE`), write a log
-//! line the size of the edge's, and answer with the edge's disclosure headers — written the
-//! direct workers-rs way (the secret read and one call into JavaScript per header on every
-//! request). `understudy bench` runs it beside the plain floor and the edge
+//! line the size of the edge's, answer with the edge's disclosure headers, and — when the
+//! bench's policy has a write-through tier (`BARE_WRITE_BINDING`, `BARE_WRITE_PREFIX`) —
+//! write the live answer back to KV in the background, once per key per isolate, as the
+//! edge's write-through does within its refresh interval (issued from the next task, as the
+//! edge's is). All written the direct workers-rs way (the secret read and one call into
+//! JavaScript per header on every request). `understudy bench` runs it beside the plain floor and the edge
 //! (`cpu_us_healthy_steps`): what those promises cost when kept the direct way, against the
 //! edge, which keeps them and more with one crossing per step.
 #![forbid(unsafe_code)]
@@ -20,7 +23,7 @@ use worker::{event, Context, Env, Headers, Method, Request, RequestInit, Respons
 const ORIGIN_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let Ok(origin) = env.var(ORIGIN_VAR).map(|v| v.to_string()) else {
         return Response::error("UNDERSTUDY_ORIGIN_URL is not set", 500);
     };
@@ -53,6 +56,10 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let out = Headers::new();
     out.set("Content-Type", "application/json")?;
     #[cfg(feature = "obliged")]
+    obliged::write_through(&env, &ctx, subject.as_deref(), &body);
+    #[cfg(not(feature = "obliged"))]
+    let _ = ctx;
+    #[cfg(feature = "obliged")]
     obliged::finish(
         &out,
         cid.unwrap_or_default(),
@@ -68,10 +75,50 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 /// What keeping the edge's promises costs on a healthy request, and nothing more.
 #[cfg(feature = "obliged")]
 mod obliged {
+    use std::cell::RefCell;
+    use std::collections::HashSet;
     use understudy_core::policy::IdentityRules;
     use understudy_core::time::Millis;
     use understudy_core::token;
-    use worker::{Env, Headers, Request, Response, Result};
+    use worker::{Context, Delay, Env, Headers, Request, Response, Result};
+
+    thread_local! {
+        /// Keys this isolate has written: the edge rewrites a key only after its refresh
+        /// interval (minutes), longer than any bench phase, so once per key is the same.
+        static WRITTEN: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
+    }
+
+    /// The live answer written back to KV under `wait_until`, from the next task.
+    pub fn write_through(env: &Env, ctx: &Context, subject: Option<&str>, body: &[u8]) {
+        let var = |name: &str| env.var(name).map(|v| v.to_string()).ok();
+        let (Some(binding), Some(prefix), Some(subject)) =
+            (var("BARE_WRITE_BINDING"), var("BARE_WRITE_PREFIX"), subject)
+        else {
+            return;
+        };
+        let key = format!("{prefix}{subject}");
+        if !WRITTEN.with(|w| w.borrow_mut().insert(key.clone())) {
+            return;
+        }
+        let Ok(kv) = env.kv(&binding) else {
+            return;
+        };
+        let value = String::from_utf8_lossy(body).into_owned();
+        let now = worker::Date::now().as_millis();
+        ctx.wait_until(async move {
+            Delay::from(std::time::Duration::ZERO).await;
+            let put = kv
+                .put(&key, value)
+                .and_then(|p| p.metadata(serde_json::json!({ "written_at": now })));
+            let done = match put {
+                Ok(p) => p.execute().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = done {
+                worker::console_error!("bare-obliged: write-through of {key} failed: {e}");
+            }
+        });
+    }
 
     /// The edge's log line for a live answer is ~560 bytes; this pads a line to that.
     const LOG_PAD: usize = 300;

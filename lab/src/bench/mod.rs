@@ -98,6 +98,10 @@ pub const BIMODAL_SLOW_PER_MILLE: u64 = 50;
 pub const HIGH_CONCURRENCY: usize = 64;
 /// Requests of the cold first wave.
 pub const COLD_WAVE: usize = 10;
+/// Quiet between the runtime's start and the first cold wave.
+const COLD_SETTLE: Duration = Duration::from_millis(1_000);
+/// Quiet between one side's cold wave and the next's.
+const COLD_GAP: Duration = Duration::from_millis(500);
 
 pub(crate) fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
@@ -147,16 +151,26 @@ pub fn run(opts: &Options) -> Result<Value> {
         "edge-hedge",
     )?;
     let bare_dir = work.join("bare");
-    let bare_wasm = sides::bare_dist(&root, opts.bare.as_deref(), &bare_dir, &edge_dir, None)?;
+    let bare_wasm = sides::bare_dist(
+        &root,
+        opts.bare.as_deref(),
+        &bare_dir,
+        &edge_dir,
+        None,
+        None,
+    )?;
     let obliged_dir = work.join("bare-obliged");
     let obliged = shipped.identity.as_ref();
     if obliged.is_some() {
+        let write = sides::write_through_tier(&shipped);
+        let write = write.as_ref().map(|(b, p)| (b.as_str(), p.as_str()));
         sides::bare_dist(
             &root,
             opts.bare.as_deref(),
             &obliged_dir,
             &edge_dir,
             obliged,
+            write,
         )?;
     }
     let peer_dir = work.join("peer");
@@ -222,12 +236,19 @@ pub fn run(opts: &Options) -> Result<Value> {
         .enable_all()
         .build()?;
     let m = rt.block_on(async {
-        // Fresh isolates: the first requests each Worker ever sees.
+        // Fresh isolates: the first requests each Worker ever sees. The runtime settles
+        // first (its start-up work for a dozen Workers would land on whichever wave went
+        // first), and each wave's background work (write-through puts under `waitUntil`)
+        // has a pause to end in before the next wave. The edge still goes first.
+        tokio::time::sleep(COLD_SETTLE).await;
         let cold_edge = load::wave(addr, EDGE, &cold_plans, timeout).await;
+        tokio::time::sleep(COLD_GAP).await;
         let cold_peer = load::wave(addr, PEER, &cold_plans, timeout).await;
+        tokio::time::sleep(COLD_GAP).await;
         let cold_bare = load::wave(addr, BARE, &cold_plans, timeout).await;
+        tokio::time::sleep(COLD_GAP).await;
         // And the bare Worker keeping the edge's promises the direct way (token, log line,
-        // headers): what their first use costs any Rust Worker.
+        // headers, write-through): what their first use costs any Rust Worker.
         let cold_bare_obliged = match obliged {
             Some(_) => load::wave(addr, BARE_OBLIGED, &cold_plans, timeout).await,
             None => Vec::new(),
@@ -278,7 +299,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         )
         .await;
         // CPU in steps: the bare pass-through, the same keeping the edge's promises on a
-        // healthy request the direct workers-rs way (token, log line, headers), and the
+        // healthy request the direct workers-rs way (token, log line, headers, write-through), and the
         // edge; beside them the same pass-through in JavaScript and the JS peer, so the
         // edge's lead over the peer stands next to the Rust shell's over the JS one —
         // alternating slices, each side as long as in the other phases.
@@ -461,7 +482,12 @@ pub fn run(opts: &Options) -> Result<Value> {
     });
     drop(server);
     origin.shutdown();
-    drop(scratch);
+    // UNDERSTUDY_BENCH_KEEP=1 keeps the bakes for a closer look (printed on stderr).
+    if std::env::var_os("UNDERSTUDY_BENCH_KEEP").is_some_and(|v| v == "1") {
+        eprintln!("bench: kept {}", scratch.keep().display());
+    } else {
+        drop(scratch);
+    }
     let m = m?;
     let doc = report::document(
         &report::Setup {

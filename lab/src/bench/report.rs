@@ -333,7 +333,7 @@ pub fn document(s: &Setup<'_>, m: &Measured) -> Value {
         // request was due: the figure without the closed loop's saturation.
         "hung_c64_p99_at_peer_rate_ms": at_peer_rate,
         // CPU µs per healthy request in one phase: what a pass-through costs, what keeping
-        // the edge's promises adds to it (token, log line, headers), and the edge.
+        // the edge's promises adds to it (token, log line, headers, write-through), and the edge.
         "cpu_us_healthy_steps": steps_phase,
         "hung_c64_p99_after_first_slice_ms": after_first_slice,
         // The same 64-connection closed loop on a Worker that answers `ok` with no I/O: the

@@ -100,13 +100,16 @@ fn compat_line(edge_dir: &Path) -> Result<String> {
 /// Returns its directory and module bytes.
 /// The bare Worker as a directory. With `obliged` (the policy's identity rules) it also
 /// verifies the caller's token, logs a line the size of the edge's and answers with the
-/// edge's disclosure headers (`BARE_OBLIGED`, edge/bare/src/lib.rs).
+/// edge's disclosure headers (`BARE_OBLIGED`, edge/bare/src/lib.rs); with `write` (the
+/// policy's write-through tier: its binding and its key's literal prefix) it writes each
+/// caller's live answer back to that KV binding as well.
 pub fn bare_dist(
     root: &Path,
     explicit: Option<&Path>,
     dir: &Path,
     edge_dir: &Path,
     obliged: Option<&understudy_core::policy::IdentityRules>,
+    write: Option<(&str, &str)>,
 ) -> Result<Vec<u8>> {
     let (flag, default) = match obliged {
         None => ("--bare", "edge/bare/build"),
@@ -143,10 +146,16 @@ pub fn bare_dist(
         ),
     )?;
     let bindings = match obliged {
-        Some(id) => json!({
-            "vars": {"BARE_OBLIGED": "1", "BARE_ISSUER": id.issuer, "BARE_AUDIENCE": id.audience},
-            "secrets": [id.secret], "kv": [], "rate_limits": [],
-        }),
+        Some(id) => {
+            let mut vars = json!({"BARE_OBLIGED": "1", "BARE_ISSUER": id.issuer, "BARE_AUDIENCE": id.audience});
+            let mut kv = Vec::new();
+            if let Some((binding, prefix)) = write {
+                vars["BARE_WRITE_BINDING"] = json!(binding);
+                vars["BARE_WRITE_PREFIX"] = json!(prefix);
+                kv.push(binding);
+            }
+            json!({"vars": vars, "secrets": [id.secret], "kv": kv, "rate_limits": []})
+        }
         None => json!({"vars": {}, "secrets": [], "kv": [], "rate_limits": []}),
     };
     side_files(
@@ -253,6 +262,17 @@ fn side_files(dir: &Path, name: &str, edge_dir: &Path, manifest: &Value) -> Resu
     )?;
     std::fs::write(dir.join("manifest.json"), manifest.to_string())?;
     Ok(())
+}
+
+/// The policy's first write-through tier ([E-LIVE]): its KV binding and the literal prefix
+/// of its key, for the obliged floor's own write-through.
+pub fn write_through_tier(policy: &Policy) -> Option<(String, String)> {
+    policy.cascade.tiers.iter().find_map(|t| {
+        let w = t.kind.write_through()?;
+        let source = &w.to.key.source;
+        let prefix = source.split('{').next().unwrap_or_default();
+        Some((w.to.binding.to_string(), prefix.to_string()))
+    })
 }
 
 /// The no-op Worker: answers `200 ok` without any I/O — after `?wait=MS` milliseconds of
@@ -414,6 +434,21 @@ mod tests {
             .tiers
             .iter()
             .all(|t| matches!(t.kind, TierKind::Embedded(_))));
+    }
+
+    #[test]
+    fn the_obliged_floor_writes_through_where_the_policy_does() {
+        let mut p = sample_policy();
+        assert_eq!(write_through_tier(&p), None);
+        for t in &mut p.cascade.tiers {
+            if let TierKind::Kv(kv) = &mut t.kind {
+                kv.write_through = true;
+            }
+        }
+        assert_eq!(
+            write_through_tier(&p),
+            Some(("CATEGORY_TOP".to_string(), "category_top:".to_string()))
+        );
     }
 
     #[test]

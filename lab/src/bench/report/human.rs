@@ -11,7 +11,7 @@ pub fn human(d: &Value) -> String {
         d["policy"].as_str().unwrap_or("?"), d["origin_latency_ms"], d["deadline_ms"], d["budget_ms"]
     );
     s.push_str(&format!(
-        "Cold first wave ({} concurrent, fresh isolates): edge p99 {} ms ({} answered), JS peer p99 {} ms, bare Rust pass-through p99 {} ms, the same keeping the token, log line and headers the direct way p99 {} ms\n",
+        "Cold first wave ({} concurrent, fresh isolates): edge p99 {} ms ({} answered), JS peer p99 {} ms, bare Rust pass-through p99 {} ms, the same keeping the token, log line, headers and write-through the direct way p99 {} ms\n",
         det["cold_first_wave"]["requests"],
         f(&d["cold_first_wave_p99_ms"]),
         det["cold_first_wave"]["edge_answered"],
@@ -93,7 +93,7 @@ pub fn human(d: &Value) -> String {
     let st = &d["cpu_us_healthy_steps"];
     if st["bare"].is_number() {
         s.push_str(&format!(
-            "  CPU µs / request in steps: bare {} → bare with the token, log line and headers {} → edge {}\n",
+            "  CPU µs / request in steps: bare {} → bare with the token, log line, headers and write-through {} → edge {}\n",
             f(&st["bare"]),
             f(&st["bare_obliged"]),
             f(&st["edge"])

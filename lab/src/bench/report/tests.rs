@@ -146,7 +146,7 @@ fn the_document_holds_the_named_figures_and_judges_the_targets() {
     ));
     assert!(
         human(&d).contains(
-            "CPU µs / request in steps: bare 440.00 → bare with the token, log line and headers 640.00 → edge 530.00"
+            "CPU µs / request in steps: bare 440.00 → bare with the token, log line, headers and write-through 640.00 → edge 530.00"
         ),
         "{}",
         human(&d)
