@@ -171,6 +171,26 @@ test("the response carries the engine's status, headers and body; writes go out 
   assert.deepEqual(puts, [["user:1", "{}", { metadata: { written_at: 5 } }]]);
 });
 
+test("a write-through's put is issued from the next task, and its failure reaches the engine even without a context", async () => {
+  const puts = [];
+  const ns = { put: async (k) => { puts.push(k); } };
+  const e = engine(() => assert.fail("no report expected"));
+  const res = await us_run(12, out(-1, respondCmd(200, "{}", { writes: [["U", "user:2", "{}", ""]] })), {}, { U: ns }, { waitUntil: () => {} }, e);
+  assert.equal(res.status, 200);
+  assert.deepEqual(puts, [], "the answer resolves before the put is issued");
+  await sleep(5);
+  assert.deepEqual(puts, ["user:2"]);
+  // No execution context (ctx null) and metadata that does not parse: the failure still
+  // goes back to the engine, not to an unhandled rejection.
+  const failures = [];
+  const e2 = { ...engine(() => assert.fail("no report expected")), writeFailed: (binding, key, why) => failures.push([binding, key, why]) };
+  await us_run(13, out(-1, respondCmd(200, "{}", { writes: [["U", "user:3", "{}", "{not json"]] })), {}, { U: ns }, null, e2);
+  await sleep(5);
+  assert.equal(failures.length, 1);
+  assert.deepEqual(failures[0].slice(0, 2), ["U", "user:3"]);
+  assert.match(failures[0][2], /JSON/);
+});
+
 test("an exception on the driver's path is rendered by the engine, never a bare error", async () => {
   // The engine's output names a command the driver does not know: it throws while
   // performing it, and the engine's `failed` answer goes out instead.

@@ -9,9 +9,12 @@
 //! `token::verify`, against `TOKEN_HMAC_KEY`, `BARE_ISSUER`, `BARE_AUDIENCE`), write a log
 //! line the size of the edge's, answer with the edge's disclosure headers, and — when the
 //! bench's policy has a write-through tier (`BARE_WRITE_BINDING`, `BARE_WRITE_PREFIX`) —
-//! write the live answer back to KV in the background, once per key per isolate, as the
-//! edge's write-through does within its refresh interval (issued from the next task, as the
-//! edge's is). All written the direct workers-rs way (the secret read and one call into
+//! write the origin's body back to KV in the background under the key prefix and the
+//! token's subject, once per key per isolate (issued from the next task, as the edge's put
+//! is). That is as many writes as the edge makes when the tier's key is the prefix and the
+//! caller's subject (recommendations.toml: `user_rec:{user_id}`) and the bench lasts less
+//! than its refresh interval; it is not the edge's rendered entry or hashed key, and a
+//! failed write is logged, not retried. A tier keyed otherwise gets no writes here. All written the direct workers-rs way (the secret read and one call into
 //! JavaScript per header on every request). `understudy bench` runs it beside the plain floor and the edge
 //! (`cpu_us_healthy_steps`): what those promises cost when kept the direct way, against the
 //! edge, which keeps them and more with one crossing per step.
