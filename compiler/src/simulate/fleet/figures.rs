@@ -84,8 +84,8 @@ const SHARE: f64 = 0.99;
 
 /// The first slot start in `[from, to)` from which every slot's share of requests `pred`
 /// holds for is at least [`SHARE`]; the time from `from` to that slot's end, in s.
-fn settled(
-    results: &[RequestResult],
+fn settled<'a>(
+    results: impl IntoIterator<Item = &'a RequestResult>,
     from: u64,
     to: u64,
     pred: impl Fn(&RequestResult) -> bool,
@@ -93,7 +93,7 @@ fn settled(
     let slots = (to.saturating_sub(from)).div_ceil(SLOT_MS) as usize;
     let mut tally = vec![(0u64, 0u64); slots];
     for r in results
-        .iter()
+        .into_iter()
         .filter(|r| (from..to).contains(&r.arrival_ms))
     {
         let s = ((r.arrival_ms - from) / SLOT_MS) as usize;
@@ -186,12 +186,7 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
     let fleet = |v: Option<f64>| opened.and(v);
     let in_fault_out =
         |r: &&RequestResult| (onset..end).contains(&r.arrival_ms) && !reach[r.index as usize];
-    let reachable: Vec<RequestResult> = run
-        .results
-        .iter()
-        .filter(|r| reach[r.index as usize])
-        .cloned()
-        .collect();
+    let reachable = || run.results.iter().filter(|r| reach[r.index as usize]);
     let live = run
         .results
         .iter()
@@ -201,7 +196,7 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         scope,
         degrade_s: settled(&run.results, onset, end, |r| !healthy(r.mode)),
         recover_s: settled(&run.results, end, run_end, |r| healthy(r.mode)),
-        degrade_in_reach_s: fleet(settled(&reachable, onset, end, |r| !healthy(r.mode))),
+        degrade_in_reach_s: fleet(settled(reachable(), onset, end, |r| !healthy(r.mode))),
         degrade_floor_s: fleet(settled(&run.results, onset, end, |r| {
             reach[r.index as usize]
         })),
