@@ -19,6 +19,7 @@ const fetchCmd = (io, url, { method = "GET", head = "", body, max = 1 << 20 } = 
 const kvCmd = (io, binding, key) => num(2) + num(io) + str(binding) + str(key);
 const limitCmd = (io, binding, key) => num(3) + num(io) + str(binding) + str(key);
 const abortCmd = (io) => num(5) + num(io);
+const hearCmd = (io, until) => num(6) + num(io) + num(until);
 const respondCmd = (status, body, { head = "Content-Type\napplication/json\nX-Correlation-ID\ncid-1", log = '{"outcome":"x"}', cid = "cid-1", writes = [] } = {}) =>
   num(8) + num(status) + str(head) + str(body) + str(log) + str(cid) + num(0) + num(writes.length) + writes.map((w) => w.map(str).join("")).join("");
 
@@ -94,6 +95,35 @@ test("a re-armed timer fires once, at the new instant; a fetch aborted first is 
   assert.deepEqual(e.reports.map((r) => r.kind), [TIMER, TIMER]);
   await sleep(40);
   assert.equal(e.reports.length, 2, "the aborted fetch's answer was not reported");
+  o.close();
+});
+
+test("a fetch listened to after its timeout: its late answer is reported after the response, kept alive by waitUntil; past `until` it is aborted unreported", async () => {
+  let closed = 0;
+  // io 1 answers at 40 ms (after the 10 ms timer), io 2 never does.
+  const o = await origin((req, res) => {
+    req.on("close", () => closed++);
+    if (req.url === "/late") setTimeout(() => res.end("late"), 40);
+  });
+  const kept = [];
+  const ctx = { waitUntil: (p) => kept.push(p) };
+  let listenedUntil;
+  const e = engine((r) => {
+    if (r.kind === TIMER) {
+      listenedUntil = Date.now() + 80;
+      return out(-1, hearCmd(1, listenedUntil), hearCmd(2, listenedUntil), respondCmd(200, "fallback"));
+    }
+    return out(-1);
+  });
+  const res = await us_run(4, out(Date.now() + 10, fetchCmd(1, `${o.url}/late`), fetchCmd(2, `${o.url}/hang`)), {}, {}, ctx, e);
+  assert.equal(await res.text(), "fallback", "the request does not wait for what it listens to");
+  assert.equal(kept.length, 2, "both listened fetches are kept alive past the response");
+  await Promise.all(kept);
+  assert.ok(Date.now() >= listenedUntil - 2, "the hung one was kept until `until`");
+  const late = e.reports.filter((r) => r.kind === FETCHED);
+  assert.deepEqual(late.map((r) => [r.io, r.num, r.live]), [[1, 200, false], [2, -1, false]], "the late answer, then the abort at `until`");
+  await sleep(20);
+  assert.equal(closed, 2, "the hung fetch was aborted");
   o.close();
 });
 

@@ -70,6 +70,13 @@ pub struct Counters {
     /// Origin attempts the breaker did not learn from because the edge, not the model, set
     /// their pace: started while the isolate was cold, or timed out by a late timer.
     pub unrecorded: u64,
+    /// Origin timeouts held against the model: at once (the isolate calm, the timer on
+    /// time), and after the model stayed silent one more timeout-length (a busy isolate).
+    pub timeouts_counted: u64,
+    pub timeouts_convicted: u64,
+    /// Answers the model gave after their attempt's timeout on a busy isolate, heard because
+    /// the engine listened for them: the model was alive.
+    pub late_answers: u64,
     /// Hedged origin requests sent, and those whose answer was the one used.
     pub hedges_sent: u64,
     pub hedges_won: u64,

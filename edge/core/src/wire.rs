@@ -93,6 +93,11 @@ pub fn encode(out: &Output<'_>) -> String {
                 w.num(5);
                 w.num(io.0);
             }
+            Command::Hear { io, until } => {
+                w.num(6);
+                w.num(io.0);
+                w.num(until.0);
+            }
             Command::Events { io, .. } => {
                 w.num(7);
                 w.num(io.0);

@@ -60,7 +60,7 @@ export function us_incoming(req, names) {
 //   1 fetch  io url method head body max  (body's length -1: no body)
 //   2 kv     io binding key
 //   3 limit  io binding key
-//   5 abort  io       7 events io (performed in Rust)
+//   5 abort  io       6 hear io until      7 events io (performed in Rust)
 //   8 respond status head body log cid point [index blob×5 double×3] writes [binding key value meta]×writes
 //             calls [path binding object body timeout_ms]×calls  (the coordinator's: /report, /watch)
 // `head` is `name\nvalue\n…` (names and values never contain a newline).
@@ -173,7 +173,7 @@ function apply(f, out) {
           const url = r.str(), method = r.str(), head = r.str(), body = r.str(), max = r.num();
           const ctl = new AbortController();
           f.fetches.set(io, ctl);
-          fetchOne(url, method, head, body, max, ctl).then((x) => {
+          ctl.done = fetchOne(url, method, head, body, max, ctl).then((x) => {
             // An aborted fetch is no longer wanted: nothing to report.
             if (f.fetches.get(io) !== ctl) return;
             f.fetches.delete(io);
@@ -201,6 +201,18 @@ function apply(f, out) {
         case 5: {
           const ctl = f.fetches.get(io);
           if (ctl !== undefined) { f.fetches.delete(io); abortSoon(ctl); }
+          break;
+        }
+        case 6: {
+          // Listened to after its timeout: aborted at `until`, its end reported if sooner
+          // (the engine's; the request may be answered by then, hence waitUntil).
+          const until = r.num();
+          const ctl = f.fetches.get(io);
+          if (ctl !== undefined) {
+            const t = setTimeout(() => ctl.abort(), Math.max(0, until - Date.now()));
+            ctl.done.then(() => clearTimeout(t));
+            if (f.ctx != null) f.ctx.waitUntil(ctl.done);
+          }
           break;
         }
         case 7:

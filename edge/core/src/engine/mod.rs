@@ -300,6 +300,7 @@ impl<'p> Engine<'p> {
         if let Input::Done(io, Done::Kv(read)) = &input {
             self.kv_ended(now, *io, read);
         }
+        record::listened(self, now, &input);
     }
 
     /// KV read `io` ended with `read`: the isolate remembers it and stops sharing it.

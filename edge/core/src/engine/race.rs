@@ -36,7 +36,8 @@ pub(super) fn attempt<'p>(
     now: Millis,
     cmds: &mut Vec<Command<'p>>,
 ) -> Option<Answer> {
-    engine.verdicts.sweep(now, &mut engine.breaker);
+    let swept = engine.verdicts.sweep(now, &mut engine.breaker);
+    engine.counters.timeouts_convicted += u64::from(swept.convicted);
     let admission = engine.breaker.admit(now);
     if admission == Admission::Reject {
         let failure = match req.last_failure.take() {
@@ -151,11 +152,23 @@ pub(super) fn timer<'p>(
 ) -> Option<Answer> {
     if let Some(c) = req.calling.as_mut() {
         if c.due <= now {
-            // The timer won: the fallback starts now; the requests still out are aborted.
+            // The timer won: the fallback starts now; the requests still out are aborted —
+            // on a busy isolate, only after one more timeout-length in which the isolate
+            // listens for their answers ([`super::verdict::Verdicts::listen`]). A request
+            // listened to keeps its connection until then.
             let out: Vec<IoId> = c.pair.out().collect();
+            let hear =
+                record::busy(engine, now, c.started, c.timeout_ms).then(|| now.plus(c.timeout_ms));
             for io in out {
-                cmds.push(Command::Abort { io });
-                req.open.retain(|o| *o != io);
+                match hear {
+                    Some(until) if engine.verdicts.listen(io, until, now) => {
+                        cmds.push(Command::Hear { io, until });
+                    }
+                    _ => {
+                        cmds.push(Command::Abort { io });
+                        req.open.retain(|o| *o != io);
+                    }
+                }
             }
             return ended(engine, f, req, now, Observed::TimedOut, false, cmds);
         }

@@ -16,8 +16,11 @@
 //! answered nobody — a saturated isolate must not hide a hung model from its breaker.
 
 use crate::breaker::{Admission, Mode, Outcome as BreakerOutcome};
-use crate::classify::{BreakerRecord, FailureReason};
+use crate::classify::{BreakerRecord, FailureReason, Observed};
+use crate::io::Done;
+use crate::time::Millis;
 
+use super::command::Input;
 use super::flight::Attempt;
 use super::Engine;
 
@@ -62,7 +65,8 @@ pub(super) fn record(
         let acquitted = engine.verdicts.model_answered(a.ended, &mut engine.breaker);
         engine.counters.unrecorded += u64::from(acquitted.acquitted);
     }
-    engine.verdicts.sweep(a.ended, &mut engine.breaker);
+    let swept = engine.verdicts.sweep(a.ended, &mut engine.breaker);
+    engine.counters.timeouts_convicted += u64::from(swept.convicted);
     let cold = match engine.warm_since {
         None => {
             engine.warm_since = Some(a.ended);
@@ -74,17 +78,15 @@ pub(super) fn record(
         return;
     }
     // An isolate that knows it is busy — its timers fire more than [`BUSY_MS`] late —
-    // cannot tell the model's latency from its own queue.
+    // cannot tell the model's latency from its own queue ([`busy`]).
     let queue_delay = engine.lag.recent(a.ended);
-    let saturated = queue_delay > BUSY_MS;
     if cold || class.is_some_and(|c| c.breaker() == BreakerRecord::Unrecorded) {
         engine.counters.unrecorded += 1;
         engine.breaker.release(admission);
         return;
     }
     // A timeout on a busy isolate: the model's only if it stays silent ([`super::verdict`]).
-    let late = latency > a.timeout_ms.saturating_add(BUSY_MS);
-    if a.result == Err(FailureReason::MlTimeout) && (saturated || late) {
+    if a.result == Err(FailureReason::MlTimeout) && busy(engine, a.ended, a.started, a.timeout_ms) {
         let waiting = !heard_meanwhile
             && engine.verdicts.timeout_in_silence(
                 a.started,
@@ -129,7 +131,10 @@ pub(super) fn record(
                 return;
             }
             BreakerRecord::Failure => match r {
-                FailureReason::MlTimeout => BreakerOutcome::timeout(latency),
+                FailureReason::MlTimeout => {
+                    engine.counters.timeouts_counted += 1;
+                    BreakerOutcome::timeout(latency)
+                }
                 _ => BreakerOutcome::failure(latency),
             },
         },
@@ -141,6 +146,33 @@ pub(super) fn record(
         // the open breaker let go cold. That wave is judged as a fresh isolate's first is.
         engine.warm_since = None;
     }
+}
+
+/// Whether an attempt of `timeout_ms` started at `started` and timing out at `now` did so on
+/// a busy isolate — one that knows it is saturated, or whose timer fired more than
+/// [`BUSY_MS`] late — where the model's answer may be sitting in the isolate's own queue.
+pub(super) fn busy(engine: &Engine<'_>, now: Millis, started: Millis, timeout_ms: u64) -> bool {
+    engine.lag.recent(now) > BUSY_MS || now.since(started) > timeout_ms.saturating_add(BUSY_MS)
+}
+
+/// Fetch `io` of `input` ended at `now`: true when the isolate was listening to it after its
+/// timeout ([`super::verdict::Verdicts::listen`]). An answer then — any status: the model
+/// said something — acquits the timeouts awaiting its word; nothing else is learnt from it.
+pub(super) fn listened(engine: &mut Engine<'_>, now: Millis, input: &Input) -> bool {
+    let Input::Done(io, Done::Fetched(observed)) = input else {
+        return false;
+    };
+    let answered = !matches!(observed, Observed::TimedOut | Observed::Connect(_));
+    let Some(late) = engine
+        .verdicts
+        .late(now, *io, answered, &mut engine.breaker)
+    else {
+        return false;
+    };
+    engine.counters.late_answers += u64::from(late.heard);
+    engine.counters.timeouts_convicted += u64::from(late.swept.convicted);
+    engine.counters.unrecorded += u64::from(late.swept.acquitted);
+    true
 }
 
 /// The model's last call timed out and it has answered no call since: a request that calls

@@ -9,7 +9,7 @@ use crate::time::Millis;
 use super::command::{Command, Input, Output};
 use super::finish::{answered, storm_limited};
 use super::flight::{Flight, Req, Stage};
-use super::{race, walk, Engine};
+use super::{race, record, walk, Engine};
 
 pub(super) fn step<'p>(
     engine: &mut Engine<'p>,
@@ -26,6 +26,13 @@ pub(super) fn step<'p>(
     }
     if let Input::Done(io, Done::Kv(read)) = &input {
         engine.kv_ended(now, *io, read);
+    }
+    // A timed-out fetch the isolate listened to: only the isolate learns from it.
+    if let (Input::Done(io, _), true) = (&input, record::listened(engine, now, &input)) {
+        if let Stage::Serving(req) = &mut f.stage {
+            ended(req, *io);
+        }
+        return f.output(cmds);
     }
     match std::mem::replace(&mut f.stage, Stage::Done) {
         Stage::Limiting { io, req } => {

@@ -12,6 +12,7 @@
 //! healthy one.
 
 use crate::breaker::{Admission, Breaker, Outcome as BreakerOutcome};
+use crate::io::IoId;
 use crate::time::Millis;
 
 /// Timeouts awaiting the model's word; more than this at once are left without a verdict
@@ -31,6 +32,8 @@ pub(super) struct Verdicts {
     /// When the model last answered (any status) one of this isolate's calls.
     heard: Option<Millis>,
     pending: Vec<Pending>,
+    /// Timed-out fetches the isolate still listens to, and until when ([`Self::listen`]).
+    listening: Vec<(IoId, Millis)>,
 }
 
 /// What became of an attempt handed to [`Verdicts::timeout_in_silence`] or of those swept.
@@ -38,6 +41,14 @@ pub(super) struct Verdicts {
 pub(super) struct Swept {
     pub convicted: u32,
     pub acquitted: u32,
+}
+
+/// What a fetch the isolate listened to told it ([`Verdicts::late`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Late {
+    /// The model answered it in time to count.
+    pub heard: bool,
+    pub swept: Swept,
 }
 
 impl Verdicts {
@@ -105,6 +116,44 @@ impl Verdicts {
             !due
         });
         swept
+    }
+
+    /// The timed-out fetch `io` of a busy isolate stays out until `until` (one more
+    /// timeout-length): its own answer may be in the isolate's queue already — the timers of
+    /// a stall fire before the answers queued under it are taken — and aborting it would
+    /// leave the model unheard. A fresh isolate's first waves showed it: every answer
+    /// aborted unseen, the next wave's timeouts were convicted in a "silence" of the
+    /// isolate's own making (issue 23: openings on a healthy origin). False when too many
+    /// are listened to already (the caller aborts it).
+    pub fn listen(&mut self, io: IoId, until: Millis, now: Millis) -> bool {
+        self.listening.retain(|(_, u)| *u >= now);
+        if self.listening.len() >= MAX_PENDING {
+            return false;
+        }
+        self.listening.push((io, until));
+        true
+    }
+
+    /// Fetch `io` ended at `now`; `answered`: the model answered it (any status). `None` when
+    /// the isolate was not listening to it. An answer before the listening ends is the
+    /// model's word: the timeouts due by now are judged first, then those that started
+    /// before it are acquitted ([`Self::model_answered`]).
+    pub fn late(
+        &mut self,
+        now: Millis,
+        io: IoId,
+        answered: bool,
+        breaker: &mut Breaker,
+    ) -> Option<Late> {
+        let i = self.listening.iter().position(|(x, _)| *x == io)?;
+        let (_, until) = self.listening.swap_remove(i);
+        let mut late = Late::default();
+        if answered && now <= until {
+            late.swept = self.sweep(now, breaker);
+            late.swept.acquitted = self.model_answered(now, breaker).acquitted;
+            late.heard = true;
+        }
+        Some(late)
     }
 
     /// Timeouts still waiting for the model's word.

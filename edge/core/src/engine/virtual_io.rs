@@ -88,6 +88,9 @@ pub struct Virtual<'p> {
     /// from them: [`Engine::settle`]).
     orphans: HashMap<(u64, IoId), Input>,
     aborted: HashSet<IoId>,
+    /// Fetches the engine listens to after their timeout, and until when: a result by then
+    /// is delivered, a later one never is (the driver aborts them at that instant).
+    hearing: HashMap<IoId, Millis>,
     now_us: u64,
 }
 
@@ -182,6 +185,13 @@ impl<'p> Virtual<'p> {
                     if self.aborted.remove(&io) {
                         continue;
                     }
+                    if self.hearing.remove(&io).is_some_and(|until| now > until) {
+                        if let Some(f) = self.flights.get_mut(&i) {
+                            f.results.remove(&io);
+                        }
+                        self.orphans.remove(&(i, io));
+                        continue;
+                    }
                     let Some(f) = self.flights.get_mut(&i) else {
                         if let Some(input) = self.orphans.remove(&(i, io)) {
                             engine.settle(now, input);
@@ -255,6 +265,11 @@ impl<'p> Virtual<'p> {
                 }
                 Command::Abort { io } => {
                     self.aborted.insert(io);
+                }
+                Command::Hear { io, until } => {
+                    // A fetch that never ends (a hung model) is forgotten once it is aborted.
+                    self.hearing.retain(|_, u| *u >= now);
+                    self.hearing.insert(io, until);
                 }
                 Command::Respond(reply) => {
                     world.answered(request, now, *reply);

@@ -451,3 +451,59 @@ fn a_write_through_kv_refused_is_not_served_from_the_isolates_cache() {
         "after KV refused the write, the user tier is read from KV again"
     );
 }
+
+#[test]
+fn a_busy_isolate_listens_for_a_timed_out_call_and_its_late_answer_acquits_it() {
+    // A fresh isolate's first waves (issue 23): every call times out on late timers, each
+    // fetch was aborted unheard, and the next wave's timeouts were convicted in a silence of
+    // the isolate's own making. Now the engine listens one more timeout-length for the
+    // answer of a call that timed out on a busy isolate.
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 1,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let heard = |late_answer_at: u64| {
+        let mut e = Engine::new(&b).unwrap();
+        warm(&mut e);
+        let (mut f, out) = begin(&mut e, 100, 9);
+        let io = fetch(&out);
+        // The 45 ms timer runs 30 ms late; the model answered nobody meanwhile.
+        let out = e.step(&mut f, at(175), Input::Timer);
+        assert!(
+            out.commands.contains(&Command::Hear { io, until: at(220) }),
+            "{:?}",
+            out.commands
+        );
+        assert!(!out.commands.contains(&Command::Abort { io }));
+        assert_eq!(
+            reply(out).header("X-Degraded-Reason"),
+            Some("ML_TIMEOUT"),
+            "the request does not wait for it"
+        );
+        // Its answer comes after the response: only the isolate learns from it.
+        e.settle(at(late_answer_at), fetched(io, ok()));
+        let r = run(&mut e, 300, "/recommendations/bob", ok());
+        (e, r)
+    };
+    let (e, r) = heard(181);
+    assert_eq!(r.status, 200, "{:?}", r.header("X-Degraded-Reason"));
+    assert_eq!(e.counters().late_answers, 1);
+    assert_eq!(e.counters().timeouts_convicted, 0);
+    // Past `until` the driver has aborted it: an answer then is not the model's word, and
+    // the timeout is convicted as before.
+    let (e, r) = heard(221);
+    assert_eq!(r.header("X-Degraded-Reason"), Some("BREAKER_OPEN"));
+    assert_eq!(e.counters().late_answers, 0);
+    assert_eq!(e.counters().timeouts_convicted, 1);
+
+    // A calm isolate's on-time timeout is the model's at once, and its fetch is aborted.
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    let (mut f, out) = begin(&mut e, 100, 9);
+    let io = fetch(&out);
+    let out = e.step(&mut f, at(146), Input::Timer);
+    assert!(out.commands.contains(&Command::Abort { io }));
+    assert_eq!(e.counters().timeouts_counted, 1);
+}
