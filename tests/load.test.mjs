@@ -47,11 +47,15 @@ function load(url, args) {
   });
 }
 
-/** The breaker's transitions as the status endpoint reports them. */
-async function transitions(stack) {
+/** The status endpoint's breaker transitions, and the counters of what the breaker held against the model. */
+async function breakerSeen(stack) {
   const r = await stack.fetch("/__understudy/status", { headers: { authorization: `Bearer ${devSecret("ADMIN_TOKEN")}` } });
   assert.equal(r.status, 200, r.text);
-  return r.json?.breaker?.transitions ?? [];
+  const c = r.json?.counters ?? {};
+  return {
+    transitions: r.json?.breaker?.transitions ?? [],
+    timeouts: { counted: c.timeouts_counted, convicted: c.timeouts_convicted, late_answers: c.late_answers, unrecorded: c.unrecorded },
+  };
 }
 
 describe("the edge under load from a separate process (issue 23)", () => {
@@ -83,10 +87,11 @@ describe("the edge under load from a separate process (issue 23)", () => {
       try {
         await stack.origin.setFault({ kind: "latency", ms: 25 });
         const { summary } = await load(stack.edge.url, ["--conns", "16", "--duration-s", String(seconds), "--max", "60000"]);
-        const opened = (await transitions(stack)).filter((x) => x.to !== "PRIMARY_HEALTHY");
-        seen.push({ run: i, sent: summary.sent, rps: summary.rps, status: summary.status, modes: summary.modes, opened });
+        const { transitions, timeouts } = await breakerSeen(stack);
+        const opened = transitions.filter((x) => x.to !== "PRIMARY_HEALTHY");
+        seen.push({ run: i, sent: summary.sent, rps: summary.rps, status: summary.status, modes: summary.modes, timeouts, opened });
         assert.equal(summary.unenveloped, 0, JSON.stringify(summary.status));
-        assert.deepEqual(opened, [], `run ${i}: the breaker opened on a healthy origin: ${JSON.stringify(opened)}`);
+        assert.deepEqual(opened, [], `run ${i}: the breaker opened on a healthy origin: ${JSON.stringify(opened)} (timeouts ${JSON.stringify(timeouts)}; runs before: ${JSON.stringify(seen.slice(0, -1))})`);
         assert.deepEqual(Object.keys(summary.modes), ["PRIMARY_HEALTHY"], JSON.stringify(summary.modes));
       } finally {
         await stack.dispose();
