@@ -243,14 +243,15 @@ fn on_step(
         now()
     };
     let Some(mut w) = FLIGHTS.with(|f| f.borrow_mut().remove(&id)) else {
-        // The request was answered (a late report only teaches the isolate), or dropped.
+        // The request was answered (a late report only teaches the isolate), or dropped
+        // (the report still teaches the isolate, and the client gets the dropped answer).
+        if let Some(input) = wire::input(kind, io, num, a, b, bytes, 0) {
+            let _ = isolate::with_engine(|e| e.settle(now, input));
+        }
         if kind & wire::LIVE != 0 {
             let reply = DROPPED.with(|d| d.borrow_mut().remove(&id));
             let reply = reply.unwrap_or_else(|| lost(now));
             return respond_with(reply);
-        }
-        if let Some(input) = wire::input(kind, io, num, a, b, bytes, 0) {
-            let _ = isolate::with_engine(|e| e.settle(now, input));
         }
         return wire::encode(&Output::default());
     };

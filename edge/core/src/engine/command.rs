@@ -34,9 +34,10 @@ pub enum Command<'p> {
     /// Abort the fetch `io`: its answer is no longer wanted (a report still made is ignored).
     Abort { io: IoId },
     /// The request no longer waits for fetch `io`, but the isolate listens for it: keep it
-    /// until `until`, then abort it; report [`Input::Done`] with `io` if it ends before.
-    /// Given for a timeout on a busy isolate, whose answer may already be in the isolate's
-    /// own queue: that the model answered is evidence ([`super::verdict`]).
+    /// until `until`, then abort it; report [`Input::Done`] with `io` when it ends — its
+    /// answer, or the abort's failure at `until`. Given for a timeout on a busy isolate,
+    /// whose answer may already be in the isolate's own queue: a good answer then is the
+    /// model's word ([`super::verdict`]).
     Hear { io: IoId, until: Millis },
     /// Answer the client (then perform the commands after it).
     Respond(Box<Reply>),

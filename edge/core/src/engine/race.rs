@@ -21,6 +21,7 @@ use super::command::Command;
 use super::flight::{Attempt, Calling, Flight, Req};
 use super::hedge::{Pair, Plan, Settled};
 use super::reads::Plan as ReadPlan;
+use super::verdict::Listening;
 use super::{outbound, record, walk, Engine};
 
 /// Most speculative tier reads per attempt: with the origin call and a hedge a request stays
@@ -111,6 +112,20 @@ fn origin_request(engine: &Engine<'_>, f: &Flight<'_>, req: &Req<'_>) -> crate::
     )
 }
 
+/// Until when the isolate listens for the requests of attempt `c`, timed out at `now`: on a
+/// busy isolate ([`record::busy`]) as long as its queue may take to hand over an answer that
+/// came by the deadline — how late its timers run (the largest of the last second, or this
+/// one's, whichever is larger) plus [`record::BUSY_MS`], at most one more timeout. Longer
+/// would hear a slow model's answers too, and let them acquit its timeouts. `None` on a calm
+/// isolate: the timeout is the model's, the requests are aborted at once.
+fn listening_until(engine: &Engine<'_>, now: Millis, c: &Calling) -> Option<Millis> {
+    if !record::busy(engine, now, c.started, c.timeout_ms) {
+        return None;
+    }
+    let lag = engine.lag.recent(now).max(now.since(c.due));
+    Some(now.plus(lag.saturating_add(record::BUSY_MS).min(c.timeout_ms)))
+}
+
 /// Fetch `io` ended with `observed`. `Some` when the request is answered.
 pub(super) fn fetched<'p>(
     engine: &mut Engine<'p>,
@@ -153,17 +168,22 @@ pub(super) fn timer<'p>(
     if let Some(c) = req.calling.as_mut() {
         if c.due <= now {
             // The timer won: the fallback starts now; the requests still out are aborted —
-            // on a busy isolate, only after one more timeout-length in which the isolate
-            // listens for their answers ([`super::verdict::Verdicts::listen`]). A request
-            // listened to keeps its connection until then.
+            // on a busy isolate, only once the isolate has taken what its queue may hold
+            // ([`listening_until`]). Requests listened to keep their connections and their
+            // attempt's bulkhead slot until then.
             let out: Vec<IoId> = c.pair.out().collect();
-            let hear =
-                record::busy(engine, now, c.started, c.timeout_ms).then(|| now.plus(c.timeout_ms));
+            let until = listening_until(engine, now, c);
+            let heard = until.is_some_and(|until| {
+                let l = Listening {
+                    ios: out.clone(),
+                    until,
+                    _lease: engine.bulkhead.lease(None),
+                };
+                engine.verdicts.listen(l, now)
+            });
             for io in out {
-                match hear {
-                    Some(until) if engine.verdicts.listen(io, until, now) => {
-                        cmds.push(Command::Hear { io, until });
-                    }
+                match until {
+                    Some(until) if heard => cmds.push(Command::Hear { io, until }),
                     _ => {
                         cmds.push(Command::Abort { io });
                         req.open.retain(|o| *o != io);

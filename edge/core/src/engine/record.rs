@@ -156,17 +156,21 @@ pub(super) fn busy(engine: &Engine<'_>, now: Millis, started: Millis, timeout_ms
 }
 
 /// Fetch `io` of `input` ended at `now`: true when the isolate was listening to it after its
-/// timeout ([`super::verdict::Verdicts::listen`]). An answer then — any status: the model
-/// said something — acquits the timeouts awaiting its word; nothing else is learnt from it.
+/// timeout ([`super::verdict::Verdicts::listen`]). A good answer then acquits the timeouts
+/// awaiting the model's word ([`super::verdict::Verdicts::late`]); nothing else is learnt
+/// from it (the request fell back at its deadline).
 pub(super) fn listened(engine: &mut Engine<'_>, now: Millis, input: &Input) -> bool {
     let Input::Done(io, Done::Fetched(observed)) = input else {
         return false;
     };
-    let answered = !matches!(observed, Observed::TimedOut | Observed::Connect(_));
-    let Some(late) = engine
-        .verdicts
-        .late(now, *io, answered, &mut engine.breaker)
-    else {
+    let good = matches!(
+        observed,
+        Observed::Response {
+            status: 200..=299,
+            ..
+        }
+    );
+    let Some(late) = engine.verdicts.late(now, *io, good, &mut engine.breaker) else {
         return false;
     };
     engine.counters.late_answers += u64::from(late.heard);

@@ -15,6 +15,8 @@ use crate::breaker::{Admission, Breaker, Outcome as BreakerOutcome};
 use crate::io::IoId;
 use crate::time::Millis;
 
+use super::bulkhead::Lease;
+
 /// Timeouts awaiting the model's word; more than this at once are left without a verdict
 /// (the breaker has had plenty of evidence by then).
 const MAX_PENDING: usize = 256;
@@ -32,9 +34,25 @@ pub(super) struct Verdicts {
     /// When the model last answered (any status) one of this isolate's calls.
     heard: Option<Millis>,
     pending: Vec<Pending>,
-    /// Timed-out fetches the isolate still listens to, and until when ([`Self::listen`]).
-    listening: Vec<(IoId, Millis)>,
+    /// Timed-out attempts whose requests the isolate still listens to ([`Self::listen`]).
+    listening: Vec<Listening>,
 }
+
+/// A timed-out attempt on a busy isolate whose requests are kept out a little longer.
+#[derive(Debug)]
+pub(super) struct Listening {
+    /// Its requests still out (the first and maybe its hedge).
+    pub ios: Vec<IoId>,
+    /// Until when the isolate listens: the driver aborts them then.
+    pub until: Millis,
+    /// The attempt's bulkhead slot, kept while its requests are out: the origin still has
+    /// them ([`super::bulkhead`]).
+    pub _lease: Option<Lease>,
+}
+
+/// How long after `until` an entry whose reports never came is kept (the driver reports
+/// the abort at `until`; a request dropped by the isolate never reports).
+const FORGET_AFTER_MS: u64 = 1_000;
 
 /// What became of an attempt handed to [`Verdicts::timeout_in_silence`] or of those swept.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -118,37 +136,43 @@ impl Verdicts {
         swept
     }
 
-    /// The timed-out fetch `io` of a busy isolate stays out until `until` (one more
-    /// timeout-length): its own answer may be in the isolate's queue already — the timers of
-    /// a stall fire before the answers queued under it are taken — and aborting it would
-    /// leave the model unheard. A fresh isolate's first waves showed it: every answer
-    /// aborted unseen, the next wave's timeouts were convicted in a "silence" of the
+    /// The requests of an attempt that timed out on a busy isolate stay out a little
+    /// longer (until `l.until`): an answer may be in the isolate's own queue already — the
+    /// timers of a stall fire before the answers queued under it are taken — and aborting
+    /// the request would leave it unheard. A fresh isolate's first waves showed it: every
+    /// answer aborted unseen, the next wave's timeouts were convicted in a "silence" of the
     /// isolate's own making (issue 23: openings on a healthy origin). False when too many
-    /// are listened to already (the caller aborts it).
-    pub fn listen(&mut self, io: IoId, until: Millis, now: Millis) -> bool {
-        self.listening.retain(|(_, u)| *u >= now);
+    /// are listened to already (the caller aborts them).
+    pub fn listen(&mut self, l: Listening, now: Millis) -> bool {
+        self.listening
+            .retain(|x| x.until.plus(FORGET_AFTER_MS) >= now);
         if self.listening.len() >= MAX_PENDING {
             return false;
         }
-        self.listening.push((io, until));
+        self.listening.push(l);
         true
     }
 
-    /// Fetch `io` ended at `now`; `answered`: the model answered it (any status). `None` when
-    /// the isolate was not listening to it. An answer before the listening ends is the
-    /// model's word: the timeouts due by now are judged first, then those that started
-    /// before it are acquitted ([`Self::model_answered`]).
+    /// Fetch `io` ended at `now`; `good`: with a 2xx answer. `None` when the isolate was not
+    /// listening to it. A good answer before the listening ends may have been queued in the
+    /// isolate by the deadline: it is the model's word, and the timeouts that started
+    /// before it are acquitted ([`Self::model_answered`]). A failure status is not (the
+    /// attempt's own timeout stands, as it would have); neither is anything after `until`.
     pub fn late(
         &mut self,
         now: Millis,
         io: IoId,
-        answered: bool,
+        good: bool,
         breaker: &mut Breaker,
     ) -> Option<Late> {
-        let i = self.listening.iter().position(|(x, _)| *x == io)?;
-        let (_, until) = self.listening.swap_remove(i);
+        let i = self.listening.iter().position(|l| l.ios.contains(&io))?;
+        let until = self.listening[i].until;
+        self.listening[i].ios.retain(|x| *x != io);
+        if self.listening[i].ios.is_empty() {
+            self.listening.swap_remove(i); // its bulkhead slot is free
+        }
         let mut late = Late::default();
-        if answered && now <= until {
+        if good && now < until {
             late.swept = self.sweep(now, breaker);
             late.swept.acquitted = self.model_answered(now, breaker).acquitted;
             late.heard = true;

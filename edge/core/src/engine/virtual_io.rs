@@ -10,6 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
+use crate::classify::Observed;
 use crate::events::flow::{Heard, Io as EventIo};
 use crate::io::{Done, IoId, Op};
 use crate::time::Millis;
@@ -66,6 +67,8 @@ enum Wake {
     Arrive(u64),
     Done(u64, IoId),
     Timer(u64, u64),
+    /// The end of a [`Command::Hear`]: the fetch is aborted now if it has not ended.
+    Abandon(u64, IoId),
 }
 
 struct InFlight<'p> {
@@ -88,9 +91,10 @@ pub struct Virtual<'p> {
     /// from them: [`Engine::settle`]).
     orphans: HashMap<(u64, IoId), Input>,
     aborted: HashSet<IoId>,
-    /// Fetches the engine listens to after their timeout, and until when: a result by then
-    /// is delivered, a later one never is (the driver aborts them at that instant).
-    hearing: HashMap<IoId, Millis>,
+    /// Fetches the engine listens to after their timeout ([`Command::Hear`]): a result by
+    /// then is delivered as any other; at `until` the fetch is aborted, and that is reported
+    /// (as the Worker's driver does) instead of a later result.
+    hearing: HashSet<IoId>,
     now_us: u64,
 }
 
@@ -185,13 +189,7 @@ impl<'p> Virtual<'p> {
                     if self.aborted.remove(&io) {
                         continue;
                     }
-                    if self.hearing.remove(&io).is_some_and(|until| now > until) {
-                        if let Some(f) = self.flights.get_mut(&i) {
-                            f.results.remove(&io);
-                        }
-                        self.orphans.remove(&(i, io));
-                        continue;
-                    }
+                    self.hearing.remove(&io);
                     let Some(f) = self.flights.get_mut(&i) else {
                         if let Some(input) = self.orphans.remove(&(i, io)) {
                             engine.settle(now, input);
@@ -202,6 +200,22 @@ impl<'p> Virtual<'p> {
                         continue;
                     };
                     (i, engine.step(&mut f.flight, now, input))
+                }
+                Wake::Abandon(i, io) => {
+                    if !self.hearing.remove(&io) {
+                        continue; // it ended in time
+                    }
+                    self.orphans.remove(&(i, io));
+                    let aborted = Input::Done(
+                        io,
+                        Done::Fetched(Observed::Connect("aborted: listened to long enough".into())),
+                    );
+                    let Some(f) = self.flights.get_mut(&i) else {
+                        engine.settle(now, aborted);
+                        continue;
+                    };
+                    f.results.remove(&io);
+                    (i, engine.step(&mut f.flight, now, aborted))
                 }
                 Wake::Timer(i, generation) => {
                     let Some(f) = self.flights.get_mut(&i) else {
@@ -267,9 +281,8 @@ impl<'p> Virtual<'p> {
                     self.aborted.insert(io);
                 }
                 Command::Hear { io, until } => {
-                    // A fetch that never ends (a hung model) is forgotten once it is aborted.
-                    self.hearing.retain(|_, u| *u >= now);
-                    self.hearing.insert(io, until);
+                    self.hearing.insert(io);
+                    self.push((until.0 * 1000).max(at_us), Wake::Abandon(request, io));
                 }
                 Command::Respond(reply) => {
                     world.answered(request, now, *reply);

@@ -114,3 +114,79 @@ fn while_the_breaker_stays_closed_a_failed_call_is_retried_inside_the_budget() {
     assert_eq!(l["breaker_mode"], "CLOSED");
     assert!(!l["notes"].to_string().contains("RETRY_REFUSED"));
 }
+
+/// A model answering each call after `latency_ms` (never: `None`), on an isolate whose
+/// timers fire `late_ms` late.
+struct Late {
+    latency_ms: Option<u64>,
+    late_ms: u64,
+    replies: Vec<Reply>,
+}
+
+impl<'p> World<'p> for Late {
+    fn perform(&mut self, _: u64, _: Millis, op: &Op<'p>) -> Option<(u64, Done)> {
+        match op {
+            Op::Fetch(_) => self.latency_ms.map(|ms| (ms, Done::Fetched(ok()))),
+            Op::ReadKv { .. } => Some((1, Done::Kv(miss()))),
+            Op::Limit { .. } => Some((0, Done::Limited(Ok(true)))),
+        }
+    }
+
+    fn timer_late(&mut self, _: u64, _: Millis) -> u64 {
+        self.late_ms
+    }
+
+    fn answered(&mut self, _: u64, _: Millis, reply: Reply) {
+        self.replies.push(reply);
+    }
+}
+
+#[test]
+fn in_virtual_time_a_listened_call_is_heard_until_its_end_and_then_aborted() {
+    // The 45 ms timers fire 10 ms late (at 55); the isolate listens until 70. A model that
+    // answers at 58 is heard and acquitted; a hung one is aborted at 70 and convicted.
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Consecutive {
+        failures: 1,
+        cooldown_ms: 4_000,
+    };
+    let b = bake(p);
+    let mut modes = Vec::new();
+    for latency_ms in [Some(58), None] {
+        let mut e = Engine::new(&b).unwrap();
+        warm(&mut e);
+        let mut world = Late {
+            latency_ms,
+            late_ms: 10,
+            replies: Vec::new(),
+        };
+        let mut v = Virtual::new();
+        v.arrive((NOW + 100) * 1000, 0, arrival(1));
+        v.run(&mut e, &env(), &mut world);
+        assert_eq!(world.replies.len(), 1);
+        assert_eq!(
+            world.replies[0].header("X-Degraded-Reason"),
+            Some("ML_TIMEOUT")
+        );
+        assert_eq!(e.origin_in_flight(), 0, "the slot came back at the end");
+        // A later request sweeps the verdict due at 100 + 55 + 45.
+        let mut world = Late {
+            latency_ms: Some(1),
+            late_ms: 0,
+            replies: Vec::new(),
+        };
+        v.arrive((NOW + 400) * 1000, 1, arrival(2));
+        v.run(&mut e, &env(), &mut world);
+        modes.push((
+            e.counters().late_answers,
+            world.replies[0]
+                .header("X-Degraded-Reason")
+                .map(str::to_string),
+        ));
+    }
+    assert_eq!(
+        modes,
+        [(1, None), (0, Some("BREAKER_OPEN".to_string()))],
+        "heard and acquitted; aborted at its end and convicted"
+    );
+}
