@@ -62,7 +62,6 @@ export function us_incoming(req, names) {
 // the work's CPU time late. `us_run` adopts it; the engine's first output keeps it when it
 // wants that instant, and re-arms or clears it otherwise (`apply`).
 let firstWake = -1, early = null;
-export function us_first_wake(ms) { firstWake = ms; }
 function armEarly(now) {
   if (early !== null) { clearTimeout(early.timer); early = null; } // never adopted
   if (firstWake < 0) return;
@@ -380,7 +379,7 @@ let lastResort = (req, message) => new Response(JSON.stringify({ code: "EDGE_FAI
 // engine's headers and body with `{cid}` for the correlation ID).
 export function us_init(analytics, head, body, firstWakeMs = -1) {
   us_analytics = analytics;
-  us_first_wake(firstWakeMs);
+  firstWake = firstWakeMs;
   lastResort = (req, message) => {
     const cid = crypto.randomUUID();
     console.log(JSON.stringify({ event: "edge_failed", correlation_id: cid, error: message }));

@@ -238,8 +238,8 @@ impl<'p> Engine<'p> {
     /// workerd counts a timer from the moment it is armed, so one armed at the end of the
     /// request's first turn fires that turn's CPU time late (stop 33: a Worker's 45 ms timer
     /// armed before 5 ms of work answered at 49.8 ms, armed after it at 55.7 ms). When the
-    /// engine's first output wants another instant (a hedge, a storm limiter waiting less than
-    /// the race, an answer without a call), the driver re-arms or clears it.
+    /// engine's first output wants another instant (a storm limiter's verdict, a hedge, no
+    /// call at all), the driver re-arms or clears it.
     pub fn first_wake_after_ms(&self) -> u64 {
         let p = self.policy();
         p.budget

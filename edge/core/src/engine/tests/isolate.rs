@@ -549,27 +549,3 @@ fn a_slow_model_on_a_busy_isolate_is_not_acquitted_by_its_own_late_answers() {
     assert_eq!(r.header("X-Degraded-Reason"), Some("BREAKER_OPEN"));
     assert_eq!(e.counters().timeouts_convicted, 2);
 }
-
-#[test]
-fn a_request_that_calls_the_origin_first_wants_the_instant_the_driver_armed_on_arrival() {
-    // The driver arms the first timer before the engine's work on the request
-    // (`Engine::first_wake_after_ms`); the first output must want that very instant, or the
-    // driver re-arms it at the end of the turn and the deadline comes that turn's CPU late.
-    for storm in [false, true] {
-        let mut p = seed_policy();
-        p.storm = storm.then(|| Storm {
-            binding: "STORM_LIMITER".into(),
-            max_retries: 2,
-            window_ms: 10_000,
-        });
-        let b = bake(p);
-        let mut e = Engine::new(&b).unwrap();
-        warm(&mut e);
-        let (_f, out) = begin(&mut e, 100, 9);
-        assert_eq!(
-            out.wake_at,
-            Some(at(100 + e.first_wake_after_ms())),
-            "storm limiter: {storm}"
-        );
-    }
-}
