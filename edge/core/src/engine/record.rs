@@ -109,8 +109,7 @@ pub(super) fn record(
     //
     // And a success came before its attempt's timer fired: by the runtime's own clock it took
     // at most the timeout. What the engine's clock adds on top is the request's start — the
-    // turn that armed the timer, which workerd counts from its end (a re-armed timer; the
-    // first is armed at the turn's start, `Engine::first_wake_after_ms`) — and is the edge's too.
+    // turn that armed the timer, which workerd counts from its end — and is the edge's too.
     let mut model_latency = latency.saturating_sub(queue_delay).min(a.timeout_ms);
     if queue_delay > CALM_MS {
         model_latency = model_latency.min(engine.slow_call_ms());
