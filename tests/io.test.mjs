@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { us_run, us_incoming, us_init, FETCHED, KV, LIMITED, TIMER } from "../edge/worker/src/io.js";
+import { us_run, us_incoming, FETCHED, KV, LIMITED, TIMER } from "../edge/worker/src/io.js";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -125,47 +125,6 @@ test("a fetch listened to after its timeout: its late answer is reported after t
   await sleep(20);
   assert.equal(closed, 2, "the hung fetch was aborted");
   o.close();
-});
-
-test("the first timer is armed as the request arrives, before the engine's work: it fires at the engine's instant however long that work takes", async () => {
-  // workerd counts a timer from when it is armed and freezes `Date.now()` within a turn (as
-  // done here): armed after 30 ms of the engine's work, a 30 ms timer fired ≥ 60 ms after the
-  // arrival.
-  const o = await origin((req, res) => { if (req.url === "/warm") res.end("ok"); }); // else never answers
-  await (await fetch(`${o.url}/warm`)).text(); // the fetch machinery's first use is not the engine's work
-  const realNow = Date.now;
-  const turn = (wantsMs, e) => {
-    const text = us_incoming({ method: "GET", url: "http://edge.test/", headers: new Headers() }, []);
-    const arrived = Number(text.split("\n")[1]);
-    Date.now = () => arrived; // the runtime's clock within the turn
-    try {
-      const until = performance.now() + 30;
-      while (performance.now() < until) { /* the engine's work on the request */ }
-      return { arrived, res: us_run(6, out(arrived + wantsMs, fetchCmd(1, o.url)), {}, {}, null, e) };
-    } finally {
-      Date.now = realNow;
-    }
-  };
-  us_init("UNDERSTUDY_ANALYTICS", "", "", 30);
-  try {
-    // The engine wants the instant armed early: that timer stands.
-    let e = engine(() => out(-1, abortCmd(1), respondCmd(200, "fallback")));
-    let { arrived, res } = turn(30, e);
-    assert.equal(await (await res).text(), "fallback");
-    let fired = realNow() - arrived;
-    assert.deepEqual(e.reports.map((r) => r.kind), [TIMER], "one timer report");
-    assert.ok(fired >= 29 && fired < 52, `fired ${fired} ms after the arrival, wanted 30 (armed after the work: ≥ 60)`);
-    // It wants another instant: re-armed once (the early one never reports).
-    e = engine(() => out(-1, abortCmd(1), respondCmd(200, "fallback")));
-    ({ arrived, res } = turn(40, e));
-    assert.equal(await (await res).text(), "fallback");
-    fired = realNow() - arrived;
-    assert.deepEqual(e.reports.map((r) => r.kind), [TIMER], "one timer report");
-    assert.ok(fired >= 40, `fired ${fired} ms after the arrival, wanted 40`);
-  } finally {
-    us_init("UNDERSTUDY_ANALYTICS", "", "", -1);
-    o.close();
-  }
 });
 
 test("a KV read is reported to the request that started it, and outlives it (waitUntil)", async () => {

@@ -44,9 +44,7 @@ function takeLate() { const l = late; late = -1; return l; }
 // client and the platform sent. One crossing for all of it.
 export function us_incoming(req, names) {
   probe();
-  const now = Date.now();
-  armEarly(now);
-  let out = takeLate() + "\n" + now + "\n" + ((Math.random() * 4294967296) >>> 0) + "\n" +
+  let out = takeLate() + "\n" + Date.now() + "\n" + ((Math.random() * 4294967296) >>> 0) + "\n" +
     ((Math.random() * 4294967296) >>> 0) + "\n" + req.method + "\n" + req.url;
   const h = req.headers;
   for (let i = 0; i < names.length; i++) {
@@ -54,20 +52,6 @@ export function us_incoming(req, names) {
     if (v !== null) out += "\n" + names[i] + "\n" + v;
   }
   return out;
-}
-
-// The request's first timer, armed as it arrives for the instant the engine said a request
-// first wants (`us_init`'s `firstWake`), before the engine's work on it: workerd counts a
-// timer from when it is armed, so the same timer armed at the end of that work would fire
-// the work's CPU time late. `us_run` adopts it; the engine's first output keeps it when it
-// wants that instant, and re-arms or clears it otherwise (`apply`).
-let firstWake = -1, early = null;
-function armEarly(now) {
-  if (early !== null) { clearTimeout(early.timer); early = null; } // never adopted
-  if (firstWake < 0) return;
-  const e = { due: now + firstWake, f: null, timer: undefined };
-  e.timer = setTimeout(() => { if (e.f !== null && e.f.timer === e.timer) report(e.f, TIMER, 0, 0); }, firstWake);
-  early = e;
 }
 
 // --- The engine's output. A field is a number ending in ";" or a string as its length (in
@@ -377,9 +361,8 @@ let lastResort = (req, message) => new Response(JSON.stringify({ code: "EDGE_FAI
 
 // Once per isolate: the dataset's binding name and the last-resort answer's template (the
 // engine's headers and body with `{cid}` for the correlation ID).
-export function us_init(analytics, head, body, firstWakeMs = -1) {
+export function us_init(analytics, head, body) {
   us_analytics = analytics;
-  firstWake = firstWakeMs;
   lastResort = (req, message) => {
     const cid = crypto.randomUUID();
     console.log(JSON.stringify({ event: "edge_failed", correlation_id: cid, error: message }));
@@ -392,10 +375,6 @@ export function us_init(analytics, head, body, firstWakeMs = -1) {
 export function us_run(id, out, req, env, ctx, engine) {
   return new Promise((resolve) => {
     const f = new Flight(id, req, env, ctx, engine, resolve);
-    if (early !== null) {
-      f.due = early.due; f.timer = early.timer; early.f = f;
-      early = null;
-    }
     apply(f, out);
   });
 }

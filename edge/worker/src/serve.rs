@@ -385,16 +385,12 @@ fn on_perform(id: u32, io: u32) -> Promise {
     })
 }
 
-/// Once per isolate, at start: the driver's Analytics Engine binding, the last-resort
-/// answer, rendered by the engine with every header (`engine::last_resort`), and when a
-/// request first wants to wake (`Engine::first_wake_after_ms`; -1 without an engine).
+/// Once per isolate, at start: the driver's Analytics Engine binding and the last-resort
+/// answer, rendered by the engine with every header (`engine::last_resort`).
 pub fn init() {
-    let known = isolate::with_engine(|e| (e.release_id().to_string(), e.first_wake_after_ms()));
-    let (release, first_wake) = match known {
-        Ok((release, ms)) => (release, ms as f64),
-        Err(_) => ("none".to_string(), -1.0),
-    };
+    let release =
+        isolate::with_engine(|e| e.release_id().to_string()).unwrap_or_else(|_| "none".to_string());
     let reply = engine::last_resort(&release);
     let head = shim::flat(reply.headers.iter().map(|(k, v)| (*k, v.as_str())));
-    shim::init(analytics::BINDING, &head, &reply.body, first_wake);
+    shim::init(analytics::BINDING, &head, &reply.body);
 }

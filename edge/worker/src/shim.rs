@@ -23,7 +23,7 @@ extern "C" {
         ctx: &JsValue,
         engine: &JsValue,
     ) -> Promise;
-    fn us_init(analytics: &str, head: &str, body: &str, first_wake_ms: f64);
+    fn us_init(analytics: &str, head: &str, body: &str);
 }
 
 #[wasm_bindgen(module = "/src/io.js")]
@@ -44,8 +44,8 @@ extern "C" {
 /// Once per isolate: the Analytics Engine binding and the last-resort answer (headers and
 /// body with `{cid}` where the correlation ID goes) the driver uses when the engine cannot
 /// run.
-pub fn init(analytics: &str, head: &str, body: &str, first_wake_ms: f64) {
-    us_init(analytics, head, body, first_wake_ms);
+pub fn init(analytics: &str, head: &str, body: &str) {
+    us_init(analytics, head, body);
 }
 
 /// Runs request `id`'s driver from the engine's first output `out` (`us_run`): the promise

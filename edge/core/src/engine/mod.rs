@@ -232,22 +232,6 @@ impl<'p> Engine<'p> {
         }
     }
 
-    /// How long after its arrival a request that calls the origin at once first wants to
-    /// wake: its first attempt's timeout, clipped to the race deadline. The Worker's driver
-    /// arms a timer for it as the request arrives, before any of the engine's work on it:
-    /// workerd counts a timer from the moment it is armed, so one armed at the end of the
-    /// request's first turn fires that turn's CPU time late (stop 33: a Worker's 45 ms timer
-    /// armed before 5 ms of work answered at 49.8 ms, armed after it at 55.7 ms). When the
-    /// engine's first output wants another instant (a storm limiter's verdict, a hedge, no
-    /// call at all), the driver re-arms or clears it.
-    pub fn first_wake_after_ms(&self) -> u64 {
-        let p = self.policy();
-        p.budget
-            .deadline_ms
-            .min(p.budget.total_ms)
-            .min(p.origin.attempt_timeout_ms)
-    }
-
     /// Origin attempts in flight in this isolate.
     pub fn origin_in_flight(&self) -> u32 {
         self.bulkhead.in_flight()
