@@ -13,9 +13,31 @@ use crate::drill::observe::{mode_kind, Observed, SeenTransition};
 /// from the cascade — disclosed, and no sign that the incident goes on.
 pub const NORMAL_LIVE_SHARE: f64 = 0.99;
 
+/// A share is judged on at least this many answers: fewer later answers than this (the end of
+/// a run, or one isolate's thin share of it) may still hold one miss. Without it one stray
+/// deadline miss among an isolate's last 50 answers read as "1 in 50 degraded, not normal" and
+/// moved its recovery past the miss (`drill --isolates 8`, stop 34: a 58.8 ms answer 5.5 s after
+/// the fault's end, the breaker healthy since 4.1 s).
+pub const NORMAL_MIN_SAMPLE: usize = 100;
+
+/// Fewer later answers than this are too few to judge at all: the last answers of a run that
+/// alternate live and degraded are not "normal from the last live one on".
+pub const NORMAL_MIN_JUDGED: usize = 20;
+
+/// Whether `live` of `len` answers is normal: at least [`NORMAL_MIN_JUDGED`] answers, of which
+/// at most 1 − [`NORMAL_LIVE_SHARE`] missed, the share taken of at least [`NORMAL_MIN_SAMPLE`].
+fn normal(live: usize, len: usize) -> bool {
+    if len < NORMAL_MIN_JUDGED {
+        return false;
+    }
+    let misses = len - live;
+    let allowed = ((1.0 - NORMAL_LIVE_SHARE) * len.max(NORMAL_MIN_SAMPLE) as f64 + 1e-9).floor();
+    misses as f64 <= allowed
+}
+
 /// When answers were normal again after the fault: the scheduled time of the first live
-/// answer after the fault's end from which at least [`NORMAL_LIVE_SHARE`] of all later
-/// answers are live (None: never, within the run).
+/// answer after the fault's end from which the later answers are [`normal`] (None: never,
+/// within the run).
 pub fn normalized_at(obs: &[Observed], fault_end: f64) -> Option<f64> {
     let mut after: Vec<&Observed> = obs.iter().filter(|o| o.sent_ms >= fault_end).collect();
     after.sort_by_key(|o| o.index);
@@ -24,8 +46,7 @@ pub fn normalized_at(obs: &[Observed], fault_end: f64) -> Option<f64> {
     for (n, o) in after.iter().enumerate().rev() {
         if o.is_live() {
             live_suffix += 1;
-            let len = after.len() - n;
-            if live_suffix as f64 >= NORMAL_LIVE_SHARE * len as f64 {
+            if normal(live_suffix, after.len() - n) {
                 at = Some(o.scheduled_ms);
             }
         }

@@ -110,7 +110,7 @@ fn latency_limits_use_p99_plus_slack_and_p95() {
 /// is healthy at 6 s; answers live again from 6 s.
 fn incident(healthy_at: f64) -> (Vec<Observed>, Vec<SeenTransition>) {
     let mut obs = Vec::new();
-    for i in 0..90u64 {
+    for i in 0..120u64 {
         let t = i as f64 * 100.0;
         obs.push(if (1000.0..healthy_at).contains(&t) {
             fallback(i, t, 48.0)
@@ -245,6 +245,46 @@ fn an_isolated_deadline_miss_after_recovery_does_not_delay_normalisation() {
         })
         .collect();
     assert_eq!(normalized_at(&bad, 5000.0), None);
+}
+
+#[test]
+fn one_miss_among_the_last_few_answers_is_judged_on_a_full_sample() {
+    // 50 answers after the fault's end, all live but one near the end (an isolate's thin
+    // tail): normal from the first, as 1 miss in 100 would be.
+    let tail = |misses: &[u64]| -> Vec<Observed> {
+        (0..50u64)
+            .map(|i| {
+                let t = 6000.0 + i as f64 * 10.0;
+                if misses.contains(&i) {
+                    fallback(i, t, 48.0)
+                } else {
+                    live(i, t, 30.0)
+                }
+            })
+            .collect()
+    };
+    assert_eq!(normalized_at(&tail(&[45]), 5000.0), Some(6000.0));
+    // Two misses in the last 50 are more than 1%: normal only after the first.
+    assert_eq!(normalized_at(&tail(&[25, 45]), 5000.0), Some(6260.0));
+    // Past 100 answers the share itself decides: 1 miss in 150 holds from the first answer;
+    // with a second, normal from after the first (1 in 129).
+    let long = |misses: &[u64]| -> Vec<Observed> {
+        (0..150u64)
+            .map(|i| {
+                let t = 6000.0 + i as f64 * 10.0;
+                if misses.contains(&i) {
+                    fallback(i, t, 48.0)
+                } else {
+                    live(i, t, 30.0)
+                }
+            })
+            .collect()
+    };
+    assert_eq!(normalized_at(&long(&[140]), 5000.0), Some(6000.0));
+    assert_eq!(normalized_at(&long(&[20, 140]), 5000.0), Some(6210.0));
+    // Fewer than 20 answers are not judged: live after the last miss but too few.
+    assert_eq!(normalized_at(&long(&[135]), 5000.0), Some(6000.0));
+    assert_eq!(normalized_at(&tail(&[40, 45]), 5000.0), None);
 }
 
 #[test]
