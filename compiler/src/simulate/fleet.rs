@@ -13,7 +13,6 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use understudy_core::breaker::fleet::{settings_hash, Coordinator, FleetMode, Verdict, WATCH_MS};
-use understudy_core::breaker::member::REPORT_TIMEOUT_MS;
 use understudy_core::catalog::Catalog;
 use understudy_core::engine::virtual_io::Virtual;
 use understudy_core::engine::Engine;
@@ -427,7 +426,7 @@ pub fn run(
             changes[k].push((now.since(start), mode));
             last[k] = mode;
         }
-        for (request, at, path, text) in std::mem::take(&mut world.reports) {
+        for (request, at, path, text, timeout_ms) in std::mem::take(&mut world.reports) {
             let watch = path == "/watch";
             if watch {
                 watches += 1;
@@ -442,11 +441,6 @@ pub fn run(
                 .down
                 .filter(|(from, to, how)| *how != Down::Reset && (*from..*to).contains(&t_ms))
                 .map(|d| d.2);
-            let timeout_ms = if watch {
-                WATCH_MS + REPORT_TIMEOUT_MS
-            } else {
-                REPORT_TIMEOUT_MS
-            };
             let failed = |e: String| {
                 if watch {
                     Ev::Pushed(k, Err(e))

@@ -126,8 +126,9 @@ pub(crate) struct ScenarioWorld<'s> {
     modes: Vec<&'static str>,
     /// Model calls made while the scenario's model was faulty.
     outage_calls: u64,
-    /// Reports for the breaker's coordinator the replies carried: (request, when, JSON).
-    reports: Vec<(u64, Millis, &'static str, String)>,
+    /// Reports for the breaker's coordinator the replies carried: (request, when, path, JSON,
+    /// how long the isolate waits for its answer).
+    reports: Vec<(u64, Millis, &'static str, String, u64)>,
 }
 
 impl<'p> World<'p> for ScenarioWorld<'_> {
@@ -171,7 +172,8 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
 
     fn answered(&mut self, request: u64, now: Millis, reply: Reply) {
         for r in &reply.fleet {
-            self.reports.push((request, now, r.path, r.body.clone()));
+            self.reports
+                .push((request, now, r.path, r.body.clone(), r.timeout_ms));
         }
         for wr in &reply.writes {
             self.kv.insert(
