@@ -12,7 +12,9 @@
 //! `--time-scale` shrinks the durations that follow the breaker's clocks (`recover_within`,
 //! `stalled_after`: hold-downs and probe holds scale with it). `degrade_within` does not: how
 //! soon the breaker trips is set by its minimum calls at the arrival rate and by the
-//! deadline, neither of which the time scale changes. `p95_max` is one request's latency.
+//! deadline, neither of which the time scale changes; nor does the host's settling after the
+//! breaker's close (`Context::unscaled_ms`, `Context::unscaled_settle_ms` add both back).
+//! `p95_max` is one request's latency.
 
 use serde::Deserialize;
 use understudy_core::time::parse_duration;

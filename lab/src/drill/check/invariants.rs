@@ -176,12 +176,17 @@ pub fn recover_within(cx: &Context<'_>, rec: &Recovery) -> Verdict {
         return Verdict::skipped("RECOVER_WITHIN", "no [drill] recover_within or no fault");
     };
     let extra = cx.unscaled_ms(rec.degraded_after_ms);
-    let allowed = limit as f64 + extra;
-    let shown = if extra > 0.0 {
-        format!("{limit} ms + {extra:.0} ms unscaled trip delay")
-    } else {
-        format!("{limit} ms")
-    };
+    let settle = cx.unscaled_settle_ms(rec.breaker_healthy_after_ms, rec.recovered_after_ms);
+    let allowed = limit as f64 + extra + settle;
+    let mut shown = format!("{limit} ms");
+    if extra > 0.0 {
+        shown.push_str(&format!(" + {extra:.0} ms unscaled trip delay"));
+    }
+    if settle > 0.0 {
+        shown.push_str(&format!(
+            " + {settle:.0} ms unscaled settling after the breaker's close"
+        ));
+    }
     let (ok, detail) = match rec.recovered_after_ms {
         Some(r) => (
             r <= allowed,

@@ -106,7 +106,9 @@ pub fn recovery(obs: &[Observed], cx: &Context<'_>) -> Recovery {
         (true, _, _) => None,
         (false, _, n) => n,
     };
-    let stall_ms = cx.limits.stalled_after_ms as f64 + cx.unscaled_ms(degraded_after_ms);
+    let stall_ms = cx.limits.stalled_after_ms as f64
+        + cx.unscaled_ms(degraded_after_ms)
+        + cx.unscaled_settle_ms(breaker_healthy_after_ms, recovered_after_ms);
     let stalled = match recovered_after_ms {
         Some(r) => r > stall_ms,
         None => observed_after_end_ms >= stall_ms,

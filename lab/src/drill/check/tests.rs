@@ -1,5 +1,6 @@
 //! The invariants on synthetic observations.
 use super::super::observe::fixtures::{fallback, live};
+use super::invariants::recover_within;
 use super::*;
 use understudy_core::policy::TierKind;
 
@@ -285,6 +286,51 @@ fn one_miss_among_the_last_few_answers_is_judged_on_a_full_sample() {
     // Fewer than 20 answers are not judged: live after the last miss but too few.
     assert_eq!(normalized_at(&long(&[135]), 5000.0), Some(6000.0));
     assert_eq!(normalized_at(&tail(&[40, 45]), 5000.0), None);
+}
+
+#[test]
+fn a_scaled_run_counts_the_settling_after_the_breakers_close_unscaled() {
+    // The breaker is healthy 1 s after the fault's end; deadline misses 1.8 and 2.0 s after
+    // it (the host settling) leave the answers normal only at 1.9 s.
+    let p = policy();
+    let (mut obs, tr) = incident(6000.0);
+    for i in [68usize, 70] {
+        obs[i] = fallback(i as u64, i as f64 * 100.0, 48.0);
+    }
+    let limits = Limits {
+        recover_within_ms: Some(1500),
+        stalled_after_ms: 3000,
+        ..Limits::default()
+    };
+    let full = cx(&p, limits, Some((1000.0, 5000.0)), &tr);
+    let rec = recovery(&obs, &full);
+    assert_eq!(rec.breaker_healthy_after_ms, Some(1000.0));
+    assert_eq!(rec.recovered_after_ms, Some(1900.0));
+    // At full scale the settling is the recovery's own time: 1.9 s against 1.5 s.
+    let v = recover_within(&full, &rec);
+    assert!(v.broken(), "{}", v.detail);
+    // At scale 0.1 the breaker's clocks shrank but the host's did not: 900 ms of settling
+    // count as 90, and the trip delay's 100 ms as 10: 1,000 + 90 + 10 is within 1,500.
+    let mut scaled = cx(&p, limits, Some((1000.0, 5000.0)), &tr);
+    scaled.time_scale = 0.1;
+    let v = recover_within(&scaled, &rec);
+    assert_eq!(v.ok, Some(true), "{}", v.detail);
+    assert!(
+        v.detail
+            .contains("+ 810 ms unscaled settling after the breaker's close"),
+        "{}",
+        v.detail
+    );
+    // A breaker that is healthy late is not settling: nothing is added for it.
+    let late = Recovery {
+        breaker_healthy_after_ms: Some(1900.0),
+        ..rec.clone()
+    };
+    assert_eq!(
+        scaled.unscaled_settle_ms(late.breaker_healthy_after_ms, late.recovered_after_ms),
+        0.0
+    );
+    assert!(recover_within(&scaled, &late).broken());
 }
 
 #[test]
