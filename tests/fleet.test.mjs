@@ -125,14 +125,22 @@ describe("drill --isolates 8 [F-SCOPE]", () => {
   };
   const verdict = (d, name) => d.json?.verdicts?.find((v) => v.name === name);
 
-  test("fleet scope passes seed 000's scenario on every isolate, as simulate --isolates 8 does", { timeout: 330_000 }, async (t) => {
-    // A real-time run on a shared 2-core machine: a broken first run (a host stall) is played
-    // once more, its verdicts printed, as the one-isolate recovery drill does.
-    let d = await drill("fleet", "--compare-simulate");
-    if (d.status !== 0) {
-      const broken = (d.json?.verdicts ?? []).filter((v) => v.ok === false).map((v) => `${v.name}: ${v.detail}`);
-      t.diagnostic(`first run broke (exit ${d.status}), played once more: ${broken.join("; ") || d.stderr.slice(-500)}`);
+  test("fleet scope passes seed 000's scenario on every isolate, as simulate --isolates 8 does", { timeout: 480_000 }, async (t) => {
+    // A real-time run on a shared 2-core machine: 8 isolates, the load and the origin on two
+    // cores. A stall of the host at one of the incident's few decisive moments breaks a run
+    // whatever the edge does — one probe over 45 ms in the last probing holds the fleet open
+    // 60 s (seed 000's rule), a burst of deadline misses in an isolate's last second reads
+    // as "not normal" (docs/fleet.md, stop 34: 1 run in 3 broke by hand, each on a stall).
+    // So a broken run is played again, at most twice, each broken run's verdicts and breaker
+    // episodes printed; three broken runs in a row fail the test.
+    let d;
+    for (let run = 1; run <= 3; run++) {
       d = await drill("fleet", "--compare-simulate");
+      if (d.status === 0) break;
+      const broken = (d.json?.verdicts ?? []).filter((v) => v.ok === false).map((v) => `${v.name}: ${v.detail}`);
+      const episodes = (d.json?.isolates ?? []).map((i) => `isolate ${i.isolate}: ${i.transitions.map((x) => `${Math.round(x.at_ms)} ${x.to}`).join(", ")}`);
+      t.diagnostic(`run ${run} broke (exit ${d.status}): ${broken.join("; ") || d.stderr.slice(-500)}`);
+      t.diagnostic(`run ${run}'s breakers: ${episodes.join(" | ")}`);
     }
     assert.equal(d.status, 0, `${d.stdout}\n${d.stderr}`);
     for (const name of ["ANSWERED", "DISCLOSED", "DEGRADE_WITHIN", "RECOVER_WITHIN", "SIMULATE_AGREES"]) {
