@@ -15,7 +15,7 @@ pub use crate::io::KvRead;
 use crate::io::{Done, Op};
 use crate::params::Params;
 use crate::policy::Policy;
-use crate::tier::{Env, Found, Start};
+use crate::tier::{Consult, Env, Found, Read, Start};
 use crate::time::Millis;
 
 /// A Worker invocation holds at most six simultaneous connections (origin fetches and KV
@@ -87,8 +87,11 @@ pub enum TierStep<'p> {
 pub struct Walker {
     pub failure: Failure,
     next: usize,
-    pending: Option<usize>,
+    /// The tier whose read is out, and when it started.
+    pending: Option<(usize, Millis)>,
     pub notes: Vec<Note>,
+    /// Every tier consulted, in order: what it found (the log line's `tiers`).
+    pub consulted: Vec<Consult>,
 }
 
 impl Walker {
@@ -98,7 +101,33 @@ impl Walker {
             next: 0,
             pending: None,
             notes: Vec::new(),
+            consulted: Vec::new(),
         }
+    }
+
+    fn consult(
+        &mut self,
+        ctx: &Ctx<'_>,
+        i: usize,
+        started: Millis,
+        now: Millis,
+        read: Read,
+        age_ms: Option<u64>,
+    ) {
+        let tier = ctx
+            .policy
+            .cascade
+            .tiers
+            .get(i)
+            .map(|t| t.name.clone())
+            .unwrap_or_default();
+        self.consulted.push(Consult {
+            tier,
+            started,
+            ended: now,
+            read,
+            age_ms,
+        });
     }
 
     fn note(&mut self, ctx: &Ctx<'_>, tier: usize, code: &'static str, detail: impl Into<String>) {
@@ -166,15 +195,25 @@ impl Walker {
             let i = self.next;
             self.next += 1;
             match tier.kind.start(&ctx.env(now), &|url| fetch(i, url)) {
-                Start::Answer(found) => return TierStep::Answer(self.answer(ctx, i, found)),
-                Start::Skip(miss) => self.note(ctx, i, miss.code, miss.detail),
+                Start::Answer(found) => {
+                    self.consult(ctx, i, now, now, Read::Hit, Some(found.age_ms));
+                    return TierStep::Answer(self.answer(ctx, i, found));
+                }
+                Start::Skip(miss) => {
+                    // A tier that answers from memory was consulted; one that cannot even
+                    // name its read (a key parameter missing) was not.
+                    if tier.kind.local() {
+                        self.consult(ctx, i, now, now, miss.read, miss.age_ms);
+                    }
+                    self.note(ctx, i, miss.code, miss.detail)
+                }
                 Start::Read(op) => {
                     let timeout = tier.kind.timeout_ms();
                     let fits = ctx.deadline.step_timeout(now, timeout);
                     let Some(timeout_ms) = self.io_slot(ctx, i, fits, timeout, open, now) else {
                         continue;
                     };
-                    self.pending = Some(i);
+                    self.pending = Some((i, now));
                     return TierStep::Read {
                         tier: i,
                         timeout_ms,
@@ -202,11 +241,15 @@ impl Walker {
     /// The pending tier's read ended at `now` with `done`: the answer, or `None` (with a
     /// note) on a miss.
     pub fn on_done(&mut self, ctx: &Ctx<'_>, now: Millis, done: Done) -> Option<Fallback> {
-        let i = self.pending.take()?;
+        let (i, started) = self.pending.take()?;
         let tier = ctx.policy.cascade.tiers.get(i)?;
         match tier.kind.finish(&ctx.env(now), done) {
-            Ok(found) => Some(self.answer(ctx, i, found)),
+            Ok(found) => {
+                self.consult(ctx, i, started, now, Read::Hit, Some(found.age_ms));
+                Some(self.answer(ctx, i, found))
+            }
             Err(miss) => {
+                self.consult(ctx, i, started, now, miss.read, miss.age_ms);
                 self.note(ctx, i, miss.code, miss.detail);
                 None
             }

@@ -206,3 +206,128 @@ fn the_adr_command_table_names_every_command_and_io_kind() {
         }
     }
 }
+
+/// docs/observability.md's field table names every key of the log line, in the order the
+/// line writes them, and each `calls` and `tiers` entry's keys in its row.
+#[test]
+fn the_log_line_fields_are_the_documented_ones() {
+    use understudy_core::correlation::Provenance;
+    use understudy_core::engine::calls::{Call, End};
+    use understudy_core::engine::report::Line;
+    use understudy_core::engine::IoId;
+    use understudy_core::tier::{Consult, Read};
+    use understudy_core::Millis;
+
+    let tiers = [Consult {
+        tier: "user".into(),
+        started: Millis(45),
+        ended: Millis(47),
+        read: Read::Hit,
+        age_ms: Some(1),
+    }];
+    let calls = [Call {
+        io: IoId(1),
+        started: Millis(0),
+        hedge: false,
+        probe: false,
+        end: Some((Millis(45), End::Cut)),
+    }];
+    let line = Line {
+        correlation_id: "c",
+        provenance: Provenance::Minted,
+        trace_id: "t",
+        at: Millis(0),
+        outcome: "fallback",
+        status: 200,
+        tier: Some("user"),
+        reason: None,
+        class: None,
+        notes: &[],
+        tiers: &tiers,
+        attempts: 1,
+        calls: &calls,
+        latency_ms: 47,
+        origin_override: false,
+        policy_version: "r",
+        breaker_mode: "CLOSED",
+        service: "s",
+        isolate: "i",
+    };
+    let json = line.to_json();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let text = doc("docs/observability.md");
+    let rows = table(&text, "field");
+    let documented: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(
+        documented,
+        keys_in_order(&json),
+        "docs/observability.md's log line table"
+    );
+    for field in ["calls", "tiers"] {
+        let entry = v[field][0].to_string();
+        let row = rows.iter().find(|r| r[0] == field).unwrap();
+        let written: Vec<&str> = v[field][0]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let listed = format!(
+            "`{{{}}}`",
+            keys_in_order(&entry_in_line(&json, field)).join(", ")
+        );
+        assert!(
+            row[2].contains(&listed),
+            "the `{field}` row lacks {listed}: {}",
+            row[2]
+        );
+        assert_eq!(written.len(), keys_in_order(&entry).len());
+    }
+}
+
+/// The top-level keys of a compact JSON object, in the order written.
+fn keys_in_order(json: &str) -> Vec<&str> {
+    let b = json.as_bytes();
+    let (mut depth, mut in_str, mut esc, mut start) = (0usize, false, false, None);
+    let mut keys = Vec::new();
+    let mut expect_key = false;
+    for (i, &c) in b.iter().enumerate() {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if c == b'\\' {
+                esc = true;
+            } else if c == b'"' {
+                in_str = false;
+                if let Some(s) = start.take() {
+                    keys.push(&json[s..i]);
+                }
+            }
+            continue;
+        }
+        match c {
+            b'"' => {
+                in_str = true;
+                if depth == 1 && expect_key {
+                    start = Some(i + 1);
+                    expect_key = false;
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                expect_key = depth == 1;
+            }
+            b'}' | b']' => depth -= 1,
+            b',' if depth == 1 => expect_key = true,
+            _ => {}
+        }
+    }
+    keys
+}
+
+/// The first entry of array `field` in the line, as written.
+fn entry_in_line(json: &str, field: &str) -> String {
+    let at = json.find(&format!("\"{field}\":[{{")).unwrap() + field.len() + 4;
+    let end = json[at..].find('}').unwrap();
+    json[at..=at + end].to_string()
+}

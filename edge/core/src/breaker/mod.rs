@@ -53,6 +53,19 @@ pub enum Mode {
     Probing,
 }
 
+impl Mode {
+    /// The mode a name of either vocabulary means (`CLOSED` or `PRIMARY_HEALTHY`: healthy);
+    /// `None` for any other (`UNKNOWN`).
+    pub fn from_name(name: &str) -> Option<Mode> {
+        match name {
+            "CLOSED" | "PRIMARY_HEALTHY" => Some(Mode::Healthy),
+            "OPEN" | "DEGRADED_FALLBACK" => Some(Mode::Open),
+            "HALF_OPEN" | "RECOVERING_PROBE" => Some(Mode::Probing),
+            _ => None,
+        }
+    }
+}
+
 /// One origin call's outcome as the breaker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {

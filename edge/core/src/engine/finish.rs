@@ -59,6 +59,7 @@ pub(super) fn answered<'p>(
     if let Some(w) = &req.walker {
         notes.extend_from_slice(&w.notes);
     }
+    let tiers = req.walker.as_ref().map_or(&[][..], |w| &w.consulted[..]);
     let facts = Facts {
         started: f.started,
         correlation_id: &f.correlation_id,
@@ -68,7 +69,9 @@ pub(super) fn answered<'p>(
         reason: failure.map(|x| format!("{}: {}", x.reason.code(), x.detail)),
         class: failure.map(|x| x.reason.class().as_str()),
         notes: &notes,
+        tiers,
         attempts: req.attempts.len(),
+        calls: &req.calls.0,
         origin_override: f.origin_override,
         writes,
     };
@@ -145,7 +148,9 @@ pub(super) fn early_reply<'p>(
         reason,
         class: None,
         notes: &f.notes,
+        tiers: &[],
         attempts: 0,
+        calls: &[],
         origin_override: f.origin_override,
         writes: Vec::new(),
     };

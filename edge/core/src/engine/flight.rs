@@ -71,6 +71,8 @@ pub(super) struct Req<'p> {
     pub retry: Backoff<'p, Rng>,
     /// Every origin attempt that ended, in order (the breaker's evidence, the log line's).
     pub attempts: Vec<Attempt>,
+    /// Every request to the origin, first requests and hedges (the log line's `calls`).
+    pub calls: super::calls::Calls,
     /// The attempt in flight.
     pub calling: Option<Calling>,
     /// Waiting to retry until then.

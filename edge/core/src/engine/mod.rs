@@ -14,6 +14,7 @@
 //! rendering, write-through, counters, the data point and the log line ([`Reply`]).
 
 mod bulkhead;
+pub mod calls;
 pub mod command;
 mod events;
 mod finish;
@@ -149,6 +150,8 @@ pub struct Engine<'p> {
     last_timeout: Option<Millis>,
     /// The request headers this policy's engine reads ([`Engine::request_headers`]).
     request_headers: Vec<String>,
+    /// The isolate's name on its log lines, drawn when it serves its first request.
+    isolate: String,
     /// Hands out operation handles.
     ios: Ios,
 }
@@ -205,6 +208,7 @@ impl<'p> Engine<'p> {
             hedger: hedge::Hedger::new(bake.policy.origin.hedge.as_ref()),
             lag: lag::Lag::default(),
             request_headers: request_headers(&bake.policy),
+            isolate: String::new(),
             ios: Ios::default(),
         })
     }
@@ -373,18 +377,22 @@ impl<'p> Engine<'p> {
             correlation_id: facts.correlation_id,
             provenance: facts.provenance,
             trace_id: facts.trace_id,
+            at: facts.started,
             outcome: facts.outcome.name(),
             status: rendered.status,
             tier,
             reason: facts.reason,
             class: facts.class,
             notes: facts.notes,
+            tiers: facts.tiers,
             attempts: facts.attempts,
+            calls: facts.calls,
             latency_ms,
             origin_override: facts.origin_override,
             policy_version: &self.bake.release_id,
             breaker_mode: mode,
             service: &policy.service.name,
+            isolate: &self.isolate,
         }
         .to_json();
         Reply {
@@ -413,7 +421,9 @@ struct Facts<'a> {
     reason: Option<String>,
     class: Option<&'static str>,
     notes: &'a [crate::cascade::Note],
+    tiers: &'a [crate::tier::Consult],
     attempts: usize,
+    calls: &'a [calls::Call],
     origin_override: bool,
     writes: Vec<KvWrite>,
 }
@@ -429,8 +439,7 @@ pub fn unbaked(now: Millis, req: &Incoming<'_>, message: &str, seed: u64) -> Rep
         req.header(trace::TRACESTATE),
         &mut rng,
     );
-    let _ = now; // the bake-less answer has nothing to time: it does no I/O
-    edge_down(&cid, provenance, &trace.trace_id, message)
+    edge_down(now, &cid, provenance, &trace.trace_id, message)
 }
 
 /// The answer a driver gives when even the engine cannot run for a request (its code
@@ -469,25 +478,36 @@ pub const MODE_UNKNOWN: &str = "UNKNOWN";
 
 /// 503 `BAKE_INVALID` with every header a response carries (`X-Breaker-Mode: UNKNOWN`:
 /// without a policy there is no breaker) and its log line.
-fn edge_down(cid: &str, provenance: Provenance, trace_id: &str, message: &str) -> Reply {
+fn edge_down(
+    now: Millis,
+    cid: &str,
+    provenance: Provenance,
+    trace_id: &str,
+    message: &str,
+) -> Reply {
     let mut r = disclosure::bake_invalid(message, cid);
     r.headers.push(("X-Breaker-Mode", MODE_UNKNOWN.to_string()));
     let log = report::Line {
         correlation_id: cid,
         provenance,
         trace_id,
+        at: now,
         outcome: Outcome::BakeInvalid.name(),
         status: r.status,
         tier: None,
         reason: Some(crate::classify::bounded(message)),
         class: None,
         notes: &[],
+        tiers: &[],
         attempts: 0,
+        calls: &[],
+        // The bake-less answer has nothing to time: it does no I/O.
         latency_ms: 0,
         origin_override: false,
         policy_version: "none",
         breaker_mode: MODE_UNKNOWN,
         service: "unknown",
+        isolate: "none",
     }
     .to_json();
     Reply {

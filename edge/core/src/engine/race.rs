@@ -17,6 +17,7 @@ use crate::io::{IoId, Op};
 use crate::policy::ClientErrors;
 use crate::time::Millis;
 
+use super::calls::End;
 use super::command::Command;
 use super::flight::{Attempt, Calling, Flight, Req};
 use super::hedge::{Pair, Plan, Settled};
@@ -86,6 +87,8 @@ pub(super) fn attempt<'p>(
         op: Op::Fetch(origin_request(engine, f, req)),
     });
     req.open.push(io);
+    req.calls
+        .start(io, now, false, admission == Admission::Probe);
     if record::model_silent(engine) || admission == Admission::Probe {
         prefetch(engine, f, req, now, cmds);
     }
@@ -145,13 +148,21 @@ pub(super) fn fetched<'p>(
         }
     );
     match c.pair.settle(io, good)? {
-        Settled::Wait => None,
+        Settled::Wait => {
+            // Not good (a 2xx is), so classifying it reads no body.
+            let o = &engine.policy().origin;
+            if let Err(failure) = classify(&observed, &o.result_path, o.max_body_bytes) {
+                req.calls.end(io, now, failed(&failure));
+            }
+            None
+        }
         Settled::Answer { won, abort } => {
             if let Some(other) = abort {
                 cmds.push(Command::Abort { io: other });
                 req.open.retain(|o| *o != other);
+                req.calls.end(other, now, End::Abandoned);
             }
-            ended(engine, f, req, now, observed, won, cmds)
+            ended(engine, f, req, now, observed, Some(io), won, cmds)
         }
     }
 }
@@ -182,6 +193,7 @@ pub(super) fn timer<'p>(
                 engine.verdicts.listen(l, now)
             });
             for io in out {
+                req.calls.end(io, now, End::Cut);
                 match until {
                     Some(until) if heard => cmds.push(Command::Hear { io, until }),
                     _ => {
@@ -190,11 +202,12 @@ pub(super) fn timer<'p>(
                     }
                 }
             }
-            return ended(engine, f, req, now, Observed::TimedOut, false, cmds);
+            return ended(engine, f, req, now, Observed::TimedOut, None, false, cmds);
         }
         if c.pair.hedge_due().is_some_and(|at| at <= now) {
             let io = engine.ios.next();
             if c.pair.send(now, io) {
+                let probe = c.admission == Admission::Probe;
                 engine.counters.hedges_sent += 1;
                 let after = now.since(c.started);
                 f.note(
@@ -207,6 +220,7 @@ pub(super) fn timer<'p>(
                     op: Op::Fetch(request),
                 });
                 req.open.push(io);
+                req.calls.start(io, now, true, probe);
             }
         }
     }
@@ -217,13 +231,16 @@ pub(super) fn timer<'p>(
     None
 }
 
-/// The attempt in flight ended at `now` with `observed` (`won`: its hedge's good answer).
+/// The attempt in flight ended at `now` with `observed` — the answer of its call `io`, or
+/// its timer (`None`) — (`won`: its hedge's good answer).
+#[allow(clippy::too_many_arguments)]
 fn ended<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
     req: &mut Req<'p>,
     now: Millis,
     observed: Observed,
+    io: Option<IoId>,
     won: bool,
     cmds: &mut Vec<Command<'p>>,
 ) -> Option<Answer> {
@@ -238,6 +255,13 @@ fn ended<'p>(
         )),
         other => classify(other, &o.result_path, o.max_body_bytes),
     };
+    if let Some(io) = io {
+        let end = match &result {
+            Ok(_) => End::Ok,
+            Err(failure) => failed(failure),
+        };
+        req.calls.end(io, now, end);
+    }
     if let Plan::Due { .. } = c.pair.hedge {
         // The hedge's token was taken but it never went out.
         engine.hedger.refund(o.hedge.as_ref());
@@ -311,6 +335,15 @@ fn ended<'p>(
             None
         }
         None => walk::enter(engine, f, req, now, failure, cmds),
+    }
+}
+
+/// How a call that brought `failure` ended, for the log line.
+fn failed(failure: &Failure) -> End {
+    End::Failed {
+        reason: failure.reason,
+        status: failure.status,
+        retry_after_s: failure.retry_after_s,
     }
 }
 

@@ -34,6 +34,11 @@ pub(super) fn start<'p>(
     seed: u64,
 ) -> (Flight<'p>, Output<'p>) {
     let policy = engine.policy();
+    if engine.isolate.is_empty() {
+        // The isolate's name: drawn from its first request's random seed, never from the
+        // request itself (the log line's `isolate`, the coordinator's name for it).
+        engine.isolate = format!("{:016x}", seed ^ 0x9e37_79b9_7f4a_7c15);
+    }
     if let Some(m) = engine.breaker.member() {
         m.identify(seed ^ 0x9e37_79b9_7f4a_7c15);
     }
@@ -210,6 +215,7 @@ pub(super) fn start<'p>(
         ctx,
         retry,
         attempts: Vec::new(),
+        calls: Default::default(),
         calling: None,
         backoff_until: None,
         last_failure: None,

@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Env, Found, Keyed, Kind, Miss, Start};
-use crate::classify::classify;
+use super::{Env, Found, Keyed, Kind, Miss, Read, Start};
+use crate::classify::{classify, FailureReason};
 use crate::http::Outbound;
 use crate::io::{Done, Op};
 
@@ -64,6 +64,13 @@ impl Kind for HttpTier {
         };
         classify(&observed, &self.result_path, env.max_body_bytes)
             .map(Found::fresh)
-            .map_err(|f| Miss::new(f.reason.code(), f.detail))
+            .map_err(|f| {
+                let read = if f.reason == FailureReason::MlTimeout {
+                    Read::TimedOut
+                } else {
+                    Read::Error
+                };
+                Miss::new(f.reason.code(), f.detail).found(read, None)
+            })
     }
 }

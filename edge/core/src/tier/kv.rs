@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Env, Found, Keyed, Kind, KvKey, Miss, Start, WriteThrough};
+use super::{Env, Found, Keyed, Kind, KvKey, Miss, Read, Start, WriteThrough};
 use crate::entry;
 use crate::http::Outbound;
 use crate::io::{Done, KvRead, Op};
@@ -109,9 +109,12 @@ impl Kind for KvTier {
                 return Err(Miss::new(
                     "KV_TIMEOUT",
                     format!("no answer within {} ms", self.read_timeout_ms),
-                ))
+                )
+                .found(Read::TimedOut, None))
             }
-            Done::Kv(KvRead::Error(e)) => return Err(Miss::new("KV_ERROR", e)),
+            Done::Kv(KvRead::Error(e)) => {
+                return Err(Miss::new("KV_ERROR", e).found(Read::Error, None))
+            }
             other => return Err(Miss::unexpected(&other)),
         };
         let parsed = if self.published {
@@ -120,8 +123,14 @@ impl Kind for KvTier {
             entry::parse(value.as_deref(), metadata.as_ref())
         };
         let e = parsed.map_err(|miss| Miss::new(miss.code(), miss.detail()))?;
-        let age_ms = staleness::judge(e.written_at, env.now, self.max_staleness_ms)
-            .map_err(|miss| Miss::new(miss.code(), miss.detail()))?;
+        let age_ms =
+            staleness::judge(e.written_at, env.now, self.max_staleness_ms).map_err(|miss| {
+                let age = match miss {
+                    staleness::StaleMiss::TooOld { age_ms, .. } => Some(age_ms),
+                    staleness::StaleMiss::InFuture { .. } => None,
+                };
+                Miss::new(miss.code(), miss.detail()).found(Read::Stale, age)
+            })?;
         Ok(Found {
             items: e.items,
             age_ms,

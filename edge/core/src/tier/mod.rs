@@ -225,11 +225,43 @@ impl Found {
     }
 }
 
-/// Why a tier did not answer: the code and detail of its note on the log line.
+/// Why a tier did not answer: the code and detail of its note on the log line, and what
+/// the read found (the log line's `tiers`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Miss {
     pub code: &'static str,
     pub detail: String,
+    pub read: Read,
+    /// The entry's age, when it was there but too old ([`Read::Stale`]).
+    pub age_ms: Option<u64>,
+}
+
+crate::words! {
+    /// What a tier consulted found, as the log line's `tiers` says it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Read {
+        /// It answered.
+        Hit = "hit",
+        /// Nothing usable: no entry, an unvalidated or malformed one, no match.
+        Miss = "miss",
+        /// An entry older than the tier's ceiling (or dated in the future).
+        Stale = "stale",
+        /// No answer within the tier's timeout: slower than that, by how much nobody saw.
+        TimedOut = "timeout",
+        /// The read failed (a KV error, an HTTP tier's failure).
+        Error = "error",
+    }
+}
+
+/// One tier the walk consulted: when its read started and ended, what it found, and the
+/// age of the entry it found (a hit's, or a stale one's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consult {
+    pub tier: String,
+    pub started: Millis,
+    pub ended: Millis,
+    pub read: Read,
+    pub age_ms: Option<u64>,
 }
 
 impl Miss {
@@ -237,7 +269,16 @@ impl Miss {
         Miss {
             code,
             detail: detail.into(),
+            read: Read::Miss,
+            age_ms: None,
         }
+    }
+
+    /// The miss, found as `read` (with the entry's age when it was stale).
+    pub fn found(mut self, read: Read, age_ms: Option<u64>) -> Miss {
+        self.read = read;
+        self.age_ms = age_ms;
+        self
     }
 
     /// A result of a kind of read the tier never asks for.

@@ -3,6 +3,7 @@
 //! answer wins and the other request is aborted; won hedges do not push the delay later.
 
 use super::*;
+use serde_json::json;
 
 /// Starts a request at `t`; returns its flight, its first fetch and the hedge's delay (the
 /// request's first wake-up before the race's 45 ms end).
@@ -59,6 +60,17 @@ fn hedges_follow_the_p95_within_a_token_bucket_and_only_for_repeatable_requests(
     assert!(
         notes.contains("HEDGE_SENT") && notes.contains("HEDGE_WON"),
         "{notes}"
+    );
+    // Each call of the pair, as a replay reads them: the first abandoned when the hedge
+    // answered (censored: slower than 30 ms), the hedge's answer.
+    let calls = &log(&r)["calls"];
+    assert_eq!(
+        (&calls[0]["end"], &calls[0]["end_ms"], &calls[0]["hedge"]),
+        (&json!("abandoned"), &json!(30), &json!(false))
+    );
+    assert_eq!(
+        (&calls[1]["start_ms"], &calls[1]["end"], &calls[1]["hedge"]),
+        (&json!(20), &json!("ok"), &json!(true))
     );
     // Answered before the hedge was due: no hedge goes out, the token is refunded.
     let (mut f2, io, h2) = start_hedged(&mut e, 1_100, 12);

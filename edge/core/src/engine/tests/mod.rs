@@ -558,3 +558,47 @@ mod hedge;
 mod isolate;
 mod prefetch;
 mod retry;
+
+/// [E-OBSERVE] A replay rebuilds the incident from the log line: when the request arrived,
+/// each call with how it ended (a hung model's: cut at the deadline, censored), each tier
+/// consulted with what it found, and the isolate that served it.
+#[test]
+fn the_log_line_says_when_each_call_and_tier_read_ended_and_how() {
+    let b = bake(seed_policy());
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    let (mut f, out) = begin(&mut e, 1_000, 7);
+    let (r, _) = hung(&mut e, &mut f, 1_000, out);
+    let l = log(&r);
+    assert_eq!(l["at_ms"], NOW + 1_000);
+    assert_eq!(
+        l["calls"],
+        serde_json::json!([{"start_ms": 0, "end_ms": 45, "end": "cut", "status": null,
+            "retry_after_s": null, "probe": false, "hedge": false}])
+    );
+    let tiers: Vec<(String, String)> = l["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["tier"].as_str().unwrap().to_string(),
+                t["read"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tiers,
+        [("user", "miss"), ("category", "miss"), ("stubs", "hit")]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    // The embedded tier answered from memory at once; the catalog's age is the hit's.
+    let stubs = &l["tiers"][2];
+    assert_eq!(stubs["start_ms"], stubs["end_ms"]);
+    assert!(stubs["age_ms"].as_u64().is_some_and(|a| a > 0), "{stubs}");
+    // The same isolate's lines carry the same name.
+    let (mut f2, out) = begin(&mut e, 2_000, 8);
+    let (r2, _) = hung(&mut e, &mut f2, 2_000, out);
+    assert_eq!(log(&r2)["isolate"], l["isolate"]);
+    assert_eq!(l["isolate"].as_str().map(str::len), Some(16));
+}
