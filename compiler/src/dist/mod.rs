@@ -189,6 +189,7 @@ pub fn assemble(inputs: &Inputs<'_>, edge: &Edge) -> Result<Built> {
             &release_id,
             inputs.policy_file,
             &bindings,
+            inputs.policy.service.expected_rps,
         )
         .into_bytes(),
     );

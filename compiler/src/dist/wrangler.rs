@@ -62,7 +62,47 @@ pub fn worker_name(service: &str) -> String {
     }
 }
 
-pub fn render(service: &str, release_id: &str, policy_file: &str, bindings: &Bindings) -> String {
+/// Workers Logs on Workers Paid: events included a month, and the price of each further
+/// million (developers.cloudflare.com/workers/observability/logs/workers-logs/, pricing).
+pub const LOGS_INCLUDED_PER_MONTH: u64 = 20_000_000;
+pub const LOGS_USD_PER_MILLION: f64 = 0.60;
+
+/// Log events a request writes to Workers Logs: the edge's line, and the invocation log
+/// Workers Logs records for it.
+pub const LOG_EVENTS_PER_REQUEST: u64 = 2;
+
+/// What Workers Logs costs a month at `rps` requests a second, every request logged: the
+/// comment lines of `[observability]`.
+pub fn logs_cost(rps: Option<u32>) -> String {
+    let head = "# Workers Logs bills log events: 20 million a month are included on Workers Paid,\n\
+                # then $0.60 per million; a request writes 2 (the edge's line and the invocation log).";
+    let Some(rps) = rps else {
+        return format!(
+            "{head}\n# Set `[service] expected_rps` in the policy to see the month's cost at its traffic here."
+        );
+    };
+    let events = u64::from(rps) * 30 * 24 * 3600 * LOG_EVENTS_PER_REQUEST;
+    let billed = events.saturating_sub(LOGS_INCLUDED_PER_MONTH);
+    let usd = billed as f64 / 1e6 * LOGS_USD_PER_MILLION;
+    // The rate that keeps the month within what is included.
+    let within = (LOGS_INCLUDED_PER_MONTH as f64 / events as f64).min(1.0);
+    format!(
+        "{head}\n# At the policy's {rps} req/s ([service] expected_rps): {:.2} billion events in 30 days,\n\
+         # about ${usd:.0} a month with every request logged (head_sampling_rate = 1).\n\
+         # `understudy replay` and a rollout's investigation read these lines: a sampled log\n\
+         # replays a thinned traffic (a breaker's minimum calls come later). To pay less, lower\n\
+         # head_sampling_rate (at most {within:.4} stays within the included events).",
+        events as f64 / 1e9
+    )
+}
+
+pub fn render(
+    service: &str,
+    release_id: &str,
+    policy_file: &str,
+    bindings: &Bindings,
+    expected_rps: Option<u32>,
+) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -84,6 +124,7 @@ pub fn render(service: &str, release_id: &str, policy_file: &str, bindings: &Bin
         "\n# Workers Logs: every log line the edge writes (docs/observability.md), kept by\n\
          # Cloudflare per Worker version — what a rollout is investigated with (docs/rollout.md)."
     );
+    let _ = writeln!(t, "{}", logs_cost(expected_rps));
     let _ = writeln!(t, "[observability]");
     let _ = writeln!(t, "enabled = true");
     let _ = writeln!(t, "head_sampling_rate = 1");
@@ -181,6 +222,20 @@ mod tests {
         assert_eq!(worker_name("--search__v2--"), "search-v2");
         assert_eq!(worker_name("***"), "understudy");
         assert_eq!(worker_name(&"a".repeat(100)).len(), 63);
+    }
+
+    #[test]
+    fn the_logs_cost_is_stated_at_the_policys_traffic() {
+        // Seed 000's 2,400 req/s: 12.44 billion events in 30 days, 12.42 billion billed.
+        let c = logs_cost(Some(2400));
+        assert!(c.contains("2400 req/s"), "{c}");
+        assert!(c.contains("12.44 billion events"), "{c}");
+        assert!(c.contains("about $7453 a month"), "{c}");
+        assert!(c.contains("at most 0.0016 stays within"), "{c}");
+        assert!(c.lines().all(|l| l.starts_with("# ")), "{c}");
+        // Within what is included: nothing to pay.
+        assert!(logs_cost(Some(1)).contains("about $0 a month"));
+        assert!(logs_cost(None).contains("expected_rps"));
     }
 
     #[test]

@@ -112,10 +112,12 @@ pub fn counts_sql(service: &str, old: &str, new: &str, from_ms: u64, to_ms: u64)
 }
 
 /// Each version's latencies in the rollout's histogram buckets (`release::rollout::latency`:
-/// bucket `floor(ln(ms) / ln(1.1)) + 1`, 0 under 1 ms).
+/// bucket `floor(ln(ms) / ln(1.1)) + 1`, 0 under 1 ms). No branch can throw: the logarithm
+/// is taken of `greatest(double1, 1)`, never of a 0 ms answer (one served from memory
+/// records 0), whichever branch of the `if` the SQL engine evaluates.
 pub fn latency_sql(service: &str, old: &str, new: &str, from_ms: u64, to_ms: u64) -> String {
     format!(
-        "SELECT blob1 AS release,\n  if(double1 < 1, 0, toUInt32(log(double1) / log(1.1)) + 1) AS bucket,\n  SUM(_sample_interval) AS n\nFROM {}\n{}\nGROUP BY release, bucket\nFORMAT JSON",
+        "SELECT blob1 AS release,\n  if(double1 < 1, 0, toUInt32(log(greatest(double1, 1)) / log(1.1)) + 1) AS bucket,\n  SUM(_sample_interval) AS n\nFROM {}\n{}\nGROUP BY release, bucket\nFORMAT JSON",
         dataset(service),
         filter(service, old, new, from_ms, to_ms)
     )

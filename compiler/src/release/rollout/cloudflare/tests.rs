@@ -52,6 +52,28 @@ fn the_queries_name_the_dataset_the_releases_and_whole_seconds() {
     assert!(l.contains("'r-2DROP'"), "quotes cannot be injected: {l}");
 }
 
+/// A window holding one answer served from memory (0 ms) must not fail the whole latency
+/// query: every logarithm in it is of a value of at least 1, whichever branch the SQL
+/// engine evaluates.
+#[test]
+fn the_latency_query_takes_no_logarithm_of_zero() {
+    let q = latency_sql("recommendation-service", "r-1", "r-2", 0, 1);
+    let mut logs = 0;
+    for (at, _) in q.match_indices("log(") {
+        let arg: String = q[at + 4..].chars().take_while(|c| *c != ')').collect();
+        logs += 1;
+        assert!(
+            arg.starts_with("greatest(double1, 1") || arg.parse::<f64>().is_ok_and(|x| x >= 1.0),
+            "log({arg}…) may be of 0: {q}"
+        );
+    }
+    assert_eq!(logs, 2, "{q}");
+    assert!(
+        q.contains("if(double1 < 1, 0,"),
+        "0 ms answers still fall in bucket 0: {q}"
+    );
+}
+
 #[test]
 fn the_answers_become_figures_and_bad_answers_are_named() {
     let counts = r#"{"meta":[],"data":[{"release":"r-1","answers":"1000","degraded":20,"unavailable":1},{"release":"r-2","answers":100,"degraded":50,"unavailable":0}],"rows":2}"#;
