@@ -101,6 +101,9 @@ test("bench: the short form measures every named figure against its floors", asy
     }
     assert.equal(Object.keys(d.targets).length, 12, JSON.stringify(d.targets));
     for (const [k, v] of Object.entries(d.targets)) assert.equal(typeof v, "boolean", k);
+    // [T-WITNESS] The host's witness ran beside every phase, watching the bench's workerd.
+    assert.ok(d.witness.summary.wakes > 1_000, JSON.stringify(d.witness.summary));
+    assert.equal(d.witness.trace.watched[0]?.label, "workerd", JSON.stringify(d.witness.trace.watched));
   } finally {
     await cleanup();
   }

@@ -73,10 +73,11 @@ exits! {
     /// `simulate`: the scenario's `[expect]` is not met, or a fleet bound.
     ExpectationUnmet = 1, "`simulate`",
         "the scenario's `[expect]` is not met, or with `--isolates` its `[fleet]` `degrade_within` / `recover_within` (each unmet expectation is printed)";
-    /// `drill`: an invariant broke, or `--find-rate` found no rate the edge sustains.
+    /// `drill`: an invariant broke and the edge is to blame, or `--find-rate` found no rate
+    /// the edge sustains.
     InvariantBroken = 1, "`drill`",
-        "an invariant broke (each is named on stderr), or `--find-rate` found no rate the \
-         edge sustains";
+        "an invariant broke and the edge is to blame (each is named on stderr with the \
+         answers it blames), or `--find-rate` found no rate the edge sustains";
     /// `releases rollout`: the new release was judged worse than the old and rolled back.
     RolledBack = 1, "`releases rollout`",
         "the rollout rolled the new release back: a figure worse than the old version's with \
@@ -104,6 +105,11 @@ exits! {
          release or its history damaged); something it needs that is missing or failed (the \
          prebuilt edge, `node`, the edge, the origin; for `events`: no admin token, or the \
          edge refused it with 401 or failed with a 5xx)";
+    /// `drill`: what broke, stalls of the host explain; nothing is blamed on the edge.
+    Inconclusive = 3, "`drill`",
+        "inconclusive: every invariant that broke was broken only by answers that stalls of \
+         the host, seen by the drill's witness, explain (each is named on stderr with its \
+         stalls); nothing is blamed on the edge, and the run proves nothing either way";
 }
 
 impl From<Exit> for ExitCode {

@@ -322,6 +322,11 @@ pub struct DrillArgs {
     /// Probes of `--find-rate` after its two bounds.
     #[arg(long, default_value_t = 6)]
     pub find_rate_steps: usize,
+    /// Stop the edge's runtime (workerd, SIGSTOP) at AT after the first arrival for FOR, then
+    /// continue it (SIGCONT): a stall of the host on purpose, to prove the witness and the
+    /// verdicts (e.g. `4200ms+150ms`; repeatable; Linux).
+    #[arg(long, value_name = "AT+FOR")]
+    pub inject_stall: Vec<String>,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
     #[command(flatten)]

@@ -30,7 +30,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     };
     let doc = bench::run(&opts)?;
     match args.format {
-        Format::Human => print!("{}", bench::human(&doc)),
+        Format::Human => {
+            print!("{}", bench::human(&doc));
+            let w = &doc["witness"]["summary"];
+            println!(
+                "Host witness: {} late wakes (worst {} ms); {} stalls, {} ms in all (longest {} ms): a figure measured across a stall is the host's too",
+                w["late_wakes"], w["worst_late_ms"], w["stalls"], w["stalled_ms"], w["longest_stall_ms"]
+            );
+        }
         Format::Json => println!("{}", serde_json::to_string_pretty(&doc)?),
     }
     Ok(Exit::Ok.into())

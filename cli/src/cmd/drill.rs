@@ -1,8 +1,10 @@
 //! `understudy drill POLICY --scenario FILE [--report DIR] [--time-scale F]`: the scenario
 //! against the real edge in workerd (see [`understudy_lab::drill`]). Prints the same table as
-//! `simulate`, then every invariant's verdict. Exit 0 when every checked invariant holds;
-//! 1 when one breaks (named on stderr), `--find-rate` finds no sustained rate, or the policy
-//! is invalid; 2 on usage or I/O errors.
+//! `simulate`, then every invariant's verdict and the host's witness. Exit 0 when every
+//! checked invariant holds; 1 when one breaks and the edge is blamed (named on stderr with the
+//! answers it blames), `--find-rate` finds no sustained rate, or the policy is invalid; 3 when
+//! every broken invariant is inconclusive (stalls of the host explain the answers that broke
+//! it); 2 on usage or I/O errors.
 
 use crate::exit::Exit;
 use std::process::ExitCode;
@@ -45,6 +47,11 @@ pub fn run(mut args: DrillArgs) -> anyhow::Result<ExitCode> {
         compare_simulate: args.compare_simulate,
         isolates: args.isolates,
         fleet_scope: args.scope.map(|s| s == crate::args::ScopeArg::Fleet),
+        inject_stalls: args
+            .inject_stall
+            .iter()
+            .map(|s| drill::stall::Planned::parse(s))
+            .collect::<anyhow::Result<_>>()?,
     };
     if !(1..=64).contains(&opts.isolates) {
         anyhow::bail!("--isolates {}: a whole number from 1 to 64", opts.isolates);
@@ -104,13 +111,9 @@ pub fn run(mut args: DrillArgs) -> anyhow::Result<ExitCode> {
             print!("{}", outcome.table);
             println!("\nInvariants:");
             for v in &outcome.verdicts {
-                let mark = match v.ok {
-                    Some(true) => "ok  ",
-                    Some(false) => "FAIL",
-                    None => "--  ",
-                };
-                println!("  {mark} {:<22} {}", v.name, v.detail);
+                print_verdict(v);
             }
+            println!("\n{}", outcome.witness_line());
             if !outcome.disagreements.is_empty() {
                 println!("\nFirst disagreements with simulate (status reason tier):");
                 for d in &outcome.disagreements {
@@ -126,13 +129,63 @@ pub fn run(mut args: DrillArgs) -> anyhow::Result<ExitCode> {
         eprintln!("ALERT {a}: recovery took longer than the stall limit after the fault's end");
     }
     let broken = outcome.broken();
-    if broken.is_empty() {
-        Ok(Exit::Ok.into())
-    } else {
+    if !broken.is_empty() {
         for v in &broken {
             eprintln!("error: invariant {} broken: {}", v.name, v.detail);
+            for o in &v.blamed {
+                eprintln!("  blamed on the edge: {}", o.what);
+            }
         }
-        Ok(Exit::InvariantBroken.into())
+        return Ok(Exit::InvariantBroken.into());
+    }
+    let inconclusive = outcome.inconclusive();
+    if inconclusive.is_empty() {
+        return Ok(Exit::Ok.into());
+    }
+    for v in &inconclusive {
+        eprintln!(
+            "inconclusive: invariant {} broken only by answers that stalls of the host explain: {}",
+            v.name, v.detail
+        );
+    }
+    Ok(Exit::Inconclusive.into())
+}
+
+/// One verdict: its mark (`ok`, `FAIL`, `??` inconclusive, `--` not checked), name and
+/// detail, then what it blames and what it excused.
+fn print_verdict(v: &drill::check::Verdict) {
+    use drill::check::Judgement;
+    let mark = match v.judgement {
+        Judgement::Held => "ok  ",
+        Judgement::Failed => "FAIL",
+        Judgement::Inconclusive => "??  ",
+        Judgement::NotChecked => "--  ",
+    };
+    println!("  {mark} {:<22} {}", v.name, v.detail);
+    for o in &v.blamed {
+        println!("       blamed: {}", o.what);
+    }
+    if v.blamed_count > v.blamed.len() {
+        println!(
+            "       blamed: … and {} more",
+            v.blamed_count - v.blamed.len()
+        );
+    }
+    for e in v.excused.iter().take(5) {
+        let stalls: Vec<String> = e
+            .stalls
+            .iter()
+            .map(|(a, b, by)| format!("{a:.0}–{b:.0} ms ({by})"))
+            .collect();
+        println!(
+            "       excused: {} — {:.0} ms of stall: {}",
+            e.offender.what,
+            e.covered_ms,
+            stalls.join(", ")
+        );
+    }
+    if v.excused_count > 5 {
+        println!("       excused: … and {} more", v.excused_count - 5);
     }
 }
 

@@ -208,6 +208,16 @@ pub fn run(opts: &Options) -> Result<Value> {
     }
     let server = BenchServer::start(&root, &workers, &[], &origin.url())?;
     let (addr, pids, startup_ms) = (server.addr, server.workerd.clone(), server.startup_ms);
+    // [T-WITNESS] The host's stalls beside every phase: a figure measured in one is suspect.
+    let witness = crate::witness::Witness::start(
+        pids.iter()
+            .map(|&pid| crate::witness::Watched {
+                label: "workerd".into(),
+                pid: pid as i32,
+            })
+            .collect(),
+    );
+    let started = std::time::Instant::now();
 
     let catalog = loaded.catalog.as_ref();
     let req = request(&shipped, catalog, None);
@@ -489,7 +499,8 @@ pub fn run(opts: &Options) -> Result<Value> {
         drop(scratch);
     }
     let m = m?;
-    let doc = report::document(
+    let witness = witness.stop(started);
+    let mut doc = report::document(
         &report::Setup {
             policy: &shipped.service.name,
             breaker: !matches!(shipped.breaker, Breaker::Off),
@@ -506,6 +517,7 @@ pub fn run(opts: &Options) -> Result<Value> {
         },
         &m,
     );
+    doc["witness"] = witness.report();
     if let Some(out) = &opts.out {
         if let Some(parent) = out.parent() {
             std::fs::create_dir_all(parent)?;

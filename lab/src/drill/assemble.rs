@@ -31,7 +31,10 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
         user_probes,
         fault,
         per_isolate,
+        witness,
+        injected,
     } = p;
+    let stalls = witness.stalls();
     let model_calls = origin_stats.requests;
     // The table, the same as simulate's.
     let run = observe::to_run(policy, sc, &obs, &transitions, model_calls);
@@ -47,6 +50,13 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
         slack_ms,
         user_probes: user_probes.as_deref(),
         time_scale: opts.time_scale,
+        stalls: &stalls,
+        healthy_model_ms: sc.model_latency_ms as f64,
+        isolates: if per_isolate.len() > 1 {
+            &per_isolate
+        } else {
+            &[]
+        },
     };
     let (rec, isolates) = if per_isolate.len() > 1 {
         fleet_recovery(&obs, &cx, &per_isolate, &mut table)
@@ -56,48 +66,33 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
     let mut verdicts = check::check(&obs, &cx, &rec);
     let mut disagreements = Vec::new();
     if opts.compare_simulate && per_isolate.len() > 1 {
-        let v = compare_fleet(&prep, start_epoch, &per_isolate, &mut table);
+        let v = compare_fleet(&prep, start_epoch, &obs, &cx, &mut table);
         disagreements = v.1;
         verdicts.push(v.0);
     } else if opts.compare_simulate {
         let d = compare::compare(policy, loaded.catalog.as_ref(), sc, start_epoch, &obs);
         disagreements = compare::describe(&d, 10);
-        verdicts.push(check::Verdict {
-            name: "SIMULATE_AGREES",
-            ok: Some(d.is_empty()),
-            detail: if d.is_empty() {
-                format!(
-                    "all {} requests: same status, reason and tier in simulate",
-                    obs.len()
-                )
-            } else {
-                format!(
-                    "{} of {} requests differ from simulate; first: {}",
-                    d.len(),
-                    obs.len(),
-                    disagreements.first().map(String::as_str).unwrap_or("")
-                )
-            },
-        });
+        let first = disagreements.first().map(String::as_str);
+        verdicts.push(check::compared::requests_agree(&obs, &cx, sc, &d, first));
     }
     if (opts.time_scale - 1.0).abs() < f64::EPSILON && opts.rate.is_none() && sc.expect.is_some() {
+        // Counts over the whole run: no answer to single out, so never excused.
         let unmet = report::check_expectations(sc, &summary);
-        verdicts.push(check::Verdict {
-            name: "EXPECT",
-            ok: Some(unmet.is_empty()),
-            detail: if unmet.is_empty() {
+        verdicts.push(check::Verdict::new(
+            "EXPECT",
+            unmet.is_empty(),
+            if unmet.is_empty() {
                 "the scenario's [expect] holds".into()
             } else {
                 unmet.join("; ")
             },
-        });
+        ));
     }
     if !breaker_visible {
-        verdicts.push(check::Verdict {
-            name: "BREAKER_VISIBLE",
-            ok: None,
-            detail: "the edge exposed no breaker mode (no X-Breaker-Mode header, no admin status): recorded as UNKNOWN".into(),
-        });
+        verdicts.push(check::Verdict::skipped(
+            "BREAKER_VISIBLE",
+            "the edge exposed no breaker mode (no X-Breaker-Mode header, no admin status): recorded as UNKNOWN",
+        ));
     }
     let figures = check::figures(&obs);
     let tiers: Vec<String> = policy
@@ -125,6 +120,11 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
         transitions: &transitions,
         initial_mode: if breaker_visible { initial_mode } else { None },
         budget_ms: policy.budget.total_ms as f64,
+        stalls: stalls.list(),
+        blamed: verdicts
+            .iter()
+            .flat_map(|v| v.blamed.iter().filter_map(|o| o.index))
+            .collect(),
     })
     .map_err(|e| anyhow::anyhow!("cannot draw the timeline: {e}"))
     .ok();
@@ -168,6 +168,8 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
         "origin": { "requests": origin_stats.requests, "completed": origin_stats.completed, "disconnected": origin_stats.disconnected, "by_fault": origin_stats.by_fault },
         "user_probes": user_probes,
         "verdicts": verdicts,
+        "witness": witness.report(),
+        "injected_stalls": injected,
         "simulate_disagreements": disagreements,
         "request_columns": ["index", "scheduled_ms", "sent_ms", "latency_ms", "status", "answered_by", "reason", "breaker_mode"],
         "requests": requests,
@@ -188,7 +190,7 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
 fn fleet_recovery(
     obs: &[observe::Observed],
     cx: &Context<'_>,
-    per_isolate: &[super::play::IsolateSeen],
+    per_isolate: &[observe::IsolateSeen],
     table: &mut String,
 ) -> (check::Recovery, Value) {
     let overall = check::recovery(obs, cx);
@@ -255,10 +257,12 @@ fn fleet_recovery(
 fn compare_fleet(
     prep: &Prepared,
     start_epoch: u64,
-    per_isolate: &[super::play::IsolateSeen],
+    obs: &[observe::Observed],
+    cx: &Context<'_>,
     table: &mut String,
 ) -> (check::Verdict, Vec<String>) {
-    let edge: Vec<&[observe::SeenTransition]> = per_isolate
+    let edge: Vec<&[observe::SeenTransition]> = cx
+        .isolates
         .iter()
         .map(|i| i.transitions.as_slice())
         .collect();
@@ -269,11 +273,7 @@ fn compare_fleet(
         Err(e) => {
             let detail = format!("simulate --isolates {} could not run: {e}", edge.len());
             return (
-                check::Verdict {
-                    name: "SIMULATE_AGREES",
-                    ok: Some(false),
-                    detail,
-                },
+                check::Verdict::new("SIMULATE_AGREES", false, detail),
                 Vec::new(),
             );
         }
@@ -310,13 +310,8 @@ fn compare_fleet(
             differ[0]
         )
     };
-    let ok = Some(differ.is_empty());
     (
-        check::Verdict {
-            name: "SIMULATE_AGREES",
-            ok,
-            detail,
-        },
+        check::compared::isolates_agree(obs, cx, &rows, tol, detail),
         differ,
     )
 }

@@ -26,6 +26,24 @@ pub struct NodeServer {
 }
 
 impl NodeServer {
+    /// The `node` process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The workerd processes this server runs (Miniflare's children named `workerd`): what
+    /// answers requests, for the witness to watch and `--inject-stall` to stop. Empty where
+    /// there is no `/proc`.
+    pub fn runtimes(&self) -> Vec<crate::witness::Watched> {
+        children_named(self.pid() as i32, "workerd")
+            .into_iter()
+            .map(|pid| crate::witness::Watched {
+                label: "workerd".into(),
+                pid,
+            })
+            .collect()
+    }
+
     /// Spawns `cmd` (stdin and stdout piped here, stderr inherited) and waits up to
     /// `within` for a stdout line starting with `ready`; returns the rest of that line.
     pub fn start(
@@ -79,12 +97,29 @@ impl Drop for NodeServer {
     }
 }
 
+#[cfg(target_os = "linux")]
+fn children_named(parent: i32, name: &str) -> Vec<i32> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    all.filter_map(Result::ok)
+        .filter_map(|p| p.stat().ok())
+        .filter(|s| s.ppid == parent && s.comm == name)
+        .map(|s| s.pid)
+        .collect()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn children_named(_parent: i32, _name: &str) -> Vec<i32> {
+    Vec::new()
+}
+
 pub struct EdgeProcess {
     pub url: String,
     pub addr: SocketAddr,
     /// Every isolate's address (`--isolates`), the first being `addr`.
     pub addrs: Vec<SocketAddr>,
-    _server: NodeServer,
+    pub server: NodeServer,
 }
 
 impl EdgeProcess {
@@ -149,7 +184,7 @@ impl EdgeProcess {
             url: format!("http://{}", addrs[0]),
             addr: addrs[0],
             addrs,
-            _server: server,
+            server,
         })
     }
 }

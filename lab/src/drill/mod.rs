@@ -31,6 +31,7 @@ pub mod prepare;
 pub mod rate;
 pub mod script;
 pub(crate) mod setup;
+pub mod stall;
 pub mod status;
 
 use std::path::{Path, PathBuf};
@@ -82,6 +83,8 @@ pub struct Options {
     pub isolates: usize,
     /// Run the breaker in this scope whatever the policy says (`Some(true)`: fleet).
     pub fleet_scope: Option<bool>,
+    /// `--inject-stall`: stop the edge's runtime at these moments ([`stall`]).
+    pub inject_stalls: Vec<stall::Planned>,
 }
 
 /// Everything a drill produced; `drill.json` is its serialisation.
@@ -96,8 +99,32 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The checks the edge is blamed for breaking.
     pub fn broken(&self) -> Vec<&check::Verdict> {
         self.verdicts.iter().filter(|v| v.broken()).collect()
+    }
+
+    /// The checks broken only by answers that stalls of the host explain.
+    pub fn inconclusive(&self) -> Vec<&check::Verdict> {
+        self.verdicts.iter().filter(|v| v.inconclusive()).collect()
+    }
+
+    /// One line on what the witness saw of the host.
+    pub fn witness_line(&self) -> String {
+        let s = &self.json["witness"]["summary"];
+        let n = |k: &str| s[k].as_f64().unwrap_or(0.0);
+        format!(
+            "Host witness: {} wakes of 1 ms, {} late (worst {:.1} ms); {} stalls, {:.0} ms in all (longest {:.1} ms); CPU steal {}",
+            n("wakes"),
+            n("late_wakes"),
+            n("worst_late_ms"),
+            n("stalls"),
+            n("stalled_ms"),
+            n("longest_stall_ms"),
+            s["steal_ms"]
+                .as_f64()
+                .map_or("not readable".to_string(), |v| format!("{v:.0} ms per CPU"))
+        )
     }
 }
 

@@ -138,6 +138,14 @@ pub struct SeenTransition {
     pub evidence: Option<serde_json::Value>,
 }
 
+/// One isolate of a drill over several (`--isolates K`).
+#[derive(Debug, Clone, Default)]
+pub struct IsolateSeen {
+    /// Its requests, by index.
+    pub requests: Vec<u64>,
+    pub transitions: Vec<SeenTransition>,
+}
+
 /// The latest request sent at or before `at_ms` (the one whose handling caused it).
 fn request_at(obs: &[Observed], at_ms: f64) -> u64 {
     obs.iter()

@@ -11,12 +11,14 @@ use understudy_core::policy::{Breaker, Policy};
 use understudy_core::Millis;
 
 use crate::origin::{Fault, OriginServer, Stats};
+use crate::witness::{Trace, Witness};
 
 use super::check::{self, Latency, UserProbe};
 use super::driver::{self, Config, Planned, Progress};
-use super::observe::{self, Observed, SeenTransition};
+use super::observe::{self, IsolateSeen, Observed, SeenTransition};
 use super::prepare::{epoch_ms, kv_seed, plan_request};
 use super::setup::Prepared;
+use super::stall::{self, Injected};
 use super::status::{merge, parse_status, status_once};
 use super::{
     edge, script, Options, CALIBRATION_REQUESTS, SLACK_MARGIN_MS, STATUS_EVERY, USER_PROBES,
@@ -38,13 +40,10 @@ pub struct Played {
     pub fault: Option<(f64, f64)>,
     /// `--isolates K` (K > 1): each isolate's requests and breaker transitions.
     pub per_isolate: Vec<IsolateSeen>,
-}
-
-/// One isolate of a drill over several.
-pub struct IsolateSeen {
-    /// Its requests, by index.
-    pub requests: Vec<u64>,
-    pub transitions: Vec<SeenTransition>,
+    /// What the witness saw of the host, from before the calibration to after the probes.
+    pub witness: Trace,
+    /// `--inject-stall`: the stops as made.
+    pub injected: Vec<Injected>,
 }
 
 struct Bar(indicatif::ProgressBar, u64);
@@ -252,6 +251,12 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         opts.isolates.max(1),
     )?;
     let k = edge.addrs.len();
+    // The witness watches the runtime that answers: workerd.
+    let runtimes = edge.server.runtimes();
+    if !opts.inject_stalls.is_empty() && runtimes.is_empty() {
+        anyhow::bail!("--inject-stall: no workerd process found under the edge server to stop");
+    }
+    let witness = Witness::start(runtimes.clone());
     let splitter = understudy_compiler::simulate::fleet::Splitter::new(
         understudy_compiler::simulate::fleet::Split::Uniform,
         k,
@@ -286,6 +291,13 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         limit: Duration::from_micros(sc.requests * sc.interval_us) + Duration::from_secs(30),
     };
     let split_for = if k > 1 { split.as_slice() } else { &[] };
+    let injector = (!opts.inject_stalls.is_empty()).then(|| {
+        stall::inject(
+            runtimes.iter().map(|w| w.pid).collect(),
+            opts.inject_stalls.clone(),
+            start,
+        )
+    });
     let (obs, statuses) = rt.block_on(drive(
         cfg,
         &edge.addrs,
@@ -296,6 +308,11 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         bar.clone(),
     ));
     bar.finish_and_clear();
+    let injected = match injector.map(|t| t.join()) {
+        Some(Ok(r)) => r?,
+        Some(Err(_)) => anyhow::bail!("the stall injector failed"),
+        None => Vec::new(),
+    };
     let obs = obs?;
     let origin_stats = origin.stats();
     let mut per_isolate = Vec::new();
@@ -347,13 +364,15 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
                         addr
                     };
                     let p = &plan[o.index as usize];
-                    let since = start.elapsed().as_secs_f64() * 1000.0 - window.1;
+                    let sent_ms = start.elapsed().as_secs_f64() * 1000.0;
                     let got = driver::once(&mut conn, to, p, opts.timeout).await;
                     probes.push(UserProbe {
                         user: o.user.clone().unwrap_or_default(),
                         tier: got.headers.tier.clone(),
                         age_s: got.headers.age.as_deref().and_then(|a| a.parse().ok()),
-                        since_fault_end_ms: since,
+                        since_fault_end_ms: sent_ms - window.1,
+                        sent_ms,
+                        latency_ms: got.latency_ms,
                     });
                 }
             });
@@ -361,6 +380,7 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         }
         user_probes = Some(probes);
     }
+    let witness = witness.stop(start);
     drop(edge);
     origin.shutdown();
 
@@ -378,5 +398,7 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         user_probes,
         fault,
         per_isolate,
+        witness,
+        injected,
     })
 }

@@ -1,11 +1,15 @@
 //! The drill's timeline picture (`timeline.svg`): every request as a dot at (arrival,
 //! latency) coloured by what answered it, the fault window shaded, the budget as a line,
-//! and the breaker's mode as a band along the top. SVG only, text laid out by plotters'
-//! built-in estimate: no system fonts, nothing to install.
+//! the breaker's mode as a band along the top, the host's stalls the witness saw as dark
+//! bars rising from the axis (a bar's height is the stall's length on the latency scale, so
+//! an answer it made late stands beside a bar of its lateness), and every answer a check
+//! blames ringed. SVG only, text laid out by plotters' built-in estimate: no system fonts,
+//! nothing to install.
 
 use plotters::prelude::*;
 
 use super::observe::{mode_kind, Observed, SeenTransition};
+use crate::witness::Stall;
 use understudy_core::breaker::Mode;
 
 const ORIGIN: RGBColor = RGBColor(46, 139, 87);
@@ -18,6 +22,7 @@ const TIERS: [RGBColor; 5] = [
     RGBColor(120, 120, 120),
 ];
 const FAULT: RGBColor = RGBColor(255, 215, 215);
+const STALL: RGBColor = RGBColor(60, 60, 60);
 /// Roughly the most dots drawn (see the stride below).
 const MAX_POINTS: usize = 6000;
 
@@ -51,6 +56,10 @@ pub struct Picture<'a> {
     /// The mode before the first transition (`None`: not exposed).
     pub initial_mode: Option<&'static str>,
     pub budget_ms: f64,
+    /// The host's stalls the witness saw.
+    pub stalls: &'a [Stall],
+    /// The requests a check blames on the edge.
+    pub blamed: Vec<u64>,
 }
 
 /// Renders the SVG text.
@@ -182,6 +191,40 @@ pub fn render(p: &Picture<'_>) -> Result<String, String> {
                 .label(format!("{name} ({count})"))
                 .legend(move |(x, y)| Circle::new((x + 6, y), 4, color.filled()));
         }
+        // The witness: one bar per stall, at least a pixel wide.
+        let px_s = end_s / 1000.0;
+        chart
+            .draw_series(p.stalls.iter().map(|st| {
+                let (a, b) = (
+                    st.from_ms / 1000.0,
+                    (st.to_ms / 1000.0).max(st.from_ms / 1000.0 + px_s),
+                );
+                Rectangle::new([(a, 0.0), (b, st.ms().min(band))], STALL.filled())
+            }))
+            .map_err(|e| e.to_string())?
+            .label(format!(
+                "host stalls seen by the witness ({}, height = ms held)",
+                p.stalls.len()
+            ))
+            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], STALL.filled()));
+        let blamed: Vec<(f64, f64)> = p
+            .obs
+            .iter()
+            .filter(|o| p.blamed.contains(&o.index))
+            .map(|o| (o.sent_ms / 1000.0, o.latency_ms.min(band)))
+            .collect();
+        if !blamed.is_empty() {
+            let n = blamed.len();
+            chart
+                .draw_series(
+                    blamed
+                        .into_iter()
+                        .map(|xy| Circle::new(xy, 5, BLACK.stroke_width(1))),
+                )
+                .map_err(|e| e.to_string())?
+                .label(format!("blamed on the edge ({n})"))
+                .legend(|(x, y)| Circle::new((x + 6, y), 5, BLACK.stroke_width(1)));
+        }
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
@@ -232,6 +275,12 @@ mod tests {
             transitions: &tr,
             initial_mode: Some("PRIMARY_HEALTHY"),
             budget_ms: 60.0,
+            stalls: &[Stall {
+                from_ms: 1200.0,
+                to_ms: 1350.0,
+                seen_by: vec!["workerd stopped".into()],
+            }],
+            blamed: vec![12],
         })
         .expect("renders");
         assert!(svg.starts_with("<svg"), "{}", &svg[..40]);
@@ -241,6 +290,8 @@ mod tests {
             "model faulty",
             "breaker degraded",
             "budget 60 ms",
+            "host stalls seen by the witness (1, height = ms held)",
+            "blamed on the edge (1)",
         ] {
             assert!(svg.contains(label), "missing {label}");
         }

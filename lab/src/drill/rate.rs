@@ -81,7 +81,18 @@ pub fn find(opts: &Options, lo: f64, hi: f64, steps: usize) -> Result<Found> {
         eprintln!("drill --find-rate: probing {rate:.0} req/s…");
         match run(&o) {
             Ok(Some(out)) => {
-                let broken: Vec<String> = out.broken().iter().map(|v| v.name.to_string()).collect();
+                // An inconclusive check counts against the rate too: at that rate the host
+                // stalled the run, which says it cannot carry it here either.
+                let broken: Vec<String> = out
+                    .broken()
+                    .iter()
+                    .map(|v| v.name.to_string())
+                    .chain(
+                        out.inconclusive()
+                            .iter()
+                            .map(|v| format!("{} (inconclusive)", v.name)),
+                    )
+                    .collect();
                 let p95 = out.json["figures"]["latency"]["p95_ms"].as_f64();
                 eprintln!(
                     "drill --find-rate: {rate:.0} req/s: p95 {} ms, {}",

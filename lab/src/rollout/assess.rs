@@ -58,6 +58,8 @@ pub struct Outcome {
     /// never changed).
     pub active_after: Option<String>,
     pub checks: Vec<Check>,
+    /// [T-WITNESS] What the host's witness saw while the traffic ran (`Trace::report`).
+    pub witness: serde_json::Value,
 }
 
 impl Outcome {
@@ -237,5 +239,6 @@ pub fn assess(
         record: rec,
         active_after: None,
         checks,
+        witness: serde_json::Value::Null,
     }
 }

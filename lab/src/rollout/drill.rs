@@ -189,6 +189,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         "the rollout's front",
     )?;
     let front = Front::new(&url)?;
+    // [T-WITNESS] The host beside the rollout: its workerd (every version and the front).
+    let witness = crate::witness::Witness::start(server.runtimes());
     eprintln!(
         "drill --rollout: {old} → {new} at {rate_rps:.0} req/s through {url}, steps {:?}%",
         opts.slo.steps
@@ -201,6 +203,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let limit = Duration::from_micros(sc.requests * sc.interval_us);
     let stop = Arc::new(AtomicBool::new(false));
     let start_epoch = epoch_ms();
+    let started = Instant::now();
     let load = {
         let (stop, addr) = (Arc::clone(&stop), front_addr(&url)?);
         let (concurrency, timeout) = (opts.concurrency, opts.timeout);
@@ -249,6 +252,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .join()
         .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
     let deployments = front.deployments();
+    let witness = witness.stop(started);
     drop(server);
     origin.shutdown();
     let (code, killed) = driven?;
@@ -270,6 +274,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         killed,
     );
     outcome.active_after = active_after;
+    outcome.witness = witness.report();
     Ok(outcome)
 }
 

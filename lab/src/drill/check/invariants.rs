@@ -1,12 +1,55 @@
 //! One function per invariant a drill checks; each returns its verdict with a detail a
-//! reader can act on (the first few offending requests).
+//! reader can act on (the first few offending requests). The checks of time name their
+//! offenders and are judged against the witness's stalls ([`super::blame`]); the checks of
+//! content (`ANSWERED`, `DISCLOSED`, `NOT_EMPTY`) are never excused: no stall makes an
+//! answer missing, undisclosed or empty.
 
+use super::blame::{excused_requests, Offender};
 use super::recovery::Recovery;
 use super::{
-    can_always_answer, disclosure_gaps, first_few, write_through_tier, Context, Latency, Verdict,
-    FAULT_END_GUARD_MS,
+    can_always_answer, disclosure_gaps, first_few, late_recovery, write_through_tier, Context,
+    Latency, Verdict, FAULT_END_GUARD_MS,
 };
 use crate::drill::observe::Observed;
+
+/// An answer's offender for a limit of time it passed.
+pub(super) fn over_limit(o: &Observed, limit_ms: f64) -> Offender {
+    Offender::late(
+        format!(
+            "request {} (HTTP {}, {:.1} ms, sent at {:.0} ms)",
+            o.index, o.status, o.latency_ms, o.sent_ms
+        ),
+        Some(o.index),
+        o.sent_ms,
+        o.sent_ms + o.latency_ms,
+        o.latency_ms - limit_ms,
+    )
+}
+
+/// Answers over `limit` as offenders of a latency percentile, and whether the percentile
+/// holds without the excused ones.
+fn percentile_judged(
+    v: Verdict,
+    obs: &[Observed],
+    cx: &Context<'_>,
+    limit: f64,
+    pick: fn(&Latency) -> f64,
+) -> Verdict {
+    let offenders = obs
+        .iter()
+        .filter(|o| o.status != 0 && o.latency_ms > limit)
+        .map(|o| over_limit(o, limit))
+        .collect();
+    v.judged(offenders, cx.stalls, |excused| {
+        let set = excused_requests(excused);
+        let rest = Latency::of(
+            obs.iter()
+                .filter(|o| o.status != 0 && !set.contains(&o.index))
+                .map(|o| o.latency_ms),
+        );
+        pick(&rest) <= limit
+    })
+}
 
 /// Every request got an answer.
 pub fn answered(obs: &[Observed]) -> Verdict {
@@ -102,24 +145,28 @@ pub fn latency_budget(obs: &[Observed], cx: &Context<'_>, lat: &Latency) -> Verd
         .iter()
         .filter(|o| o.status != 0 && o.latency_ms > ceiling)
         .count();
-    Verdict::new(
+    let v = Verdict::new(
         "LATENCY_BUDGET",
         lat.p99_ms <= ceiling,
         format!(
             "p99 {:.1} ms vs budget {} ms + slack {:.1} ms = {:.1} ms ({over} answers over it, max {:.1} ms)",
             lat.p99_ms, cx.policy.budget.total_ms, cx.slack_ms, ceiling, lat.max_ms
         ),
-    )
+    );
+    percentile_judged(v, obs, cx, ceiling, |l| l.p99_ms)
 }
 
 /// `[drill] p95_max`.
-pub fn p95_max(cx: &Context<'_>, lat: &Latency) -> Verdict {
+pub fn p95_max(obs: &[Observed], cx: &Context<'_>, lat: &Latency) -> Verdict {
     match cx.limits.p95_max_ms {
-        Some(max) => Verdict::new(
-            "P95_MAX",
-            lat.p95_ms <= max as f64,
-            format!("p95 {:.1} ms, limit {max} ms", lat.p95_ms),
-        ),
+        Some(max) => {
+            let v = Verdict::new(
+                "P95_MAX",
+                lat.p95_ms <= max as f64,
+                format!("p95 {:.1} ms, limit {max} ms", lat.p95_ms),
+            );
+            percentile_judged(v, obs, cx, max as f64, |l| l.p95_ms)
+        }
         None => Verdict::skipped("P95_MAX", "no [drill] p95_max"),
     }
 }
@@ -167,11 +214,46 @@ pub fn degrade_within(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Ver
     if !live_in_fault.is_empty() {
         detail.push_str(&format!(": {}", first_few(&live_in_fault)));
     }
-    Verdict::new("DEGRADE_WITHIN", ok, detail)
+    // A live answer in the fault came after the deadline that should have cut it (the model
+    // is slow there); anything else undisclosed is not a matter of time. A late trip is the
+    // breaker's lateness past the limit, over the time from the onset.
+    let deadline = cx.policy.budget.deadline_ms as f64;
+    let mut offenders: Vec<Offender> = obs
+        .iter()
+        .filter(in_window)
+        .filter(|o| !o.is_degraded())
+        .map(|o| {
+            if o.is_live() && o.latency_ms > deadline {
+                over_limit(o, deadline)
+            } else {
+                Offender::not_timing(
+                    format!("request {} (HTTP {}) was not degraded", o.index, o.status),
+                    Some(o.index),
+                    o.sent_ms,
+                )
+            }
+        })
+        .collect();
+    match (cx.breaker_visible, rec.degraded_after_ms) {
+        (true, Some(d)) if d > limit as f64 => offenders.push(Offender::late(
+            format!("the breaker's degradation, {d:.0} ms after the onset"),
+            None,
+            start,
+            start + d,
+            d - limit as f64,
+        )),
+        (true, None) => offenders.push(Offender::not_timing(
+            "the breaker, which never degraded",
+            None,
+            end,
+        )),
+        _ => {}
+    }
+    Verdict::new("DEGRADE_WITHIN", ok, detail).judged_all(offenders, cx.stalls)
 }
 
 /// `[drill] recover_within`: healthy again this soon after the fault's end.
-pub fn recover_within(cx: &Context<'_>, rec: &Recovery) -> Verdict {
+pub fn recover_within(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Verdict {
     let (Some(limit), Some(_)) = (cx.limits.recover_within_ms, cx.fault) else {
         return Verdict::skipped("RECOVER_WITHIN", "no [drill] recover_within or no fault");
     };
@@ -200,7 +282,7 @@ pub fn recover_within(cx: &Context<'_>, rec: &Recovery) -> Verdict {
             ),
         ),
     };
-    Verdict::new("RECOVER_WITHIN", ok, detail)
+    late_recovery::judge(Verdict::new("RECOVER_WITHIN", ok, detail), obs, cx, rec)
 }
 
 /// The write-through tier was rewritten by live answers after the fault.
@@ -226,6 +308,52 @@ pub fn user_tier_repopulated(cx: &Context<'_>) -> Verdict {
                     )
                 })
                 .collect();
+            // A probe answered by another tier met a user tier that did not answer in
+            // time: its read timeout is how late it came. A stale entry is not a matter of
+            // time.
+            let read_timeout = cx
+                .policy
+                .cascade
+                .tiers
+                .iter()
+                .find(|t| t.name == tier)
+                .map(|t| t.kind.timeout_ms())
+                .unwrap_or(0) as f64;
+            let offenders = probes
+                .iter()
+                .filter(|p| p.tier.as_deref() != Some(tier.as_str()) || p.age_s.is_none())
+                .map(|p| {
+                    let what = format!("user {}'s probe, answered by {:?}", p.user, p.tier);
+                    if p.tier.as_deref() != Some(tier.as_str()) && p.latency_ms > 0.0 {
+                        Offender::late(
+                            what,
+                            None,
+                            p.sent_ms,
+                            p.sent_ms + p.latency_ms,
+                            read_timeout,
+                        )
+                    } else {
+                        Offender::not_timing(what, None, p.sent_ms)
+                    }
+                })
+                .chain(
+                    probes
+                        .iter()
+                        .filter(|p| p.tier.as_deref() == Some(tier.as_str()) && p.age_s.is_some())
+                        .filter(|p| {
+                            stale
+                                .iter()
+                                .any(|s| s.contains(&format!("user {} ", p.user)))
+                        })
+                        .map(|p| {
+                            Offender::not_timing(
+                                format!("user {}'s entry, {:?} s old", p.user, p.age_s),
+                                None,
+                                p.sent_ms,
+                            )
+                        }),
+                )
+                .collect();
             Verdict::new(
                 "USER_TIER_REPOPULATED",
                 stale.is_empty(),
@@ -238,6 +366,7 @@ pub fn user_tier_repopulated(cx: &Context<'_>) -> Verdict {
                     first_few(&stale)
                 },
             )
+            .judged_all(offenders, cx.stalls)
         }
         (Some(_), Some(_), Some(_)) => Verdict::new(
             "USER_TIER_REPOPULATED",

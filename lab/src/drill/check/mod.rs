@@ -14,16 +14,25 @@
 //! - `RECOVER_WITHIN`: healthy again (the breaker, and ≥ 99% of answers live from then on)
 //!   within `recover_within` of the end.
 //! - `USER_TIER_REPOPULATED`: users answered live after recovery have fresh user-tier entries.
+//!
+//! A check that breaks is judged ([`blame`]): its offending answers are blamed on the edge
+//! (the verdict fails, the exit code is 1) or excused by stalls of the host the witness saw
+//! (the verdict is inconclusive, the exit code 3 when nothing failed).
 
 use serde::Serialize;
 use understudy_core::policy::{Policy, Promise};
 
+pub mod blame;
+pub mod compared;
 mod invariants;
+mod late_recovery;
 mod recovery;
 
 pub use super::figures::{figures, percentile, Figures, Latency};
 use super::limits::Limits;
-use super::observe::{Observed, SeenTransition};
+use super::observe::{IsolateSeen, Observed, SeenTransition};
+use crate::witness::Stalls;
+pub use blame::{Excused, Judgement, Offender};
 pub use recovery::{normalized_at, recovery, Recovery, NORMAL_LIVE_SHARE};
 
 pub const ALERT_STALLED: &str = "ALERT_RECOVERY_PROBE_STALLED";
@@ -35,30 +44,65 @@ pub const FAULT_END_GUARD_MS: f64 = 50.0;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
     pub name: &'static str,
-    /// `None`: not checked (the limit is absent, or the edge did not expose what it needs).
+    /// Whether the check held as measured; `None`: not checked (the limit is absent, or the
+    /// edge did not expose what it needs).
     pub ok: Option<bool>,
+    /// What a check that did not hold comes to: failed (the edge is to blame) or
+    /// inconclusive (stalls of the host explain every answer that broke it).
+    pub judgement: Judgement,
     pub detail: String,
+    /// The offenders blamed on the edge (the first [`blame::LISTED`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blamed: Vec<Offender>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub blamed_count: usize,
+    /// The offenders stalls excused, with the stalls (the first [`blame::LISTED`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excused: Vec<Excused>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub excused_count: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Verdict {
-    fn new(name: &'static str, ok: bool, detail: impl Into<String>) -> Verdict {
+    /// A verdict as measured; one that broke is failed until [`Verdict::judged`] looks at
+    /// why.
+    pub fn new(name: &'static str, ok: bool, detail: impl Into<String>) -> Verdict {
         Verdict {
             name,
             ok: Some(ok),
+            judgement: if ok {
+                Judgement::Held
+            } else {
+                Judgement::Failed
+            },
             detail: detail.into(),
+            blamed: Vec::new(),
+            blamed_count: 0,
+            excused: Vec::new(),
+            excused_count: 0,
         }
     }
 
-    fn skipped(name: &'static str, detail: impl Into<String>) -> Verdict {
+    pub fn skipped(name: &'static str, detail: impl Into<String>) -> Verdict {
         Verdict {
-            name,
             ok: None,
-            detail: detail.into(),
+            judgement: Judgement::NotChecked,
+            ..Verdict::new(name, true, detail)
         }
     }
 
+    /// Broken, and the edge is to blame.
     pub fn broken(&self) -> bool {
-        self.ok == Some(false)
+        self.judgement == Judgement::Failed
+    }
+
+    /// Broken only by answers that stalls of the host explain.
+    pub fn inconclusive(&self) -> bool {
+        self.judgement == Judgement::Inconclusive
     }
 }
 
@@ -71,6 +115,9 @@ pub struct UserProbe {
     pub age_s: Option<u64>,
     /// ms between the fault's end and this probe.
     pub since_fault_end_ms: f64,
+    /// When it was sent (ms after the first arrival) and how long its answer took.
+    pub sent_ms: f64,
+    pub latency_ms: f64,
 }
 
 /// Everything the checks need besides the observations.
@@ -89,6 +136,12 @@ pub struct Context<'a> {
     pub user_probes: Option<&'a [UserProbe]>,
     /// `--time-scale` (1 for a full-length run).
     pub time_scale: f64,
+    /// The stalls of the host the witness saw.
+    pub stalls: &'a Stalls,
+    /// The model's latency when it is healthy (the scenario's `[model] latency`).
+    pub healthy_model_ms: f64,
+    /// `--isolates K` (K > 1): each isolate's requests and transitions; empty for one.
+    pub isolates: &'a [IsolateSeen],
 }
 
 impl Context<'_> {
@@ -183,9 +236,9 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
         invariants::disclosed(obs),
         invariants::not_empty(obs, cx),
         invariants::latency_budget(obs, cx, &lat),
-        invariants::p95_max(cx, &lat),
+        invariants::p95_max(obs, cx, &lat),
         invariants::degrade_within(obs, cx, rec),
-        invariants::recover_within(cx, rec),
+        invariants::recover_within(obs, cx, rec),
         invariants::user_tier_repopulated(cx),
     ]
 }
@@ -202,3 +255,5 @@ pub fn write_through_tier(policy: &Policy) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_blame;

@@ -39,12 +39,22 @@ fn normal(live: usize, len: usize) -> bool {
 /// answer after the fault's end from which the later answers are [`normal`] (None: never,
 /// within the run).
 pub fn normalized_at(obs: &[Observed], fault_end: f64) -> Option<f64> {
+    normalized_at_with(obs, fault_end, Observed::is_live)
+}
+
+/// [`normalized_at`] with `live` saying which answers count as live (a judgement sets the
+/// excused misses aside by counting them so).
+pub fn normalized_at_with(
+    obs: &[Observed],
+    fault_end: f64,
+    live: impl Fn(&Observed) -> bool,
+) -> Option<f64> {
     let mut after: Vec<&Observed> = obs.iter().filter(|o| o.sent_ms >= fault_end).collect();
     after.sort_by_key(|o| o.index);
     let mut live_suffix = 0usize;
     let mut at = None;
     for (n, o) in after.iter().enumerate().rev() {
-        if o.is_live() {
+        if live(o) {
             live_suffix += 1;
             if normal(live_suffix, after.len() - n) {
                 at = Some(o.scheduled_ms);

@@ -4,6 +4,8 @@ use super::invariants::recover_within;
 use super::*;
 use understudy_core::policy::TierKind;
 
+static NO_STALLS: Stalls = Stalls::NONE;
+
 fn policy() -> Policy {
     understudy_compiler::fixtures::sample_policy()
 }
@@ -23,6 +25,9 @@ fn cx<'a>(
         slack_ms: 10.0,
         user_probes: None,
         time_scale: 1.0,
+        stalls: &NO_STALLS,
+        healthy_model_ms: 25.0,
+        isolates: &[],
     }
 }
 
@@ -307,13 +312,13 @@ fn a_scaled_run_counts_the_settling_after_the_breakers_close_unscaled() {
     assert_eq!(rec.breaker_healthy_after_ms, Some(1000.0));
     assert_eq!(rec.recovered_after_ms, Some(1900.0));
     // At full scale the settling is the recovery's own time: 1.9 s against 1.5 s.
-    let v = recover_within(&full, &rec);
+    let v = recover_within(&obs, &full, &rec);
     assert!(v.broken(), "{}", v.detail);
     // At scale 0.1 the breaker's clocks shrank but the host's did not: 900 ms of settling
     // count as 90, and the trip delay's 100 ms as 10: 1,000 + 90 + 10 is within 1,500.
     let mut scaled = cx(&p, limits, Some((1000.0, 5000.0)), &tr);
     scaled.time_scale = 0.1;
-    let v = recover_within(&scaled, &rec);
+    let v = recover_within(&obs, &scaled, &rec);
     assert_eq!(v.ok, Some(true), "{}", v.detail);
     assert!(
         v.detail
@@ -330,7 +335,7 @@ fn a_scaled_run_counts_the_settling_after_the_breakers_close_unscaled() {
         scaled.unscaled_settle_ms(late.breaker_healthy_after_ms, late.recovered_after_ms),
         0.0
     );
-    assert!(recover_within(&scaled, &late).broken());
+    assert!(recover_within(&obs, &scaled, &late).broken());
 }
 
 #[test]
@@ -376,6 +381,8 @@ fn user_tier_entries_must_be_newer_than_the_fault() {
         tier: Some(tier.clone()),
         age_s: Some(2),
         since_fault_end_ms: 3500.0,
+        sent_ms: 8500.0,
+        latency_ms: 50.0,
     }];
     let mut c = cx(&p, limits, Some((1000.0, 5000.0)), &tr);
     c.user_probes = Some(&fresh);
@@ -386,6 +393,8 @@ fn user_tier_entries_must_be_newer_than_the_fault() {
         tier: Some(tier),
         age_s: Some(3600),
         since_fault_end_ms: 3500.0,
+        sent_ms: 8500.0,
+        latency_ms: 50.0,
     }];
     c.user_probes = Some(&old);
     let v = check(&obs, &c, &recovery(&obs, &c));

@@ -61,11 +61,7 @@ impl Traces {
 }
 
 fn verdict(name: &'static str, ok: bool, detail: String) -> Verdict {
-    Verdict {
-        name,
-        ok: Some(ok),
-        detail,
-    }
+    Verdict::new(name, ok, detail)
 }
 
 fn alert_names(s: &Option<Value>) -> Vec<String> {

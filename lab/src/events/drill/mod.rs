@@ -62,9 +62,14 @@ impl Outcome {
 
 pub fn run(opts: &Options) -> Result<Outcome> {
     let prepared = prepare::prepare(opts)?;
+    // [T-WITNESS] The host beside the run; no process is watched, for the edge is killed
+    // and started again half-way.
+    let witness = crate::witness::Witness::start(Vec::new());
+    let started = std::time::Instant::now();
     let observed = exercise::exercise(opts, &prepared.setup, &prepared.stack)?;
     let ledger = prepared.stack.stop();
-    let outcome = judge::judge(opts, &prepared.setup, &observed, &ledger);
+    let mut outcome = judge::judge(opts, &prepared.setup, &observed, &ledger);
+    outcome.json["witness"] = witness.stop(started).report();
     if let Some(dir) = &opts.report {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         std::fs::write(
