@@ -107,7 +107,7 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
     api.state.figures[ids.old] = { rps: 400, degraded: 0, unavailable: 0, latencyMs: 30 };
     api.state.figures[ids.good] = { rps: 400, degraded: 0, unavailable: 0, latencyMs: 31 };
     const r = await ok(["releases", "rollout", ids.good, "--registry", reg, ...SHORT]);
-    assert.match(r.stdout, /done: at 100%/);
+    assert.match(r.stdout, /advanced to 100%/);
     assert.deepEqual(api.deployed(WORKER), [
       { [ids.old]: 90, [ids.good]: 10 },
       { [ids.old]: 50, [ids.good]: 50 },
@@ -115,7 +115,7 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
     ]);
     assert.equal((await readFile(join(reg, "ACTIVE"), "utf8")).trim(), ids.good);
     const list = JSON.parse((await ok(["releases", "list", "--registry", reg, "--format", "json"])).stdout);
-    assert.equal(list.releases.find((x) => x.id === ids.good).rollout, "done: at 100%");
+    assert.equal(list.releases.find((x) => x.id === ids.good).rollout, "advanced to 100%");
     // Every query carried the token and named both releases.
     assert.ok(api.state.sql.length >= 4);
     for (const q of api.state.sql) assert.match(q, new RegExp(`blob1 IN \\('${ids.old}', '${ids.good}'\\)`));
@@ -128,7 +128,7 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
     const before = api.deployed(WORKER).length;
     const r = await run(["releases", "rollout", ids.bad, "--registry", reg, ...SHORT]);
     assert.equal(r.status, 1, `${r.stdout}\n${r.stderr}`);
-    assert.match(r.stdout, /roll back/);
+    assert.match(r.stdout, /rolled back/);
     assert.deepEqual(api.deployed(WORKER).slice(before), [
       { [ids.good]: 90, [ids.bad]: 10 },
       { [ids.good]: 100 },

@@ -82,6 +82,11 @@ exits! {
     RolledBack = 1, "`releases rollout`",
         "the rollout rolled the new release back: a figure worse than the old version's with \
          evidence, or too many holds at one step (each judgement is printed with its evidence)";
+    /// `releases rollout --abort`: the rollout was aborted by an operator.
+    Aborted = 3, "`releases rollout`",
+        "the rollout was aborted (`--abort`): the old version is back at 100%, or, with \
+         `--force` over a deployment that is not the rollout's, nothing was deployed and the \
+         rollout is recorded as aborted";
     /// `events`: the edge refused the operator's request.
     Refused = 1, "`events`",
         "the edge refused the operator's request with a 4xx other than 401 (replay switched \
@@ -98,11 +103,12 @@ exits! {
     /// The command could not run: usage, I/O, a registry it cannot use, a program or server
     /// that is missing or failed.
     UsageOrIo = 2, EVERY_COMMAND,
-        "the command could not run: a usage error (clap's own, a flag's value, an unknown \
-         code for `explain`); a file it reads or writes (missing, not a regular file, not \
+        "the command could not run: a usage error (clap's own, a flag's value, a rollout \
+         setting outside its range, an unknown code for `explain`); a file it reads or writes (missing, not a regular file, not \
          UTF-8, not writable), a scenario or origin script that does not parse; a registry \
          it cannot use (locked by another understudy without `--wait`, no such release, a \
-         release or its history damaged); something it needs that is missing or failed (the \
+         release or its history damaged, a rollout that has not ended or whose record is \
+         damaged); something it needs that is missing or failed (the \
          prebuilt edge, `node`, the edge, the origin; for `events`: no admin token, or the \
          edge refused it with 401 or failed with a 5xx)";
     /// `drill`: what broke, stalls of the host explain; nothing is blamed on the edge.

@@ -16,6 +16,7 @@ mod exit;
 use args::{Cli, Command};
 
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     cmd::set_color(cli.color);
     let result = match cli.command {
@@ -35,4 +36,24 @@ fn main() -> ExitCode {
         Command::Events(args) => cmd::events::run(args),
     };
     exit::of(result)
+}
+
+/// A reader that stopped reading (`understudy releases status | head`) ends the command
+/// quietly, as it ends `git log | head`: Rust ignores SIGPIPE and `println!` panics on the
+/// closed pipe, so the panic of a write to a closed stdout exits 0 with nothing on stderr.
+/// Every other panic is reported as usual.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

@@ -19,6 +19,7 @@ use understudy_compiler::release::rollout::{Figures, Histogram, Phase, Slo};
 /// version answers `per_ms` answers per 50 µs at the given degraded share.
 struct Scripted {
     reg: std::path::PathBuf,
+    old: String,
     new: String,
     deployed: Vec<(u8, Option<Phase>)>,
     degraded_new: f64,
@@ -27,6 +28,8 @@ struct Scripted {
     fail_at: Option<u8>,
     /// Every figures query fails (the SQL API down, the token revoked).
     no_figures: bool,
+    /// What the platform serves, when not the rollout's split (a newer deployment).
+    serving: Option<Vec<(String, u8)>>,
 }
 
 impl Driver for Scripted {
@@ -46,6 +49,14 @@ impl Driver for Scripted {
         }
         self.percent = p;
         Ok(())
+    }
+    fn current(&mut self) -> Result<Vec<(String, u8)>> {
+        Ok(self.serving.clone().unwrap_or_else(|| {
+            vec![
+                (self.old.clone(), 100 - self.percent),
+                (self.new.clone(), self.percent),
+            ]
+        }))
     }
     fn figures(&mut self, from: u64, to: u64) -> Result<(Figures, Figures)> {
         if self.no_figures {
@@ -115,7 +126,11 @@ fn start(reg: &Registry, new: &str, d: &mut Scripted, at: u64) -> Result<record:
     run(
         reg,
         new,
-        Start::New { old: None, slo },
+        Start::New {
+            old: None,
+            slo,
+            force: false,
+        },
         d,
         &mut Fake(at),
         &mut Vec::new(),
@@ -130,12 +145,14 @@ fn resume(reg: &Registry, new: &str, d: &mut Scripted, at: u64) -> Result<record
 fn driver(env: &Env, new: &str, degraded_new: f64) -> Scripted {
     Scripted {
         reg: env.p("reg"),
+        old: env.active(),
         new: new.into(),
         deployed: Vec::new(),
         degraded_new,
         percent: 0,
         fail_at: None,
         no_figures: false,
+        serving: None,
     }
 }
 
@@ -152,6 +169,7 @@ fn a_good_release_is_rolled_out_step_by_step_and_becomes_active() {
         Start::New {
             old: None,
             slo: slo(),
+            force: false,
         },
         &mut d,
         &mut Fake(1_000_000),
@@ -176,11 +194,11 @@ fn a_good_release_is_rolled_out_step_by_step_and_becomes_active() {
         history.lines().last().unwrap().contains("\"rollout\""),
         "{history}"
     );
-    assert!(out.contains("at 10%: advance"), "{out}");
+    assert!(out.contains("at 10%: advanced"), "{out}");
     env.ok(&["releases", "verify", "--registry", "reg"]);
     let s = env.ok(&["releases", "status", "--registry", "reg"]);
     assert!(
-        s.stdout.contains("done: at 100%") && s.stdout.contains("at 50%: advance"),
+        s.stdout.contains("advanced to 100%") && s.stdout.contains("at 50%: advanced"),
         "{}",
         s.stdout
     );
@@ -277,6 +295,7 @@ fn figures_that_never_come_stop_the_rollout_resumable_instead_of_waiting_for_eve
         Start::New {
             old: None,
             slo: slo(),
+            force: false,
         },
         &mut d,
         &mut Fake(1_000_000),
@@ -294,8 +313,11 @@ fn figures_that_never_come_stop_the_rollout_resumable_instead_of_waiting_for_eve
         Phase::Watching,
         "kept at its step, resumable"
     );
-    // The registry was usable meanwhile and is now: another writer takes its lock at once.
-    env.ok(&["releases", "verify", "--registry", "reg"]);
+    // The registry is usable (another writer takes its lock at once), and `verify` names
+    // the rollout left at its split with its way out.
+    let v = env.run(&["releases", "verify", "--registry", "reg"]);
+    assert_eq!(v.code, 2, "{}", v.stdout);
+    assert!(v.stdout.contains("no controller runs it"), "{}", v.stdout);
 }
 
 #[test]

@@ -41,26 +41,158 @@ impl Default for Slo {
     }
 }
 
+/// The valid range of each rollout setting, declared once: the policy's `[rollout]` keys
+/// (`parse::rollout`), `releases rollout`'s flags, its `--dry-run` and `drill --rollout`
+/// are all checked against these, with the same codes ([`Slo::problems`]).
+pub mod range {
+    /// A step's share of traffic, in percent.
+    pub const STEP_PERCENT: (u64, u64) = (1, 100);
+    /// The dwell: at least the SQL API's freshness, at most a day.
+    pub const DWELL_MS: (u64, u64) = (1_000, 86_400_000);
+    pub const MIN_ANSWERS: (u64, u64) = (1, 1_000_000_000);
+    pub const MAX_HOLDS: (u64, u64) = (0, 1_000);
+    /// Every margin, absolute or relative.
+    pub const MARGIN: (f64, f64) = (0.0, 1.0);
+}
+
+/// One rollout setting refused: its code, the setting (the policy key's name: `dwell`), the
+/// value as given, and the message and fix with `{key}` standing for how the setting was
+/// given (`--dwell`, `rollout.dwell`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub code: crate::codes::Code,
+    pub key: &'static str,
+    pub value: String,
+    pub message: String,
+    pub help: String,
+}
+
+impl Problem {
+    /// The message, the setting named as `named(key)` says (`--dwell`, `rollout.dwell`).
+    pub fn message_for(&self, named: &dyn Fn(&str) -> String) -> String {
+        let name = named(self.key);
+        if self.message.contains("{key}") {
+            self.message.replace("{key}", &name)
+        } else {
+            format!("`{name}` is {}: {}", self.value, self.message)
+        }
+    }
+
+    /// The problem as the command line shows it: code, message with the value, the fix.
+    pub fn render(&self, named: &dyn Fn(&str) -> String) -> String {
+        format!(
+            "error[{}]: {}\n  = help: {}",
+            self.code.as_str(),
+            self.message_for(named),
+            self.help.replace("{key}", &named(self.key))
+        )
+    }
+}
+
+/// What a zero would switch off, for each setting that has one (the policy's diagnostics
+/// say the same: `parse::problem`).
+pub fn switched_off(key: &str) -> &'static str {
+    match key {
+        "dwell" => "every step would be judged at once, on answers that have not come yet",
+        "min_answers" => "a step could be judged on no answers at all",
+        "steps" => "the new version would get no traffic to be judged on",
+        _ => "it switches its mechanism off",
+    }
+}
+
+fn out_of_range(key: &'static str, shown: String, zero: bool, range: String) -> Problem {
+    let message = if zero {
+        format!(
+            "`{{key}}` is {shown}: {} (valid: {range})",
+            switched_off(key)
+        )
+    } else {
+        format!("`{{key}}` is {shown}, outside its valid range {range}")
+    };
+    Problem {
+        code: crate::codes::Code::OutOfRange,
+        key,
+        value: shown,
+        message,
+        help: format!("use a value in {range}; docs/policy.md gives each key's range and why"),
+    }
+}
+
 impl Slo {
-    /// What is wrong with these settings, if anything.
-    pub fn problems(&self) -> Vec<String> {
+    /// Every setting that is refused, with the policy's codes: `ERR_OUT_OF_RANGE` for a value
+    /// outside [`range`], `ERR_ROLLOUT_STEPS` for steps that do not increase to 100.
+    pub fn problems(&self) -> Vec<Problem> {
+        use understudy_core::time::format_duration as dur;
         let mut out = Vec::new();
-        if self.steps.is_empty() || self.steps.last() != Some(&100) {
-            out.push("steps must end at 100".into());
+        let steps = self
+            .steps
+            .iter()
+            .map(u8::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let (lo, hi) = range::STEP_PERCENT;
+        if let Some(bad) = self
+            .steps
+            .iter()
+            .find(|p| !(lo..=hi).contains(&u64::from(**p)))
+        {
+            out.push(out_of_range(
+                "steps",
+                format!("{steps} (a step of {bad}%)"),
+                *bad == 0,
+                format!("{lo}..={hi} for each step"),
+            ));
+        } else if self.steps.windows(2).any(|w| w[0] >= w[1]) || self.steps.last() != Some(&100) {
+            out.push(Problem {
+                code: crate::codes::Code::RolloutSteps,
+                key: "steps",
+                value: steps.clone(),
+                message: format!(
+                    "the rollout's steps {:?} do not increase to 100",
+                    self.steps
+                ),
+                help: "list increasing percentages ending at 100, e.g. [1, 10, 50, 100]".into(),
+            });
         }
-        if self.steps.windows(2).any(|w| w[0] >= w[1]) || self.steps.first() == Some(&0) {
-            out.push("steps must increase from above 0".into());
+        let (lo, hi) = range::DWELL_MS;
+        if !(lo..=hi).contains(&self.dwell_ms) {
+            out.push(out_of_range(
+                "dwell",
+                if self.dwell_ms == 0 {
+                    "0s".into()
+                } else {
+                    dur(self.dwell_ms)
+                },
+                self.dwell_ms == 0,
+                format!("{}..={}", dur(lo), dur(hi)),
+            ));
         }
-        if self.min_answers == 0 {
-            out.push("min_answers must be at least 1".into());
+        for (key, v, (lo, hi)) in [
+            ("min_answers", self.min_answers, range::MIN_ANSWERS),
+            ("max_holds", u64::from(self.max_holds), range::MAX_HOLDS),
+        ] {
+            if !(lo..=hi).contains(&v) {
+                out.push(out_of_range(
+                    key,
+                    v.to_string(),
+                    v == 0,
+                    format!("{lo}..={hi}"),
+                ));
+            }
         }
-        for (name, m) in [
+        let (lo, hi) = range::MARGIN;
+        for (key, m) in [
             ("degraded_margin", self.degraded_margin),
             ("unavailable_margin", self.unavailable_margin),
             ("p95_margin", self.p95_margin),
         ] {
-            if !(m.is_finite() && (0.0..=1.0).contains(&m)) {
-                out.push(format!("{name} must be within 0..=1"));
+            if !(m.is_finite() && (lo..=hi).contains(&m)) {
+                out.push(out_of_range(
+                    key,
+                    m.to_string(),
+                    false,
+                    format!("{lo}..={hi}"),
+                ));
             }
         }
         out

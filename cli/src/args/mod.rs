@@ -12,8 +12,8 @@ pub use bake::BakeArgs;
 pub use events::{EventsArgs, EventsCommand};
 pub use publish::PublishArgs;
 pub use releases::{
-    AddArgs, DiffArgs, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
-    RollbackArgs, RolloutArgs, SloArgs, StatusArgs, UploadArgs,
+    AddArgs, DeployArgs, DiffArgs, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs,
+    ReleasesCommand, RollbackArgs, RolloutArgs, SloArgs, StatusArgs, UploadArgs,
 };
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -329,6 +329,11 @@ pub struct DrillArgs {
     pub inject_stall: Vec<String>,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
+    /// With --rollout: read the releases' policies as of this instant (RFC 3339) instead of
+    /// now, so a release whose catalog snapshot is past its ceiling today can still be drilled
+    /// as of when it was validated.
+    #[arg(long)]
+    pub now: Option<String>,
     #[command(flatten)]
     pub rollout: RolloutDrillArgs,
 }

@@ -32,6 +32,10 @@ pub enum ReleasesCommand {
     /// Roll a release out gradually against the active one, judged on the fallback's own SLO
     /// (docs/rollout.md): advance, hold or roll back at each step.
     Rollout(RolloutArgs),
+    /// Deploy a release's Workers version at 100% on Cloudflare (uploading it first when it
+    /// has none): what `rollback` prints after moving ACTIVE, and what `rollback --deploy`
+    /// runs. Refused while a rollout has not ended.
+    Deploy(DeployArgs),
     /// The running (or last) rollout: its step, and every judgement with its evidence.
     Status(StatusArgs),
     /// Check the registry: every release's files and ID, the history, ACTIVE, leftovers of
@@ -152,9 +156,28 @@ pub struct RolloutArgs {
     /// Continue the recorded rollout of ID (after a crash or a kill).
     #[arg(long, conflicts_with = "abort")]
     pub resume: bool,
-    /// Revert the recorded rollout of ID: the old version back at 100%.
+    /// Revert the recorded rollout of ID: the old version back at 100% (exit 3), unless the
+    /// deployment serving now is not the rollout's (then nothing is deployed).
     #[arg(long)]
     pub abort: bool,
+    /// A new rollout: start even over a rollout record that never ended or is damaged (that
+    /// record is kept aside). With --abort: abort a damaged record (rebuilt from the active
+    /// release), or record the rollout as aborted without deploying when the deployment
+    /// serving now is not its split.
+    #[arg(long, conflicts_with = "resume")]
+    pub force: bool,
+    /// Write the rollout's record (rollout.json) and its timeline (rollout.svg: the new
+    /// version's share and the judged figures over time) into this directory at the end.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DeployArgs {
+    /// The release to deploy.
+    pub id: String,
+    #[command(flatten)]
+    pub registry: RegistryArg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -176,27 +199,60 @@ pub struct SloArgs {
     #[arg(long, value_delimiter = ',', value_name = "P,P,…")]
     pub steps: Option<Vec<u8>>,
     /// The least time at each step before a judgement, e.g. 5m [default: 5m].
-    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_setting_duration, allow_hyphen_values = true)]
     pub dwell: Option<Duration>,
     /// The least answers from each version in a step's window before a judgement
     /// [default: 1200].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub min_answers: Option<u64>,
     /// How much worse the new version's degraded share may be (absolute) [default: 0.02].
-    #[arg(long, value_name = "SHARE")]
+    #[arg(long, value_name = "SHARE", allow_negative_numbers = true)]
     pub degraded_margin: Option<f64>,
     /// How much worse its no-tier 5xx share may be (absolute) [default: 0.005].
-    #[arg(long, value_name = "SHARE")]
+    #[arg(long, value_name = "SHARE", allow_negative_numbers = true)]
     pub unavailable_margin: Option<f64>,
     /// How much slower its p95 may be (relative: 0.2 is 20%) [default: 0.2].
-    #[arg(long, value_name = "SHARE")]
+    #[arg(long, value_name = "SHARE", allow_negative_numbers = true)]
     pub p95_margin: Option<f64>,
     /// Holds at one step before the rollout rolls back [default: 6].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_holds: Option<u32>,
 }
 
+/// `--dwell`: a duration as the policy writes it; a sign is refused by name.
+fn parse_setting_duration(s: &str) -> Result<Duration, String> {
+    if s.starts_with('-') {
+        return Err(format!(
+            "`{s}` is negative: a dwell is a time to wait, from 1s to 1d (ERR_OUT_OF_RANGE)"
+        ));
+    }
+    parse_wait(s)
+}
+
 impl SloArgs {
+    /// Whether the setting named by its policy key (`dwell`) was given on the command line.
+    pub fn given(&self, key: &str) -> bool {
+        match key {
+            "steps" => self.steps.is_some(),
+            "dwell" => self.dwell.is_some(),
+            "min_answers" => self.min_answers.is_some(),
+            "degraded_margin" => self.degraded_margin.is_some(),
+            "unavailable_margin" => self.unavailable_margin.is_some(),
+            "p95_margin" => self.p95_margin.is_some(),
+            "max_holds" => self.max_holds.is_some(),
+            _ => false,
+        }
+    }
+
+    /// A setting as the messages name it: the flag when given, else the policy's key.
+    pub fn name(&self, key: &str) -> String {
+        if self.given(key) {
+            format!("--{}", key.replace('_', "-"))
+        } else {
+            format!("rollout.{key}")
+        }
+    }
+
     /// The SLO: `base` (the policy's `[rollout]`, or the defaults), then the command line's
     /// settings.
     pub fn over(

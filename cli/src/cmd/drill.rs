@@ -28,6 +28,9 @@ pub fn run(mut args: DrillArgs) -> anyhow::Result<ExitCode> {
     {
         anyhow::bail!("--steps, --dwell, --min-answers, the margins and --max-holds go with --rollout OLD NEW");
     }
+    if args.now.is_some() {
+        anyhow::bail!("--now goes with --rollout OLD NEW: a policy drill reads its policy with the inventory snapshot stamped as taken now, so it is never stale");
+    }
     let Some(policy) = args.policy.take() else {
         anyhow::bail!("name the policy to drill (or --rollout OLD NEW --registry DIR)");
     };
@@ -243,7 +246,17 @@ fn rollout(args: &DrillArgs) -> anyhow::Result<ExitCode> {
     let [old, new] = pair.as_slice() else {
         anyhow::bail!("--rollout takes two release IDs: OLD NEW");
     };
+    let reg = understudy_compiler::release::registry::Registry::open(registry)?;
+    let slo = r.slo.over(super::rollouts::policy_slo(&reg, new)?);
+    // The same pre-flight as `releases rollout`'s, flags named as given.
+    understudy_compiler::release::rollout::preflight::settings(&slo, &|k| r.slo.name(k))?;
+    let now = args
+        .now
+        .as_deref()
+        .map(|n| super::parse_now(Some(n)))
+        .transpose()?;
     let opts = rd::Options {
+        now,
         registry: registry.clone(),
         old: (old != "active").then(|| old.clone()),
         new: new.clone(),
@@ -251,10 +264,7 @@ fn rollout(args: &DrillArgs) -> anyhow::Result<ExitCode> {
         rate: args.rate,
         concurrency: args.concurrency,
         timeout: std::time::Duration::from_millis(args.timeout_ms.clamp(1, 60_000)),
-        slo: r.slo.over(super::rollouts::policy_slo(
-            &understudy_compiler::release::registry::Registry::open(registry)?,
-            new,
-        )?),
+        slo,
         expect: r.expect.map(|e| match e {
             crate::args::ExpectArg::Advance => Expect::Advance,
             crate::args::ExpectArg::Rollback => Expect::RollBack,
@@ -264,15 +274,23 @@ fn rollout(args: &DrillArgs) -> anyhow::Result<ExitCode> {
     };
     let o = rd::run(&opts)?;
     if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir)?;
+        super::rollouts::write_report(dir, &o.record)?;
+        // The drill's outcome (its checks, the front's deployments) over the record's JSON.
         std::fs::write(dir.join("rollout.json"), serde_json::to_vec_pretty(&o)?)?;
     }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&o)?),
         Format::Human => {
             println!(
-                "\nrollout {} → {} at {:.0} req/s: {:?}; {} answers ({} old, {} new, {} unanswered)",
-                o.old, o.new, o.rate_rps, o.phase, o.answers, o.old_answers, o.new_answers, o.unanswered
+                "\nrollout {} → {} at {:.0} req/s: {}; {} answers ({} old, {} new, {} unanswered)",
+                o.old,
+                o.new,
+                o.rate_rps,
+                o.record.summary(),
+                o.answers,
+                o.old_answers,
+                o.new_answers,
+                o.unanswered
             );
             let steps: Vec<String> = o
                 .deployments

@@ -12,8 +12,8 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::json;
 
 use crate::args::{
-    AddArgs, DiffArgs, Format, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
-    RollbackArgs,
+    AddArgs, DeployArgs, DiffArgs, Format, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs,
+    ReleasesCommand, RollbackArgs,
 };
 use crate::exit::Exit;
 use understudy_compiler::dist::edge;
@@ -55,9 +55,11 @@ pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
         }
         ReleasesCommand::Rollout(a) => Ok(match super::rollouts::rollout(&a)? {
             None | Some(Phase::Done) => Exit::Ok,
+            Some(Phase::Aborted | Phase::Aborting) => Exit::Aborted,
             Some(_) => Exit::RolledBack,
         }
         .into()),
+        ReleasesCommand::Deploy(a) => deploy(&a),
         ReleasesCommand::Status(a) => super::rollouts::status(&a).map(|()| Exit::Ok.into()),
         ReleasesCommand::Verify(a) => verify(&a),
         ReleasesCommand::Repair(a) => repair(&a),
@@ -283,16 +285,6 @@ fn promote(args: &PromoteArgs) -> Result<ExitCode> {
 fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
     let now = super::parse_now(args.now.as_deref())?;
     let reg = args.registry.open("releases rollback")?;
-    if let Some(r) = understudy_compiler::release::rollout::record::running(&reg)? {
-        bail!(
-            "a rollout of {} (from {}) is running: {}; stop its controller and revert it with \
-             `understudy releases rollout {} --abort` (or continue it with --resume) first",
-            r.new,
-            r.old,
-            r.summary(),
-            r.new
-        );
-    }
     let r = ops::rollback(
         &reg,
         &OpsRollback {
@@ -318,37 +310,71 @@ fn rollback(args: &RollbackArgs) -> Result<ExitCode> {
     }
     println!("active: {}", r.release.id());
     if args.deploy {
-        let id = r.release.id().to_string();
-        let wrangler = cloudflare::Wrangler::from_env();
-        let version = match understudy_compiler::release::versions::read(&reg, &id)? {
-            Some(u) if u.version_id.is_some() => u.version_id,
-            _ => cloudflare::upload(&reg, &id, &wrangler, false, now_ms())?
-                .and_then(|u| u.version_id),
-        }
-        .ok_or_else(|| anyhow::anyhow!("release {id} has no Workers version after its upload"))?;
-        let message = format!("understudy rollback to {id}");
-        let deploy = understudy_compiler::release::rollout::cloudflare::deploy_args(
-            &version, &version, 100, &message,
-        );
-        wrangler.run(&r.release.dir, &deploy).with_context(|| {
-            format!(
-                "ACTIVE is {id} now, but its deployment failed; run the deployment again (not the \
-                 rollback): cd {} && wrangler {}",
-                r.release.dir.display(),
-                deploy.join(" ")
-            )
-        })?;
-        println!("deployed: Workers version {version} ({id}) at 100%");
+        deploy_at_100(&reg, &r.release, now)?;
     } else {
         println!(
-            "deploy it with: {}",
-            r.release.dir.join(DEPLOY_SCRIPT).display()
+            "deploy it (the version at 100%, no rebuild): understudy releases deploy {} --registry {}",
+            r.release.id(),
+            reg.root.display()
         );
     }
+    drop(r.deployment);
     Ok(Exit::Ok.into())
 }
 
 use super::now_ms;
+
+/// Deploys `release` on Cloudflare at 100% (`wrangler versions deploy`): at once when it has a
+/// Workers version, after uploading it when it has none. The caller holds the deployment lock.
+fn deploy_at_100(
+    reg: &Registry,
+    release: &understudy_compiler::release::registry::Release,
+    _now: understudy_core::Millis,
+) -> Result<()> {
+    let id = release.id().to_string();
+    let wrangler = cloudflare::Wrangler::from_env();
+    let version = match understudy_compiler::release::versions::read(reg, &id)? {
+        Some(u) if u.version_id.is_some() => u.version_id,
+        _ => cloudflare::upload(reg, &id, &wrangler, false, now_ms())?.and_then(|u| u.version_id),
+    }
+    .ok_or_else(|| anyhow::anyhow!("release {id} has no Workers version after its upload"))?;
+    let message = format!("understudy deployment of {id}");
+    let deploy = understudy_compiler::release::rollout::cloudflare::deploy_args(
+        &version, &version, 100, &message,
+    );
+    wrangler.run(&release.dir, &deploy).with_context(|| {
+        format!(
+            "the deployment of {id} failed; run it again: understudy releases deploy {id} \
+             --registry {}",
+            reg.root.display()
+        )
+    })?;
+    println!("deployed: Workers version {version} ({id}) at 100%");
+    Ok(())
+}
+
+/// `releases deploy ID`: the release's Workers version at 100%, under the deployment lock and
+/// never over a rollout that has not ended.
+fn deploy(args: &DeployArgs) -> Result<ExitCode> {
+    let reg = args.registry.open("releases deploy")?;
+    let _deployment = understudy_compiler::release::rollout::guard::take(
+        &reg,
+        "releases deploy",
+        args.registry.wait,
+        false,
+    )?;
+    understudy_compiler::release::rollout::guard::settled(&reg, "releases deploy")?;
+    let id = reg.resolve(&args.id)?;
+    let release = reg.load(&id)?;
+    deploy_at_100(&reg, &release, understudy_core::Millis(now_ms()))?;
+    if reg.active()?.as_deref() != Some(id.as_str()) {
+        eprintln!(
+            "note: ACTIVE names {}, not {id}; `understudy releases promote {id}` makes the registry say what serves",
+            reg.active()?.unwrap_or_else(|| "nothing".into())
+        );
+    }
+    Ok(Exit::Ok.into())
+}
 
 fn print_findings(report: &registry::check::Report) {
     for f in &report.findings {
@@ -365,7 +391,11 @@ fn print_findings(report: &registry::check::Report) {
 fn verify(args: &RegistryArg) -> Result<ExitCode> {
     let reg = args.open("releases verify")?;
     let _lock = reg.lock_to_read()?;
-    let report = registry::check::check(&reg, now_ms())?;
+    let mut report = registry::check::check(&reg, now_ms())?;
+    // The deployment records (rollouts/, versions/) beside the releases.
+    report
+        .findings
+        .extend(understudy_compiler::release::records::findings(&reg)?);
     for r in &report.releases {
         match r.problems.first() {
             None => println!("ok       {}", r.id),
@@ -401,7 +431,14 @@ fn verify(args: &RegistryArg) -> Result<ExitCode> {
 fn repair(args: &RegistryArg) -> Result<ExitCode> {
     let reg = args.open("releases repair")?;
     let _lock = reg.lock_to_read()?;
-    let r = registry::repair::repair(&reg, now_ms())?;
+    let records_before = understudy_compiler::release::records::findings(&reg)?;
+    let mut r = registry::repair::repair(&reg, now_ms())?;
+    r.done
+        .extend(understudy_compiler::release::records::repair(&reg)?);
+    r.before.findings.extend(records_before);
+    r.after
+        .findings
+        .extend(understudy_compiler::release::records::findings(&reg)?);
     if r.before.is_clean() {
         println!("registry {}: ok, nothing to repair", reg.root.display());
         return Ok(Exit::Ok.into());

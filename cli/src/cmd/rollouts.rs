@@ -1,25 +1,56 @@
 //! `understudy releases upload | rollout | status` (docs/rollout.md, ADR 012): a release
 //! uploaded as a Workers version, rolled out gradually against the active one on the
 //! fallback's own SLO, and what the registry records of it. `releases.rs` maps what these
-//! return to exit codes (0 rolled out, 1 rolled back, 2 could not run).
+//! return to exit codes (0 rolled out, 1 rolled back, 2 could not run, 3 aborted).
 
-use anyhow::Result;
+use std::io::Write;
+
+use anyhow::{bail, Context as _, Result};
 
 use crate::args::{Format, RolloutArgs, StatusArgs, UploadArgs};
+use understudy_compiler::release::record::rfc3339;
 use understudy_compiler::release::registry::Registry;
 use understudy_compiler::release::rollout::cloudflare::driver::{self as cloudflare, Cloudflare};
 use understudy_compiler::release::rollout::record::{self as rollout_record, RolloutRecord};
 use understudy_compiler::release::rollout::run::{self as rollout_run, Start, Wall};
-use understudy_compiler::release::rollout::{Judgement, Phase};
+use understudy_compiler::release::rollout::{guard, preflight, progress, Phase};
 
 /// `releases rollout`: runs the rollout to its end; how it ended (`None` for a rehearsal).
 pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
     let reg = args.registry.open("releases rollout")?;
+    let named = |key: &str| args.slo.name(key);
+    let slo = args.slo.over(policy_slo(&reg, &args.id)?);
+    // The pre-flight, on every path and before any driver or network: the settings, the
+    // releases, no rollout left unended (docs/rollout.md, "Misuse").
+    if args.resume {
+        // The record's own settings; flags would be ignored, so they are refused.
+        if let Some(k) = SETTINGS.iter().find(|k| args.slo.given(k)) {
+            bail!(
+                "--resume continues the recorded rollout with its recorded settings; drop {}",
+                named(k)
+            );
+        }
+    } else {
+        preflight::settings(&slo, &named)?;
+    }
+    if !args.resume && !args.abort {
+        preflight::new_rollout(
+            &reg,
+            &preflight::Ask {
+                new: &args.id,
+                old: args.from.as_deref(),
+                slo: &slo,
+                force: args.force,
+                named: &named,
+            },
+        )?;
+    }
     let mut driver: Box<dyn rollout_run::Driver> = match &args.front {
         Some(front) => Box::new(understudy_lab::rollout::front::Front::new(front)?),
         None => {
             let new = reg.resolve(&args.id)?;
-            let old = match (&args.from, rollout_record::read(&reg, &new)?) {
+            let recorded = rollout_record::read(&reg, &new).ok().flatten();
+            let old = match (&args.from, recorded) {
                 (Some(o), _) => o.clone(),
                 // --resume / --abort: the recorded rollout's old release.
                 (None, Some(r)) if args.resume || args.abort => r.old,
@@ -33,7 +64,6 @@ pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
             let mut cf = Cloudflare::new(&reg, &old, &new, args.dry_run)?;
             if args.dry_run {
                 // A rehearsal: nothing deployed, nothing recorded.
-                let slo = args.slo.over(policy_slo(&reg, &new)?);
                 cf.rehearse(&slo, super::now_ms(), &mut std::io::stdout())?;
                 println!(
                     "rehearsed the rollout of {new} from {old}: nothing was deployed or recorded"
@@ -46,11 +76,15 @@ pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
     let start = if args.resume {
         Start::Resume
     } else if args.abort {
-        Start::Abort
+        Start::Abort {
+            force: args.force,
+            slo,
+        }
     } else {
         Start::New {
             old: args.from.clone(),
-            slo: args.slo.over(policy_slo(&reg, &args.id)?),
+            slo,
+            force: args.force,
         }
     };
     let rec = rollout_run::run(
@@ -61,67 +95,173 @@ pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
         &mut Wall,
         &mut std::io::stdout(),
     )?;
+    if let Some(dir) = &args.report {
+        write_report(dir, &rec)?;
+        println!("report: {}", dir.display());
+    }
     Ok(Some(rec.state.phase))
 }
 
-/// `releases status`: the running (or last, or named) rollout.
+/// The settings, by their policy keys.
+const SETTINGS: [&str; 7] = [
+    "steps",
+    "dwell",
+    "min_answers",
+    "degraded_margin",
+    "unavailable_margin",
+    "p95_margin",
+    "max_holds",
+];
+
+/// `--report DIR`: the record as JSON and its timeline as a picture.
+pub fn write_report(dir: &std::path::Path, rec: &RolloutRecord) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::write(dir.join("rollout.json"), serde_json::to_vec_pretty(rec)?)
+        .with_context(|| format!("cannot write {}", dir.join("rollout.json").display()))?;
+    let svg = understudy_lab::rollout::plot::render(rec).map_err(anyhow::Error::msg)?;
+    std::fs::write(dir.join("rollout.svg"), svg)
+        .with_context(|| format!("cannot write {}", dir.join("rollout.svg").display()))
+}
+
+/// `releases status`: the running (or last, or named) rollout, and any damaged record.
 pub fn status(args: &StatusArgs) -> Result<()> {
     let reg = args.registry.open("releases status")?;
+    let listing = rollout_record::list(&reg)?;
     let rec = match &args.id {
         Some(id) => {
             let id = reg.resolve(id)?;
-            rollout_record::read(&reg, &id)?
+            listing.records.iter().find(|r| r.new == id).cloned()
         }
-        None => match rollout_record::running(&reg)? {
-            Some(r) => Some(r),
-            None => rollout_record::all(&reg)?.into_iter().last(),
-        },
+        None => listing
+            .records
+            .iter()
+            .find(|r| !r.finished())
+            .or(listing.records.last())
+            .cloned(),
     };
+    let controller = guard::holder(&reg);
+    let now = super::now_ms();
+    let mut out = std::io::stdout().lock();
     match args.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "rollout": rec }))?
-        ),
-        Format::Human => match &rec {
-            None => println!("no rollout in {}", reg.root.display()),
-            Some(r) => show(r),
-        },
+        Format::Json => {
+            let damaged: Vec<_> = listing
+                .damaged
+                .iter()
+                .map(|d| serde_json::json!({"id": d.id, "error": d.error, "way_out": d.way_out(&reg)}))
+                .collect();
+            let doc = serde_json::json!({
+                "rollout": rec,
+                "phase": rec.as_ref().map(|r| r.state.phase.word()),
+                "summary": rec.as_ref().map(RolloutRecord::summary),
+                "started_at": rec.as_ref().map(|r| rfc3339(r.started_at_ms)),
+                "updated_at": rec.as_ref().map(|r| rfc3339(r.updated_at_ms)),
+                "next_judgement_at": rec.as_ref().and_then(|r| r.state.due.filter(|_| !r.finished())).map(rfc3339),
+                "earliest_end_at": rec.as_ref().and_then(|r| progress::earliest_end(r, now)).map(rfc3339),
+                "controller": controller.as_ref().map(|h| serde_json::json!({"pid": h.pid, "host": h.host, "since": h.since})),
+                "damaged": damaged,
+            });
+            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        }
+        Format::Human => {
+            for d in &listing.damaged {
+                writeln!(
+                    out,
+                    "DAMAGED rollout record of {}: {}",
+                    d.id,
+                    d.way_out(&reg)
+                )?;
+            }
+            match &rec {
+                None => writeln!(out, "no rollout in {}", reg.root.display())?,
+                Some(r) => show(&mut out, r, controller.as_ref(), now)?,
+            }
+        }
     }
     Ok(())
 }
 
-fn show(r: &RolloutRecord) {
-    println!(
+fn show(
+    out: &mut dyn Write,
+    r: &RolloutRecord,
+    controller: Option<&understudy_compiler::release::registry::lock::Holder>,
+    now: u64,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
         "rollout of {} from {} ({}): {}",
         r.new,
         r.old,
         r.driver,
         r.summary()
-    );
-    println!(
-        "  steps {:?}%, dwell {:.1} s, at least {} answers each, margins: degraded {}, no-tier 5xx {}, p95 {}%; at most {} holds",
+    )?;
+    writeln!(
+        out,
+        "  started {}, last recorded {}",
+        rfc3339(r.started_at_ms),
+        rfc3339(r.updated_at_ms)
+    )?;
+    match (controller, r.finished()) {
+        (Some(h), _) => writeln!(
+            out,
+            "  controller: running (process {} on {}, since {})",
+            h.pid, h.host, h.since
+        )?,
+        (None, false) => writeln!(
+            out,
+            "  controller: NOT running — the rollout is stranded at its split; continue it with \
+             `understudy releases rollout {} --resume` or revert it with `--abort`",
+            r.new
+        )?,
+        (None, true) => {}
+    }
+    writeln!(
+        out,
+        "  steps {:?}%, dwell {}, at least {} answers each, margins: degraded share +{:.2}%, \
+         no-tier 5xx share +{:.2}%, p95 +{:.0}%; at most {} holds",
         r.slo.steps,
-        r.slo.dwell_ms as f64 / 1000.0,
+        progress::span(r.slo.dwell_ms),
         r.slo.min_answers,
-        r.slo.degraded_margin,
-        r.slo.unavailable_margin,
+        r.slo.degraded_margin * 100.0,
+        r.slo.unavailable_margin * 100.0,
         r.slo.p95_margin * 100.0,
         r.slo.max_holds
-    );
+    )?;
+    if !r.finished() {
+        writeln!(out, "  now: {}", progress::heartbeat(r, now, None))?;
+    }
+    let deployed: Vec<String> = r
+        .state
+        .deployed
+        .iter()
+        .map(|d| format!("{}% at {}", d.new_percent, rfc3339(d.at)))
+        .collect();
+    if !deployed.is_empty() {
+        writeln!(out, "  deployed: {}", deployed.join(", "))?;
+    }
     for l in &r.state.log {
-        let (word, reasons) = match &l.judgement {
-            Judgement::Advance { reasons } => ("advance", reasons),
-            Judgement::Hold { reasons } => ("hold", reasons),
-            Judgement::RollBack { reasons } => ("roll back", reasons),
-        };
-        println!(
-            "  at {}%: {word} (old {} answers, new {})",
-            l.step, l.evidence.old.answers, l.evidence.new.answers
-        );
-        for reason in reasons {
-            println!("      {reason}");
+        writeln!(
+            out,
+            "  {} {}",
+            rfc3339(l.at),
+            progress::judgement(l, r.slo.min_answers)
+                .split_once("  ")
+                .map_or("", |x| x.1)
+        )?;
+        for reason in progress::verdict(&l.judgement).1 {
+            writeln!(out, "      {reason}")?;
         }
     }
+    if r.finished() {
+        let end = r.state.deployed.last().map_or(r.updated_at_ms, |d| d.at);
+        writeln!(
+            out,
+            "  ended {} after {}; the new release served: {}",
+            rfc3339(end),
+            progress::span(end.saturating_sub(r.started_at_ms)),
+            progress::exposure(r, end)
+        )?;
+    }
+    Ok(())
 }
 
 /// `releases upload`.

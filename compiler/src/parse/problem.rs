@@ -29,6 +29,9 @@ fn switched_off(key: &str) -> &'static str {
     if key.starts_with("events.") {
         return events_off(leaf);
     }
+    if key.starts_with("rollout.") {
+        return crate::slo::switched_off(leaf);
+    }
     match leaf {
         "total" | "deadline" => "no request could be answered in time",
         "attempt_timeout" | "read_timeout" | "timeout" | "slow_call_p95" | "probe_p95" => {

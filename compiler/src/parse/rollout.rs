@@ -8,8 +8,8 @@ use toml_span::value::Value;
 use toml_span::{DeserError, Deserialize};
 
 use super::leaf::*;
-use super::origin::DAY;
 use super::table::{Problems, Table, Unknown};
+use crate::slo::range::{DWELL_MS, MAX_HOLDS, MIN_ANSWERS, STEP_PERCENT};
 use crate::slo::Slo;
 
 /// [R-GRADUAL] The rollout's steps, pace and SLO.
@@ -19,11 +19,11 @@ use crate::slo::Slo;
 pub struct RawRollout {
     /// The new version's share at each step, in percent: increasing, ending at 100
     /// (default [1, 10, 50, 100]).
-    pub steps: Option<Spanned<NonEmpty<Count<1, 100>>>>,
+    pub steps: Option<Spanned<NonEmpty<Count<{ STEP_PERCENT.0 }, { STEP_PERCENT.1 }>>>>,
     /// Least time at each step before a judgement (default 5m, 1s..=1d).
-    pub dwell: Option<Spanned<Dur<1_000, DAY>>>,
+    pub dwell: Option<Spanned<Dur<{ DWELL_MS.0 }, { DWELL_MS.1 }>>>,
     /// Least answers from each version in a step's window before a judgement (default 1200).
-    pub min_answers: Option<Spanned<Count<1, 1_000_000_000>>>,
+    pub min_answers: Option<Spanned<Count<{ MIN_ANSWERS.0 }, { MIN_ANSWERS.1 }>>>,
     /// How much worse the new version's degraded share may be, absolute (default 0.02).
     pub degraded_margin: Option<Spanned<Ratio<true>>>,
     /// How much worse its no-tier 5xx share may be, absolute (default 0.005).
@@ -31,7 +31,7 @@ pub struct RawRollout {
     /// How much slower its p95 may be, relative (default 0.2: 20%).
     pub p95_margin: Option<Spanned<Ratio<true>>>,
     /// Holds at one step before the rollout rolls back (default 6, 0..=1000).
-    pub max_holds: Option<Spanned<Count<0, 1000>>>,
+    pub max_holds: Option<Spanned<Count<{ MAX_HOLDS.0 }, { MAX_HOLDS.1 }>>>,
     #[serde(skip)]
     pub span: Span,
     #[serde(skip)]

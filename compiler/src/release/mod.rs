@@ -19,6 +19,7 @@ pub mod freshness;
 pub mod ops;
 pub mod pipeline;
 pub mod record;
+pub mod records;
 pub mod registry;
 pub mod rollout;
 pub mod size;

@@ -11,6 +11,7 @@ use super::freshness::Freshness;
 use super::pipeline::{self, PolicySource, Request};
 use super::record::{self, Kind};
 use super::registry::{Registry, Release};
+use super::rollout::guard;
 use super::{invalid, Invalid};
 use crate::validate::CatalogFiles;
 
@@ -31,6 +32,12 @@ pub fn publish(
     now: Millis,
     promote: bool,
 ) -> Result<Published> {
+    // Moving ACTIVE: the deployment lock first (a rollout's controller holds it), then the
+    // registry's, in the order every command takes them.
+    let _deployment = match promote {
+        true => Some(moving_active(reg)?),
+        false => None,
+    };
     let _lock = reg.lock()?;
     let staged = pipeline::stage(baked, kind, parent, note, now.0)?;
     let (release, existed) = reg.publish(staged)?;
@@ -45,6 +52,15 @@ pub fn publish(
         existed,
         promoted: promote,
     })
+}
+
+/// The deployment lock for a command that moves `ACTIVE` (waiting as `--wait` says), and
+/// no rollout left unended: ACTIVE belongs to a rollout until it ends (`rollout::guard`).
+fn moving_active(reg: &Registry) -> Result<super::registry::lock::Lock> {
+    let command = reg.lock_options.command.clone();
+    let lock = guard::take(reg, &command, reg.lock_options.wait, false)?;
+    guard::settled(reg, &command)?;
+    Ok(lock)
 }
 
 /// Refuses (as [`Invalid`]) a release whose catalog snapshot is past its policy's ceiling,
@@ -85,6 +101,7 @@ fn check_bake(release: &Release) -> Result<()> {
 
 /// `releases promote ID`.
 pub fn promote(reg: &Registry, id: &str, now: Millis, force: bool) -> Result<Release> {
+    let _deployment = moving_active(reg)?;
     let _lock = reg.lock()?;
     let id = reg.resolve(id)?;
     let release = reg.load(&id)?;
@@ -111,6 +128,9 @@ pub struct RolledBack {
     /// Whether the target's policy was re-paired with the current catalog.
     pub repaired: bool,
     pub warnings: String,
+    /// The deployment lock, still held: the caller's deployment of the release rolled back
+    /// to (`--deploy`) happens under it.
+    pub deployment: super::registry::lock::Lock,
 }
 
 /// The release to roll back to when none is named: the most recently active release whose
@@ -144,6 +164,7 @@ fn previous_policy(reg: &Registry, current: &Release) -> Result<String> {
 
 /// `releases rollback [--to ID] [--with-its-catalog] [--force]`.
 pub fn rollback(reg: &Registry, args: &RollbackArgs<'_>) -> Result<RolledBack> {
+    let deployment = moving_active(reg)?;
     let lock = reg.lock()?;
     let current_id = reg.active()?.with_context(|| {
         format!(
@@ -186,6 +207,7 @@ pub fn rollback(reg: &Registry, args: &RollbackArgs<'_>) -> Result<RolledBack> {
             existed: true,
             repaired: false,
             warnings: String::new(),
+            deployment,
         });
     };
 
@@ -263,6 +285,7 @@ pub fn rollback(reg: &Registry, args: &RollbackArgs<'_>) -> Result<RolledBack> {
         existed,
         repaired: true,
         warnings: baked.warnings,
+        deployment,
     })
 }
 

@@ -17,7 +17,10 @@
 //! as an origin incident hurting both versions — holds.
 
 pub mod cloudflare;
+pub mod guard;
 pub mod latency;
+pub mod preflight;
+pub mod progress;
 pub mod record;
 pub mod run;
 
@@ -80,7 +83,7 @@ fn share(
     let (new_lo, new_hi) = wilson(c(new_k), c(new_n));
     let (old_lo, new_lo) = (old_lo.max(0.0), new_lo.max(0.0));
     let shown = format!(
-        "{name}: new {:.2}% [{:.2}, {:.2}] of {new_n}, old {:.2}% [{:.2}, {:.2}] of {old_n}, margin {:.2}",
+        "{name}: new {:.2}% [{:.2}, {:.2}] of {new_n}, old {:.2}% [{:.2}, {:.2}] of {old_n}, margin +{:.2}%",
         100.0 * new_k as f64 / new_n.max(1) as f64,
         100.0 * new_lo,
         100.0 * new_hi,
@@ -175,6 +178,16 @@ pub struct State {
     pub phase: Phase,
     /// Every judgement so far, with its step and evidence.
     pub log: Vec<Logged>,
+    /// Every deployment confirmed, with when (the timeline of `status` and `--report`).
+    #[serde(default)]
+    pub deployed: Vec<Deployed>,
+}
+
+/// A deployment the driver confirmed: the new version's share from `at` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployed {
+    pub at: u64,
+    pub new_percent: u8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,10 +198,34 @@ pub enum Phase {
     /// Deployed: waiting out the dwell, then judging.
     Watching,
     Done,
-    /// The old version at 100% is asked for and not yet confirmed (a judgement against the
-    /// new one, or `--abort`): not finished — a killed controller asks for it again.
+    /// The old version at 100% is asked for and not yet confirmed after a judgement against
+    /// the new one: not finished — a killed controller asks for it again.
     RollingBack,
     RolledBack,
+    /// `--abort`: the old version at 100% asked for by an operator, not yet confirmed.
+    Aborting,
+    /// `--abort` done: the old version at 100%, no judgement against the new one.
+    Aborted,
+}
+
+impl Phase {
+    /// The phase in an operator's words (never the variant's name).
+    pub fn word(self) -> &'static str {
+        match self {
+            Phase::Deploying => "deploying",
+            Phase::Watching => "watching",
+            Phase::Done => "advanced to 100%",
+            Phase::RollingBack => "rolling back",
+            Phase::RolledBack => "rolled back",
+            Phase::Aborting => "aborting",
+            Phase::Aborted => "aborted",
+        }
+    }
+
+    /// Whether the rollout has ended (nothing more to deploy).
+    pub fn ended(self) -> bool {
+        matches!(self, Phase::Done | Phase::RolledBack | Phase::Aborted)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -228,6 +265,7 @@ impl Controller {
             holds: 0,
             phase: Phase::Deploying,
             log: Vec::new(),
+            deployed: Vec::new(),
         };
         let c = Controller { slo, state };
         let cmds = c.deploying();
@@ -240,7 +278,7 @@ impl Controller {
     pub fn resume(slo: Slo, state: State) -> (Controller, Vec<Command>) {
         let c = Controller { slo, state };
         let cmds = match c.state.phase {
-            Phase::Deploying | Phase::RollingBack => c.deploying(),
+            Phase::Deploying | Phase::RollingBack | Phase::Aborting => c.deploying(),
             _ => Vec::new(),
         };
         (c, cmds)
@@ -250,13 +288,17 @@ impl Controller {
         &self.state
     }
 
+    pub fn slo(&self) -> &Slo {
+        &self.slo
+    }
+
     fn percent(&self) -> u8 {
         self.slo.steps.get(self.state.step).copied().unwrap_or(100)
     }
 
     fn deploying(&self) -> Vec<Command> {
         let percent = match self.state.phase {
-            Phase::RollingBack | Phase::RolledBack => 0,
+            Phase::RollingBack | Phase::RolledBack | Phase::Aborting | Phase::Aborted => 0,
             _ => self.percent(),
         };
         vec![
@@ -270,12 +312,20 @@ impl Controller {
     /// The driver confirms the last deployment at `now`. At 100% the rollout is done: there
     /// is no old version left to compare with.
     pub fn deployed(&mut self, now: Millis) -> Vec<Command> {
-        if self.state.phase == Phase::RollingBack {
-            self.state.phase = Phase::RolledBack;
+        let back = match self.state.phase {
+            Phase::RollingBack => Some(Phase::RolledBack),
+            Phase::Aborting => Some(Phase::Aborted),
+            Phase::Deploying => None,
+            _ => return Vec::new(),
+        };
+        let new_percent = if back.is_some() { 0 } else { self.percent() };
+        self.state.deployed.push(Deployed {
+            at: now.0,
+            new_percent,
+        });
+        if let Some(phase) = back {
+            self.state.phase = phase;
             return vec![Command::Record(self.state.clone())];
-        }
-        if self.state.phase != Phase::Deploying {
-            return Vec::new();
         }
         if self.percent() == 100 {
             self.state.phase = Phase::Done;
@@ -343,14 +393,24 @@ impl Controller {
         }
     }
 
-    /// `rollout --abort`: the old version at 100%.
+    /// `rollout --abort`: the old version at 100%, recorded as an operator's abort — its
+    /// own phase, never mistaken for a judgement against the new version.
     pub fn abort(&mut self) -> Vec<Command> {
-        self.state.phase = Phase::RollingBack;
+        self.state.phase = Phase::Aborting;
+        self.state.due = None;
         self.deploying()
     }
 
+    /// `rollout --abort --force` when the deployment serving now is not the rollout's: the
+    /// rollout is recorded as aborted and nothing is deployed.
+    pub fn close_aborted(&mut self) -> Vec<Command> {
+        self.state.phase = Phase::Aborted;
+        self.state.due = None;
+        vec![Command::Record(self.state.clone())]
+    }
+
     pub fn finished(&self) -> bool {
-        matches!(self.state.phase, Phase::Done | Phase::RolledBack)
+        self.state.phase.ended()
     }
 }
 

@@ -11,15 +11,16 @@ pub fn check(ctx: &mut Ctx, m: &Model<'_>) {
         return;
     };
     let span = raw.steps.as_ref().map_or(raw.span, |s| s.span);
-    let steps = &slo.steps;
-    if steps.windows(2).any(|w| w[0] >= w[1]) || steps.last() != Some(&100) {
+    // The ranges were checked as the keys were read; the steps' order is checked by the
+    // rule every path to a rollout shares (`Slo::problems`).
+    for p in slo.problems() {
+        if p.code != Code::RolloutSteps {
+            continue;
+        }
         ctx.push(
-            ctx.diag(
-                Code::RolloutSteps,
-                format!("the rollout's steps {steps:?} do not increase to 100"),
-            )
-            .at(span, "steps, in percent")
-            .help("list increasing percentages ending at 100, e.g. [1, 10, 50, 100]"),
+            ctx.diag(p.code, p.message)
+                .at(span, "steps, in percent")
+                .help(p.help),
         );
     }
     for (key, margin, value_span) in [

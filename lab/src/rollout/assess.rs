@@ -95,7 +95,7 @@ pub fn assess(
         checks.push(Check {
             name: "ROLLOUT_VERDICT",
             held: got == want,
-            detail: format!("expected {want:?}, the rollout ended {got:?}"),
+            detail: format!("expected {}, the rollout ended {}", want.word(), got.word()),
         });
     }
 
@@ -122,36 +122,59 @@ pub fn assess(
         detail: format!(
             "deployed {distinct:?}% (expected {want:?}%), advanced from {advances:?}%{}",
             killed.as_ref().map_or(String::new(), |k| format!(
-                "; killed at step {} ({:?}) and resumed",
+                "; killed at step {} ({}) and resumed",
                 slo.steps[k.state.step.min(slo.steps.len() - 1)],
-                k.state.phase
+                k.state.phase.word()
             ))
         ),
     });
 
-    // No verdict on thin evidence (a rollback for holding too long is a hold, named so).
+    // No verdict on evidence the run did not have: an advance or a rollback on a judgement
+    // needs `min_answers` from each version; a rollback for holding too long is made on thin
+    // evidence by design, but never on none — a window without a single answer from either
+    // version judged nothing (a dwell too short for the traffic, a front not reached).
+    let mut held_out_on = Vec::new();
     let thin: Vec<String> = rec
         .state
         .log
         .iter()
         .filter(|l| {
-            let held_out = matches!(&l.judgement, Judgement::RollBack { reasons } if reasons.iter().any(|r| r.starts_with("held ")));
-            !matches!(l.judgement, Judgement::Hold { .. })
-                && !held_out
-                && (l.evidence.old.answers < slo.min_answers || l.evidence.new.answers < slo.min_answers)
+            let (o, n) = (l.evidence.old.answers, l.evidence.new.answers);
+            match &l.judgement {
+                Judgement::Hold { .. } => false,
+                Judgement::RollBack { reasons }
+                    if reasons.iter().any(|r| r.starts_with("held ")) =>
+                {
+                    held_out_on.push(format!("old {o} / new {n}"));
+                    o == 0 || n == 0
+                }
+                _ => o < slo.min_answers || n < slo.min_answers,
+            }
         })
-        .map(|l| format!("at {}%: old {}, new {}", l.step, l.evidence.old.answers, l.evidence.new.answers))
+        .map(|l| {
+            format!(
+                "at {}%: old {}, new {}",
+                l.step, l.evidence.old.answers, l.evidence.new.answers
+            )
+        })
         .collect();
     checks.push(Check {
         name: "ROLLOUT_EVIDENCE",
         held: thin.is_empty(),
         detail: if thin.is_empty() {
-            format!(
-                "every verdict had at least {} answers from each version",
+            let mut d = format!(
+                "every advance and rollback on a judgement had at least {} answers from each version",
                 slo.min_answers
-            )
+            );
+            if !held_out_on.is_empty() {
+                d.push_str(&format!(
+                    "; the rollback for holding too long came on {} answers",
+                    held_out_on.join(", ")
+                ));
+            }
+            d
         } else {
-            format!("verdicts on too few answers: {}", thin.join("; "))
+            format!("verdicts on evidence the run did not have: {}", thin.join("; "))
         },
     });
 
@@ -178,7 +201,7 @@ pub fn assess(
             name: "ROLLOUT_EXPOSURE",
             held: seconds * 1000.0 <= bound && lo <= share,
             detail: format!(
-                "the bad release was deployed {seconds:.2} s (bound {:.2} s) and answered {k} of {n} requests ({:.1}%, first step {:.0}%)",
+                "the rolled-back release was deployed {seconds:.2} s (bound {:.2} s) and answered {k} of {n} requests ({:.1}%, first step {:.0}%)",
                 bound / 1000.0,
                 100.0 * k as f64 / n.max(1) as f64,
                 100.0 * share
@@ -240,5 +263,117 @@ pub fn assess(
         active_after: None,
         checks,
         witness: serde_json::Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use understudy_compiler::release::rollout::{Controller, Evidence, Figures, Logged, Slo};
+
+    fn record(log: Vec<Logged>, phase: Phase) -> RolloutRecord {
+        let slo = Slo {
+            steps: vec![10, 50, 100],
+            dwell_ms: 2_000,
+            min_answers: 120,
+            ..Slo::default()
+        };
+        let (c, _) = Controller::start(slo.clone());
+        let mut state = c.state().clone();
+        state.log = log;
+        state.phase = phase;
+        RolloutRecord {
+            format: understudy_compiler::release::rollout::record::FORMAT,
+            service: "svc".into(),
+            old: "r-000000000001".into(),
+            new: "r-000000000002".into(),
+            driver: "local".into(),
+            slo,
+            state,
+            started_at_ms: 0,
+            updated_at_ms: 0,
+        }
+    }
+
+    fn logged(old: u64, new: u64, judgement: Judgement) -> Logged {
+        let f = |n| Figures {
+            answers: n,
+            ..Figures::default()
+        };
+        Logged {
+            step: 10,
+            at: 1,
+            evidence: Evidence {
+                from: 0,
+                to: 1,
+                old: f(old),
+                new: f(new),
+            },
+            judgement,
+        }
+    }
+
+    fn evidence_check(rec: RolloutRecord) -> Check {
+        let o = assess(
+            None,
+            "r-000000000001",
+            "r-000000000002",
+            200.0,
+            0,
+            &[],
+            &[],
+            rec,
+            None,
+        );
+        o.checks
+            .into_iter()
+            .find(|c| c.name == "ROLLOUT_EVIDENCE")
+            .expect("checked")
+    }
+
+    /// `drill --rollout … --dwell 0s` rolled a good release back after six holds on windows
+    /// with no answers at all, and ROLLOUT_EVIDENCE passed ("every verdict had at least 120
+    /// answers"): a verdict on a window without a single answer is evidence the run never had.
+    #[test]
+    fn a_rollback_on_a_window_without_answers_fails_the_evidence_check() {
+        let held = |o, n| {
+            logged(
+                o,
+                n,
+                Judgement::RollBack {
+                    reasons: vec!["too few answers".into(), "held 6 times at 10%: …".into()],
+                },
+            )
+        };
+        let c = evidence_check(record(vec![held(41, 0)], Phase::RolledBack));
+        assert!(!c.held, "{}", c.detail);
+        assert!(c.detail.contains("old 41, new 0"), "{}", c.detail);
+        // Thin but not empty (20 req/s: a service too thin for its min_answers): held.
+        let c = evidence_check(record(vec![held(37, 4)], Phase::RolledBack));
+        assert!(c.held, "{}", c.detail);
+        assert!(c.detail.contains("old 37 / new 4"), "{}", c.detail);
+        // An advance on fewer than min_answers: broken.
+        let adv = logged(500, 100, Judgement::Advance { reasons: vec![] });
+        assert!(!evidence_check(record(vec![adv], Phase::Done)).held);
+    }
+
+    #[test]
+    fn the_verdict_check_speaks_in_operators_words() {
+        let o = assess(
+            Some(Expect::Advance),
+            "r-000000000001",
+            "r-000000000002",
+            200.0,
+            0,
+            &[],
+            &[],
+            record(vec![], Phase::RolledBack),
+            None,
+        );
+        let c = &o.checks[0];
+        assert_eq!(
+            c.detail,
+            "expected advanced to 100%, the rollout ended rolled back"
+        );
     }
 }

@@ -50,6 +50,8 @@ pub struct Options {
     pub kill_controller: bool,
     /// The `understudy` binary that runs the controller.
     pub exe: PathBuf,
+    /// Read the releases' policies as of this instant (`--now`) instead of the clock's.
+    pub now: Option<Millis>,
 }
 
 fn controller(
@@ -120,10 +122,10 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if !root.join("node_modules/miniflare").is_dir() {
         bail!("{} has no node_modules/miniflare; run `scripts/setup.sh` there first (it runs `npm ci`)", root.display());
     }
-    let problems = opts.slo.problems();
-    if !problems.is_empty() {
-        bail!("the rollout's settings: {}", problems.join("; "));
-    }
+    understudy_compiler::release::rollout::preflight::settings(
+        &opts.slo,
+        &understudy_compiler::release::rollout::preflight::policy_key,
+    )?;
     let reg = Registry::open(&opts.registry)?;
     let new = reg.resolve(&opts.new)?;
     let old = match &opts.old {
@@ -138,11 +140,32 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let (old_rel, new_rel) = (reg.load(&old)?, reg.load(&new)?);
 
     // The traffic: the scenario's requests as the old release's policy reads them.
-    let now = Millis(epoch_ms());
+    let now = opts.now.unwrap_or(Millis(epoch_ms()));
     let loaded = load_policy(&old_rel.source_path(&old_rel.record.sources.policy), now);
-    let policy = loaded
-        .policy
-        .with_context(|| format!("release {old}: its policy does not read"))?;
+    let Some(policy) = loaded.policy.as_ref().filter(|_| !loaded.has_errors()) else {
+        // The diagnostic that stopped it, as `check` renders it (a stale snapshot says so,
+        // with its date: `--now` reads the release as of another instant).
+        let mut sources = understudy_compiler::render::Sources::default();
+        for (p, t) in &loaded.sources {
+            sources.add(p, t);
+        }
+        let shown: String = loaded
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| understudy_compiler::render::human(&sources, d))
+            .collect();
+        bail!(
+            "release {old}: its policy does not read as of {}{}:\n{shown}",
+            understudy_compiler::release::record::rfc3339(now.0),
+            if opts.now.is_some() {
+                " (--now)"
+            } else {
+                " (pass --now to read it as of another instant)"
+            }
+        );
+    };
+    let policy = policy.clone();
     let text = std::fs::read_to_string(&opts.scenario)
         .with_context(|| format!("{}: cannot read", opts.scenario.display()))?;
     let mut raw: RawScenario =

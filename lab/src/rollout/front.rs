@@ -148,6 +148,19 @@ impl Driver for Front {
         Ok(())
     }
 
+    fn current(&mut self) -> Result<Vec<(String, u8)>> {
+        let s: State = serde_json::from_value(self.call("GET", "/__rollout/state", "")?)
+            .context("the front's /__rollout/state")?;
+        let p = self
+            .deployments()?
+            .last()
+            .map_or(0, |d| d.new_percent.min(100));
+        Ok([(s.old, 100 - p), (s.new, p)]
+            .into_iter()
+            .filter(|(_, share)| *share > 0)
+            .collect())
+    }
+
     fn figures(&mut self, from: u64, to: u64) -> Result<(Figures, Figures)> {
         let v = self.call(
             "GET",

@@ -7,3 +7,4 @@ mod assess;
 pub mod drill;
 pub mod front;
 mod load;
+pub mod plot;

@@ -157,6 +157,17 @@ fn read_holder(f: &mut File) -> Option<Result<Holder, String>> {
     Some(serde_json::from_str(text).map_err(|_| text.chars().take(80).collect()))
 }
 
+/// Who holds the lock at `root` now, if a live process does — without taking it (a free
+/// lock is only tried, never written, and not created when absent).
+pub fn probe(root: &Path) -> Option<Holder> {
+    let path = root.join(super::LOCK);
+    let mut f = OpenOptions::new().read(true).write(true).open(&path).ok()?;
+    match try_lock(&f).ok()? {
+        Try::Got => None, // closing the file unlocks it
+        Try::Busy => read_holder(&mut f)?.ok(),
+    }
+}
+
 /// Takes the lock of the registry at `root` (the file `root/.lock`).
 pub fn acquire(root: &Path, opts: &LockOptions) -> Result<Lock> {
     let path = root.join(super::LOCK);

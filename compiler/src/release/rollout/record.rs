@@ -37,24 +37,58 @@ pub struct RolloutRecord {
 
 impl RolloutRecord {
     pub fn finished(&self) -> bool {
-        matches!(self.state.phase, Phase::Done | Phase::RolledBack)
+        self.state.phase.ended()
     }
 
-    /// What the phase means to an operator, with the percentage it is at.
+    /// What the phase means to an operator, with the step it is at.
     pub fn summary(&self) -> String {
+        let n = self.slo.steps.len();
         let at = self.slo.steps.get(self.state.step).copied().unwrap_or(100);
+        let k = self.state.step + 1;
         match self.state.phase {
-            Phase::Deploying => format!("deploying {at}%"),
-            Phase::Watching => format!(
-                "at {at}% ({} judgement{} at this step)",
-                self.state.holds,
-                if self.state.holds == 1 { "" } else { "s" }
+            Phase::Deploying => format!("deploying step {k} of {n} ({at}%)"),
+            Phase::Watching if self.state.holds > 0 => format!(
+                "holding at step {k} of {n} ({at}%), {} of {} holds",
+                self.state.holds, self.slo.max_holds
             ),
-            Phase::Done => "done: at 100%".into(),
+            Phase::Watching => format!("watching step {k} of {n} ({at}%)"),
+            Phase::Done => "advanced to 100%".into(),
             Phase::RollingBack => "rolling back: the old version at 100% asked for".into(),
-            Phase::RolledBack => "rolled back".into(),
+            Phase::RolledBack => format!("rolled back at step {k} of {n} ({at}%)"),
+            Phase::Aborting => "aborting: the old version at 100% asked for".into(),
+            Phase::Aborted => format!("aborted at step {k} of {n} ({at}%)"),
         }
     }
+}
+
+/// A record that cannot be read: whether its rollout runs or has ended is unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damaged {
+    pub id: String,
+    pub error: String,
+}
+
+impl Damaged {
+    /// What is wrong, and the command that resolves it.
+    pub fn way_out(&self, reg: &Registry) -> String {
+        format!(
+            "{}; whether that rollout is still running cannot be read, so nothing moves the \
+             deployment until it is resolved: `understudy releases rollout {} --abort --force \
+             --registry {}` reads the current deployment and, when it is this rollout's split, \
+             deploys the active release at 100% and records the rollout as aborted",
+            self.error,
+            self.id,
+            reg.root.display()
+        )
+    }
+}
+
+/// Every record, readable or not.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Oldest start first.
+    pub records: Vec<RolloutRecord>,
+    pub damaged: Vec<Damaged>,
 }
 
 pub fn path(reg: &Registry, new: &str) -> PathBuf {
@@ -93,15 +127,15 @@ pub fn read(reg: &Registry, new: &str) -> Result<Option<RolloutRecord>> {
     Ok(Some(rec))
 }
 
-/// Every rollout record, oldest start first.
-pub fn all(reg: &Registry) -> Result<Vec<RolloutRecord>> {
+/// Every rollout record, oldest start first, and the damaged ones.
+pub fn list(reg: &Registry) -> Result<Listing> {
     let dir = reg.root.join(DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Listing::default()),
         Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
     };
-    let mut out = Vec::new();
+    let mut out = Listing::default();
     for entry in entries {
         let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -109,19 +143,33 @@ pub fn all(reg: &Registry) -> Result<Vec<RolloutRecord>> {
             continue; // a temporary file of a killed writer, removed under the lock
         };
         match read(reg, id) {
-            Ok(Some(rec)) => out.push(rec),
+            Ok(Some(rec)) => out.records.push(rec),
             Ok(None) => {}
-            // One damaged record does not hide the others (nor stop `releases list`): named.
-            Err(e) => eprintln!("warning: {e:#}; that rollout is left out"),
+            // One damaged record does not hide the others: listed apart.
+            Err(e) => out.damaged.push(Damaged {
+                id: id.to_string(),
+                error: format!("{e:#}"),
+            }),
         }
     }
-    out.sort_by_key(|r| r.started_at_ms);
+    out.records.sort_by_key(|r| r.started_at_ms);
+    out.damaged.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
 }
 
-/// The running rollout, if any.
+/// Every readable rollout record, oldest start first.
+pub fn all(reg: &Registry) -> Result<Vec<RolloutRecord>> {
+    Ok(list(reg)?.records)
+}
+
+/// The rollout that has not ended, if any. A damaged record is an error naming the way out:
+/// it may be a running (or stranded) rollout, and nothing may move the deployment over it.
 pub fn running(reg: &Registry) -> Result<Option<RolloutRecord>> {
-    Ok(all(reg)?.into_iter().find(|r| !r.finished()))
+    let l = list(reg)?;
+    if let Some(d) = l.damaged.first() {
+        bail!("{}", d.way_out(reg));
+    }
+    Ok(l.records.into_iter().find(|r| !r.finished()))
 }
 
 #[cfg(test)]
@@ -154,5 +202,9 @@ mod tests {
         let e = format!("{:#}", read(&reg, &rec.new).unwrap_err());
         assert!(e.contains("not a rollout record"), "{e}");
         assert_eq!(all(&reg).expect("the others still listed"), Vec::new());
+        let l = list(&reg).expect("listed");
+        assert_eq!(l.damaged.len(), 1, "the damaged record is listed apart");
+        let e = format!("{:#}", running(&reg).unwrap_err());
+        assert!(e.contains("--abort --force"), "{e}");
     }
 }

@@ -1,8 +1,10 @@
-//! [R-GRADUAL] [R-STATE] `understudy releases rollout`: the controller driven against a
-//! [`Driver`] (the local front of `drill --rollout`, or Cloudflare), with its record written
-//! to the registry after every command and before the next, under the registry's lock for the
-//! whole rollout (one rollout at a time per service; a killed controller's lock is taken over
-//! by the next writer, ADR 008).
+//! [R-GRADUAL] [R-STATE] [R-GUARD] `understudy releases rollout`: the controller driven
+//! against a [`Driver`] (the local front of `drill --rollout`, or Cloudflare), with its record
+//! written to the registry after every command and before the next. The deployment lock
+//! ([`guard`]) is held for the whole run (one rollout at a time; a killed controller's lock is
+//! taken over by the next, ADR 008); a new rollout passes [`preflight`] first; `--resume` and
+//! `--abort` first read the deployment serving now and refuse to deploy over one that is not
+//! the rollout's.
 //!
 //! When the rollout is done the new release becomes `ACTIVE` (the history's action is
 //! `rollout`) before the record says so; a rolled-back rollout leaves `ACTIVE` on the old
@@ -14,9 +16,9 @@ use std::io::Write;
 use anyhow::{bail, Context as _, Result};
 use understudy_core::Millis;
 
+use super::preflight::{self, Ask};
 use super::record::{self, RolloutRecord};
-use super::{Command, Controller, Evidence, Figures, Judgement, Phase, Slo};
-use crate::release::registry::lock::{self, LockOptions};
+use super::{guard, progress, Command, Controller, Evidence, Figures, Phase, Slo};
 use crate::release::registry::Registry;
 
 /// What deploys the versions and measures them.
@@ -29,6 +31,9 @@ pub trait Driver {
     fn deploy(&mut self, new_percent: u8) -> Result<()>;
     /// Both versions' figures over `[from, to)` (ms since the epoch): (old, new).
     fn figures(&mut self, from: u64, to: u64) -> Result<(Figures, Figures)>;
+    /// The deployment serving now: each version as its release ID (its version ID when it
+    /// is neither of the rollout's) with its percentage.
+    fn current(&mut self) -> Result<Vec<(String, u8)>>;
 }
 
 /// Time, so the tests can run a rollout in no time.
@@ -53,15 +58,23 @@ impl Clock for Wall {
 }
 
 pub enum Start {
-    /// A new rollout of the release from `old` (`None`: the active release).
-    New { old: Option<String>, slo: Slo },
+    /// A new rollout of the release from `old` (`None`: the active release); `force` starts
+    /// it over a stranded or damaged record (kept aside).
+    New {
+        old: Option<String>,
+        slo: Slo,
+        force: bool,
+    },
     /// `--resume`: on from the record.
     Resume,
-    /// `--abort`: the old version back at 100%.
-    Abort,
+    /// `--abort`: the old version back at 100%. With `force`, a damaged record is replaced
+    /// by one rebuilt from the active release and `slo`; and when the deployment serving now
+    /// is not the rollout's, the rollout is recorded as aborted without deploying anything.
+    Abort { force: bool, slo: Slo },
 }
 
-/// Runs the rollout of release `new` to its end; returns its final record.
+/// Runs the rollout of release `new` to its end; returns its final record. The deployment
+/// lock is waited for as the registry's lock options say (`--wait`).
 pub fn run(
     reg: &Registry,
     new: &str,
@@ -70,74 +83,33 @@ pub fn run(
     clock: &mut dyn Clock,
     out: &mut dyn Write,
 ) -> Result<RolloutRecord> {
-    // One controller at a time: the rollouts' own lock, held to the end (a killed
-    // controller's is taken over by the next). The registry's lock is taken only around each
-    // change, so the registry stays usable while a rollout runs for hours.
-    let dir = reg.root.join(record::DIR);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let _rollout_lock = lock::acquire(
-        &dir,
-        &LockOptions {
-            wait: None,
-            command: "releases rollout".into(),
-            long: true,
-        },
-    )
-    .context("another `understudy releases rollout` is running on this registry")?;
-    let setup = reg.lock()?;
-    let mut keep_earlier: Option<u64> = None;
-    let new = reg.resolve(new)?;
-    let new_release = reg.load(&new)?;
+    let _deployment = guard::take(reg, "releases rollout", reg.lock_options.wait, true)?;
     let now = clock.now_ms();
     let (mut rec, mut ctrl, cmds) = match start {
-        Start::New { old, slo } => {
-            let problems = slo.problems();
-            if !problems.is_empty() {
-                return Err(crate::release::invalid(format!(
-                    "the rollout's settings: {}",
-                    problems.join("; ")
-                )));
-            }
-            if let Some(r) = record::running(reg)? {
-                bail!(
-                    "a rollout of {} (from {}) is running: {}; continue it with `understudy \
-                     releases rollout {} --resume` or revert it with `--abort`",
-                    r.new,
-                    r.old,
-                    r.summary(),
-                    r.new
+        Start::New { old, slo, force } => {
+            let plan = preflight::new_rollout(
+                reg,
+                &Ask {
+                    new,
+                    old: old.as_deref(),
+                    slo: &slo,
+                    force,
+                    named: &preflight::policy_key,
+                },
+            )?;
+            for kept in preflight::keep_aside(reg, &plan.superseded, now)? {
+                let _ = writeln!(
+                    out,
+                    "kept the record of a rollout that never ended as {kept}"
                 );
             }
-            let old = match old {
-                Some(o) => reg.resolve(&o)?,
-                None => reg.active()?.with_context(|| {
-                    format!(
-                        "{} has no active release to roll out from; name one with --from ID",
-                        reg.root.display()
-                    )
-                })?,
-            };
-            if old == new {
-                bail!("{new} is already the release to roll out from: nothing to roll out");
-            }
-            let old_release = reg.load(&old)?;
-            if old_release.record.service != new_release.record.service {
-                bail!(
-                    "{old} is service {} and {new} is service {}: a rollout moves traffic \
-                     between versions of one Worker",
-                    old_release.record.service,
-                    new_release.record.service
-                );
-            }
-            // An earlier rollout of the same release is kept beside when this one is first
-            // recorded, not overwritten.
-            keep_earlier = record::read(reg, &new)?.map(|e| e.started_at_ms);
+            keep_earlier(reg, &plan.new, now)?;
             let (ctrl, cmds) = Controller::start(slo.clone());
             let rec = RolloutRecord {
                 format: record::FORMAT,
-                service: new_release.record.service.clone(),
-                old,
-                new: new.clone(),
+                service: plan.service,
+                old: plan.old,
+                new: plan.new,
                 driver: driver.name(),
                 slo,
                 state: ctrl.state().clone(),
@@ -146,58 +118,80 @@ pub fn run(
             };
             (rec, ctrl, cmds)
         }
-        Start::Resume | Start::Abort => {
-            let rec = record::read(reg, &new)?.with_context(|| {
-                format!(
-                    "{new} has no rollout to continue or abort (see `understudy releases status`)"
-                )
-            })?;
-            if rec.finished() {
-                bail!("the rollout of {new} has ended: {}", rec.summary());
-            }
-            let kind = |d: &str| d.split_whitespace().next().unwrap_or("").to_string();
-            if kind(&rec.driver) != kind(&driver.name()) {
+        Start::Resume => {
+            let new = reg.resolve(new)?;
+            let rec = recorded(reg, &new)?;
+            same_driver(&rec, driver)?;
+            ours(&rec, driver, false)?;
+            let (ctrl, cmds) = Controller::resume(rec.slo.clone(), rec.state.clone());
+            (rec, ctrl, cmds)
+        }
+        Start::Abort { force, slo } => {
+            let new = reg.resolve(new)?;
+            let rec = match record::read(reg, &new) {
+                Ok(_) => recorded(reg, &new)?,
+                Err(e) if force => rebuilt(reg, &new, &slo, driver, now, &e, out)?,
+                Err(e) => bail!(
+                    "{}",
+                    record::Damaged {
+                        id: new.clone(),
+                        error: format!("{e:#}")
+                    }
+                    .way_out(reg)
+                ),
+            };
+            same_driver(&rec, driver)?;
+            let active = reg.active()?;
+            if active.as_deref() != Some(rec.old.as_str()) && !force {
                 bail!(
-                    "the rollout of {new} was started with the {} driver ({}); continue it with \
-                     the same one (the local front's --front URL, or Cloudflare's without it)",
-                    kind(&rec.driver),
-                    rec.driver
+                    "ACTIVE names {}, not {} which this rollout started from: the registry moved \
+                     on since, and --abort would deploy {} at 100% while ACTIVE names another \
+                     release. Nothing was deployed. To record this rollout as aborted and leave \
+                     the deployment as it is, run `understudy releases rollout {} --abort --force`",
+                    active.as_deref().unwrap_or("nothing"),
+                    rec.old,
+                    rec.old,
+                    rec.new
                 );
             }
-            let (mut ctrl, mut cmds) = Controller::resume(rec.slo.clone(), rec.state.clone());
-            if matches!(start, Start::Abort) {
-                cmds = ctrl.abort();
-            }
+            let (mut ctrl, _) = Controller::resume(rec.slo.clone(), rec.state.clone());
+            let cmds = if ours(&rec, driver, force)? {
+                ctrl.abort()
+            } else {
+                let _ = writeln!(
+                    out,
+                    "the deployment serving now is not this rollout's: nothing is deployed, the \
+                     rollout is recorded as aborted"
+                );
+                ctrl.close_aborted()
+            };
             (rec, ctrl, cmds)
         }
     };
-    drop(setup);
     driver.check(&rec.old, &rec.new)?;
     let _ = writeln!(
         out,
-        "rollout of {} from {} ({}), steps {:?}%: {}",
+        "{}  rollout of {} from {} ({}), steps {:?}%, dwell {}, at least {} answers each, at \
+         most {} holds: {}",
+        crate::release::record::rfc3339(now),
         rec.new,
         rec.old,
         driver.name(),
         rec.slo.steps,
+        progress::span(rec.slo.dwell_ms),
+        rec.slo.min_answers,
+        rec.slo.max_holds,
         rec.summary()
     );
     let mut pending: VecDeque<Command> = cmds.into();
     let mut failures = 0u32;
+    let mut spoke = now;
     loop {
         while let Some(cmd) = pending.pop_front() {
             let now = clock.now_ms();
             match cmd {
                 Command::Record(state) => {
                     let _lock = reg.lock()?;
-                    if let Some(at) = keep_earlier.take() {
-                        let kept = reg
-                            .root
-                            .join(record::DIR)
-                            .join(format!("{}.{at}.json", rec.new));
-                        std::fs::rename(record::path(reg, &rec.new), &kept)
-                            .with_context(|| format!("cannot keep {}", kept.display()))?;
-                    }
                     if state.phase == Phase::Done && reg.active()?.as_deref() != Some(&rec.new) {
                         let note = format!("rolled out from {}", rec.old);
                         reg.set_active(&rec.new, "rollout", &note, now)?;
@@ -219,12 +213,18 @@ pub fn run(
                     })?;
                     let _ = writeln!(
                         out,
-                        "{}: deployed {}@{}% {}@{new_percent}%",
-                        since(rec.started_at_ms, now),
+                        "{}  {}: deployed {}@{}% {}@{new_percent}%",
+                        progress::clock(now),
+                        match rec.state.phase {
+                            Phase::RollingBack => "rolling back".to_string(),
+                            Phase::Aborting => "aborting".to_string(),
+                            _ => progress::step(&rec),
+                        },
                         rec.old,
                         100 - u32::from(new_percent),
                         rec.new
                     );
+                    spoke = now;
                     pending.extend(ctrl.deployed(Millis(now)));
                 }
                 Command::Query { from, to } => match driver.figures(from, to) {
@@ -233,7 +233,12 @@ pub fn run(
                         let ev = Evidence { from, to, old, new };
                         pending.extend(ctrl.evidence(Millis(now), ev));
                         if let Some(l) = ctrl.state().log.last() {
-                            show(out, rec.started_at_ms, l);
+                            let _ =
+                                writeln!(out, "{}", progress::judgement(l, rec.slo.min_answers));
+                            for r in progress::verdict(&l.judgement).1 {
+                                let _ = writeln!(out, "    {r}");
+                            }
+                            spoke = now;
                         }
                     }
                     Err(e) => {
@@ -252,8 +257,8 @@ pub fn run(
                         }
                         let _ = writeln!(
                             out,
-                            "{}: figures unavailable ({e:#}); asking again",
-                            since(rec.started_at_ms, now)
+                            "{}  figures unavailable ({e:#}); asking again",
+                            progress::clock(now)
                         );
                     }
                 },
@@ -263,10 +268,144 @@ pub fn run(
             break;
         }
         clock.sleep_ms(tick_ms(&rec.slo));
-        pending.extend(ctrl.tick(Millis(clock.now_ms())));
+        let now = clock.now_ms();
+        if now.saturating_sub(spoke) >= progress::HEARTBEAT_MS {
+            let figures = match (rec.state.phase, rec.state.since) {
+                (Phase::Watching, Some(since)) => driver.figures(since, now).ok(),
+                _ => None,
+            };
+            let _ = writeln!(out, "{}", progress::heartbeat(&rec, now, figures.as_ref()));
+            spoke = now;
+        }
+        pending.extend(ctrl.tick(Millis(now)));
     }
-    let _ = writeln!(out, "rollout of {}: {}", rec.new, rec.summary());
+    for line in progress::summary(&rec, clock.now_ms()) {
+        let _ = writeln!(out, "{line}");
+    }
     Ok(rec)
+}
+
+/// An earlier, ended rollout of the same release is kept beside (`ID.STARTED.json`) when
+/// this one is first recorded, not overwritten.
+fn keep_earlier(reg: &Registry, new: &str, _now: u64) -> Result<()> {
+    let Some(e) = record::read(reg, new)? else {
+        return Ok(());
+    };
+    let _lock = reg.lock()?;
+    let kept = reg
+        .root
+        .join(record::DIR)
+        .join(format!("{new}.{}.json", e.started_at_ms));
+    std::fs::rename(record::path(reg, new), &kept)
+        .with_context(|| format!("cannot keep {}", kept.display()))
+}
+
+/// The record of a rollout that has not ended.
+fn recorded(reg: &Registry, new: &str) -> Result<RolloutRecord> {
+    let rec = record::read(reg, new)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}",
+                record::Damaged {
+                    id: new.to_string(),
+                    error: format!("{e:#}")
+                }
+                .way_out(reg)
+            )
+        })?
+        .with_context(|| {
+            format!("{new} has no rollout to continue or abort (see `understudy releases status`)")
+        })?;
+    if rec.finished() {
+        bail!("the rollout of {new} has ended: {}", rec.summary());
+    }
+    Ok(rec)
+}
+
+fn same_driver(rec: &RolloutRecord, driver: &dyn Driver) -> Result<()> {
+    let kind = |d: &str| d.split_whitespace().next().unwrap_or("").to_string();
+    if kind(&rec.driver) != kind(&driver.name()) {
+        bail!(
+            "the rollout of {} was started with the {} driver ({}); continue it with the same one \
+             (the local front's --front URL, or Cloudflare's without it)",
+            rec.new,
+            kind(&rec.driver),
+            rec.driver
+        );
+    }
+    Ok(())
+}
+
+/// Whether the deployment serving now is the rollout's (only its two versions). When it is
+/// not, a deployment newer than the record replaced it: refused unless `force`.
+fn ours(rec: &RolloutRecord, driver: &mut dyn Driver, force: bool) -> Result<bool> {
+    let now = driver.current().context(
+        "the deployment serving now could not be read; nothing is deployed over a deployment \
+         that was not seen",
+    )?;
+    if now.iter().all(|(r, _)| *r == rec.old || *r == rec.new) {
+        return Ok(true);
+    }
+    if force {
+        return Ok(false);
+    }
+    let shown: Vec<String> = now.iter().map(|(r, p)| format!("{r}@{p}%")).collect();
+    bail!(
+        "the deployment serving now is {}, not this rollout's split of {} and {}: a newer \
+         deployment replaced it, and deploying {} over it would undo that. Nothing was \
+         deployed. To record this rollout as aborted and leave the deployment as it is, run \
+         `understudy releases rollout {} --abort --force`",
+        shown.join(" "),
+        rec.old,
+        rec.new,
+        rec.old,
+        rec.new
+    );
+}
+
+/// `--abort --force` of a damaged record: a record rebuilt from the active release (the one
+/// a rollout starts from, which it does not move until done), the damaged file kept aside.
+fn rebuilt(
+    reg: &Registry,
+    new: &str,
+    slo: &Slo,
+    driver: &dyn Driver,
+    now: u64,
+    e: &anyhow::Error,
+    out: &mut dyn Write,
+) -> Result<RolloutRecord> {
+    let old = reg
+        .active()?
+        .with_context(|| format!("{} has no active release to abort to", reg.root.display()))?;
+    let service = reg.load(new)?.record.service.clone();
+    let (ctrl, _) = Controller::start(slo.clone());
+    let damaged = record::path(reg, new);
+    let kept = reg
+        .root
+        .join(record::DIR)
+        .join(format!("{new}.damaged-{now}.json"));
+    {
+        let _lock = reg.lock()?;
+        std::fs::rename(&damaged, &kept)
+            .with_context(|| format!("cannot keep {} aside", damaged.display()))?;
+    }
+    let _ = writeln!(
+        out,
+        "{} was damaged ({e:#}); kept as {}, and the rollout rebuilt from {old}, the active release",
+        damaged.display(),
+        kept.display()
+    );
+    Ok(RolloutRecord {
+        format: record::FORMAT,
+        service,
+        old,
+        new: new.to_string(),
+        driver: driver.name(),
+        slo: slo.clone(),
+        state: ctrl.state().clone(),
+        started_at_ms: now,
+        updated_at_ms: now,
+    })
 }
 
 /// Failed figure queries in a row before the rollout stops (exit 2, resumable).
@@ -275,28 +414,4 @@ const MAX_QUERY_FAILURES: u32 = 5;
 /// How often the controller looks at the clock: a tenth of the dwell, 50 ms to 5 s.
 fn tick_ms(slo: &Slo) -> u64 {
     (slo.dwell_ms / 10).clamp(50, 5_000)
-}
-
-fn since(start: u64, now: u64) -> String {
-    format!("+{:.1}s", now.saturating_sub(start) as f64 / 1000.0)
-}
-
-fn show(out: &mut dyn Write, start: u64, l: &super::Logged) {
-    let (word, reasons) = match &l.judgement {
-        Judgement::Advance { reasons } => ("advance", reasons),
-        Judgement::Hold { reasons } => ("hold", reasons),
-        Judgement::RollBack { reasons } => ("roll back", reasons),
-    };
-    let _ = writeln!(
-        out,
-        "{}: at {}%: {word} (window {:.1} s: old {} answers, new {})",
-        since(start, l.at),
-        l.step,
-        l.evidence.to.saturating_sub(l.evidence.from) as f64 / 1000.0,
-        l.evidence.old.answers,
-        l.evidence.new.answers
-    );
-    for r in reasons {
-        let _ = writeln!(out, "    {r}");
-    }
 }

@@ -238,11 +238,21 @@ fn abort_puts_the_old_version_back_and_bad_settings_are_named() {
         degraded_margin: 2.0,
         ..Slo::default()
     };
-    let p = bad.problems();
-    assert!(p.iter().any(|x| x.contains("end at 100")), "{p:?}");
-    assert!(p.iter().any(|x| x.contains("increase")), "{p:?}");
-    assert!(p.iter().any(|x| x.contains("min_answers")), "{p:?}");
-    assert!(p.iter().any(|x| x.contains("degraded_margin")), "{p:?}");
+    let p: Vec<String> = bad
+        .problems()
+        .iter()
+        .map(|x| x.render(&|k| format!("--{}", k.replace('_', "-"))))
+        .collect();
+    assert!(p.iter().any(|x| x.contains("ERR_ROLLOUT_STEPS")), "{p:?}");
+    assert!(p.iter().any(|x| x.contains("increase to 100")), "{p:?}");
+    assert!(
+        p.iter().any(|x| x.contains("`--min-answers` is 0")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter().any(|x| x.contains("`--degraded-margin` is 2")),
+        "{p:?}"
+    );
     assert!(Slo::default().problems().is_empty());
 }
 

@@ -147,6 +147,33 @@ impl Api {
         })
     }
 
+    /// `GET {base}{path}` of the account's API: the answer's `result`.
+    pub fn get(&self, path: &str) -> Result<serde_json::Value> {
+        let url = format!("{}/accounts/{}{path}", self.base, self.account);
+        let res = ureq::get(&url)
+            .timeout(SQL_TIMEOUT)
+            .set("Authorization", &format!("Bearer {}", self.token))
+            .call();
+        let text = match res {
+            Ok(r) => r
+                .into_string()
+                .with_context(|| format!("reading the answer of {url}"))?,
+            Err(ureq::Error::Status(code, r)) => {
+                let body = r.into_string().unwrap_or_default();
+                bail!(
+                    "the API ({url}) answered {code}: {}",
+                    body.chars().take(500).collect::<String>()
+                )
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e)).with_context(|| format!("the API ({url})"))
+            }
+        };
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("the API ({url}) answered no JSON"))?;
+        Ok(v.get("result").cloned().unwrap_or(serde_json::Value::Null))
+    }
+
     pub fn sql(&self, query: &str) -> Result<String> {
         let url = format!(
             "{}/accounts/{}/analytics_engine/sql",
@@ -348,6 +375,36 @@ impl Driver for Cloudflare {
         }
         self.wrangler.run(&self.dir, &args)?;
         Ok(())
+    }
+
+    fn current(&mut self) -> Result<Vec<(String, u8)>> {
+        let worker = crate::dist::wrangler::worker_name(&self.service);
+        let listed = self
+            .api
+            .get(&format!("/workers/scripts/{worker}/deployments"))?;
+        let latest = listed
+            .pointer("/deployments/0/versions")
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_default();
+        latest
+            .iter()
+            .map(|v| {
+                let id = v
+                    .get("version_id")
+                    .and_then(|x| x.as_str())
+                    .context("a deployment's version without a version_id")?;
+                let pct = v
+                    .get("percentage")
+                    .and_then(serde_json::Value::as_f64)
+                    .context("a deployment's version without a percentage")?;
+                let release = [&self.old, &self.new]
+                    .into_iter()
+                    .find(|(_, vid)| vid == id)
+                    .map_or_else(|| format!("version {id}"), |(r, _)| r.clone());
+                Ok((release, pct.round().clamp(0.0, 100.0) as u8))
+            })
+            .collect()
     }
 
     fn figures(&mut self, from: u64, to: u64) -> Result<(Figures, Figures)> {

@@ -1,0 +1,618 @@
+//! [R-GUARD] The rails around a rollout, each a defect found by trying the rollout as a new
+//! CDN ops engineer would (docs/rollout.md, "Misuse"): the binary against a real registry and
+//! a stand-in of the local front (the split, the figures) on loopback, with the wall clock —
+//! a rollout here takes a second or two.
+//!
+//! The misuse table of docs/rollout.md is run row by row: each row's command, its exit code
+//! and what it says.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Env, BIN, DAY1, DAY1_NOON};
+use understudy_compiler::release::registry::Registry;
+use understudy_compiler::release::rollout::record::{self, RolloutRecord};
+use understudy_compiler::release::rollout::{guard, Figures, Histogram, Phase};
+
+/// The front's state: the split, every deployment, and how each version answers.
+struct Split {
+    old: String,
+    new: String,
+    new_percent: u8,
+    deployments: Vec<(u64, u8)>,
+    /// Answers per second in all.
+    rate: u64,
+    /// The new version's degraded share.
+    degraded_new: f64,
+}
+
+/// A stand-in of scripts/rollout-front.mjs's control routes, on loopback.
+struct Front {
+    url: String,
+    split: Arc<Mutex<Split>>,
+}
+
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+impl Front {
+    fn start(old: &str, new: &str, rate: u64, degraded_new: f64) -> Front {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let split = Arc::new(Mutex::new(Split {
+            old: old.into(),
+            new: new.into(),
+            new_percent: 0,
+            deployments: Vec::new(),
+            rate,
+            degraded_new,
+        }));
+        let shared = Arc::clone(&split);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; len];
+                let _ = reader.read_exact(&mut body);
+                let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let answer = answer(&shared, &path, &body);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        Front { url, split }
+    }
+
+    fn deployed(&self) -> Vec<u8> {
+        self.split
+            .lock()
+            .unwrap()
+            .deployments
+            .iter()
+            .map(|d| d.1)
+            .collect()
+    }
+}
+
+fn answer(split: &Mutex<Split>, path: &str, body: &[u8]) -> String {
+    let mut s = split.lock().unwrap();
+    if path == "/__rollout/deploy" {
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        let p = v["new_percent"].as_u64().unwrap_or(0) as u8;
+        s.new_percent = p;
+        s.deployments.push((epoch_ms(), p));
+        return "{}".into();
+    }
+    if let Some(q) = path.strip_prefix("/__rollout/figures?") {
+        let arg = |k: &str| -> u64 {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let n = arg("to").saturating_sub(arg("from")) * s.rate / 1000;
+        let new_n = n * u64::from(s.new_percent) / 100;
+        let f = |n: u64, share: f64| Figures {
+            answers: n,
+            degraded: (n as f64 * share) as u64,
+            unavailable: 0,
+            latency: Histogram(BTreeMap::from([(30, n)])),
+        };
+        return serde_json::json!({"old": f(n - new_n, 0.0), "new": f(new_n, s.degraded_new)})
+            .to_string();
+    }
+    let deployments: Vec<_> = s
+        .deployments
+        .iter()
+        .map(|(at, p)| serde_json::json!({"at": at, "new_percent": p}))
+        .collect();
+    serde_json::json!({"worker": "svc", "old": s.old, "new": s.new, "new_percent": s.new_percent, "deployments": deployments})
+        .to_string()
+}
+
+/// A registry with v1 active and v2 beside it: (old, new).
+fn two(env: &Env) -> (String, String) {
+    for (v, promote) in [("v1", true), ("v2", false)] {
+        let p = env.policy_dir(v, v, "800ms", &["SKU-1", "SKU-2"], DAY1);
+        let mut args = vec![
+            "releases",
+            "add",
+            p.to_str().unwrap(),
+            "--registry",
+            "reg",
+            "--edge",
+            "edge",
+            "--now",
+            DAY1_NOON,
+        ];
+        if promote {
+            args.push("--promote");
+        }
+        env.ok(&args);
+    }
+    let active = env.active();
+    let other = env.releases().into_iter().find(|r| *r != active).unwrap();
+    (active, other)
+}
+
+/// The short form: two steps a second apart, judged on 100 answers.
+const SHORT: [&str; 6] = ["--steps", "50,100", "--dwell", "1s", "--min-answers", "100"];
+
+fn rollout(env: &Env, new: &str, front: &Front, extra: &[&str]) -> common::Run {
+    let mut args = vec![
+        "releases",
+        "rollout",
+        new,
+        "--registry",
+        "reg",
+        "--front",
+        &front.url,
+    ];
+    args.extend_from_slice(extra);
+    env.run(&args)
+}
+
+/// A rollout left stranded: recorded as deploying its first step, its controller gone.
+fn strand(env: &Env, old: &str, new: &str) {
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let (c, _) = understudy_compiler::release::rollout::Controller::start(
+        understudy_compiler::release::rollout::Slo {
+            steps: vec![50, 100],
+            dwell_ms: 1_000,
+            min_answers: 100,
+            ..Default::default()
+        },
+    );
+    let rec = RolloutRecord {
+        format: record::FORMAT,
+        service: reg.load(new).unwrap().record.service.clone(),
+        old: old.into(),
+        new: new.into(),
+        driver: "local http://127.0.0.1:1".into(),
+        slo: c.slo().clone(),
+        state: c.state().clone(),
+        started_at_ms: epoch_ms(),
+        updated_at_ms: epoch_ms(),
+    };
+    record::write(&reg, &rec).unwrap();
+}
+
+/// `--dwell 0s` was accepted on the command line though the policy key refuses it, and a
+/// good release was rolled back on no evidence; `--steps 50,10,100` (and four others) exited
+/// 1, the "rolled back" code, without the value, and `--dry-run` accepted all five.
+#[test]
+fn a_bad_setting_is_refused_the_same_way_on_every_path_with_its_value_named() {
+    let env = Env::new("guard-settings");
+    let (_old, new) = two(&env);
+    for (steps, code) in [
+        ("50,10,100", "ERR_ROLLOUT_STEPS"),
+        ("0,100", "ERR_OUT_OF_RANGE"),
+        ("10,10,100", "ERR_ROLLOUT_STEPS"),
+        ("10,50", "ERR_ROLLOUT_STEPS"),
+        ("10,50,101", "ERR_OUT_OF_RANGE"),
+    ] {
+        for path in [
+            vec![
+                "releases",
+                "rollout",
+                &new,
+                "--registry",
+                "reg",
+                "--front",
+                "http://127.0.0.1:9",
+                "--steps",
+                steps,
+            ],
+            vec![
+                "releases",
+                "rollout",
+                &new,
+                "--registry",
+                "reg",
+                "--dry-run",
+                "--steps",
+                steps,
+            ],
+            vec![
+                "drill",
+                "--rollout",
+                "active",
+                &new,
+                "--registry",
+                "reg",
+                "--scenario",
+                "none.toml",
+                "--steps",
+                steps,
+            ],
+        ] {
+            let r = env.run(&path);
+            assert_eq!(r.code, 2, "{path:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains(code) && r.stderr.contains(steps),
+                "{path:?}: {}",
+                r.stderr
+            );
+            assert!(r.stderr.contains("`--steps`"), "{path:?}: {}", r.stderr);
+        }
+    }
+    for (dwell, says) in [
+        ("0s", "`--dwell` is 0s"),
+        ("1ms", "`--dwell` is 1ms, outside its valid range 1s..=1d"),
+        ("-1s", "`-1s` is negative"),
+    ] {
+        let r = env.run(&[
+            "releases",
+            "rollout",
+            &new,
+            "--registry",
+            "reg",
+            "--front",
+            "http://127.0.0.1:9",
+            "--dwell",
+            dwell,
+        ]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stderr.contains(says), "{}", r.stderr);
+    }
+    // The policy's key refuses the same value with the same code.
+    let bad = env.write(
+        "bad/policy.toml",
+        &format!(
+            "{}\n[rollout]\ndwell = \"0s\"\n",
+            common::policy("b", "800ms")
+        ),
+    );
+    let r = env.run(&["check", bad.to_str().unwrap()]);
+    assert!(
+        format!("{}{}", r.stdout, r.stderr).contains("ERR_OUT_OF_RANGE"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+/// `promote` during a running rollout succeeded: ACTIVE named the bad release while traffic
+/// was split 99/1. Now one lock covers everything that moves ACTIVE or the deployment, and
+/// `--wait` waits for it.
+#[test]
+fn nothing_moves_active_while_a_controller_runs_and_wait_really_waits() {
+    let env = Env::new("guard-lock");
+    let (old, new) = two(&env);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let held = guard::take(&reg, "releases rollout", None, true).unwrap();
+    let r = env.run(&["releases", "promote", &new, "--registry", "reg"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("releases rollout"), "{}", r.stderr);
+    let r = env.run(&["releases", "rollback", "--registry", "reg", "--to", &old]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(env.active(), old, "ACTIVE never moved");
+    // --wait: a bounded wait, then the same refusal with how long it waited.
+    let t = Instant::now();
+    let r = env.run(&[
+        "releases",
+        "promote",
+        &new,
+        "--registry",
+        "reg",
+        "--wait",
+        "1s",
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(r.stderr.contains("after waiting 1s"), "{}", r.stderr);
+    // A second rollout waits for the first's controller the same way.
+    let r = env.run(&[
+        "releases",
+        "rollout",
+        &new,
+        "--registry",
+        "reg",
+        "--front",
+        "http://127.0.0.1:9",
+        "--wait",
+        "1s",
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("after waiting 1s"), "{}", r.stderr);
+    // … and when the controller ends meanwhile, the waiter goes on.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        drop(held);
+    });
+    let r = env.run(&[
+        "releases",
+        "promote",
+        &new,
+        "--registry",
+        "reg",
+        "--wait",
+        "20s",
+        "--now",
+        DAY1_NOON,
+    ]);
+    release.join().unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(env.active(), new);
+}
+
+/// A rollout whose controller died left its split deployed; `verify` said ok, a promote or a
+/// rollout of another release went ahead over it. Now the record holds everything until its
+/// own `--resume` or `--abort`, which is its own phase and exit code (3).
+#[test]
+fn a_stranded_rollout_is_named_by_verify_and_resolved_only_by_its_own_resume_or_abort() {
+    let env = Env::new("guard-stranded");
+    let (old, new) = two(&env);
+    strand(&env, &old, &new);
+    let r = env.run(&["releases", "verify", "--registry", "reg"]);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("no controller runs it") && r.stdout.contains("--abort"),
+        "{}",
+        r.stdout
+    );
+    let r = env.run(&["releases", "promote", &new, "--registry", "reg"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("has not ended") && r.stderr.contains("--resume"),
+        "{}",
+        r.stderr
+    );
+    let front = Front::start(&old, &new, 2_000, 0.0);
+    let r = rollout(&env, &new, &front, &SHORT);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--force"), "{}", r.stderr);
+    let s = env.ok(&["releases", "status", "--registry", "reg"]);
+    assert!(s.stdout.contains("NOT running"), "{}", s.stdout);
+    // The abort: its own phase, its own code, the old version at 100%.
+    let r = env.run(&[
+        "releases",
+        "rollout",
+        &new,
+        "--registry",
+        "reg",
+        "--front",
+        &front.url,
+        "--abort",
+    ]);
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("aborted"), "{}", r.stdout);
+    assert_eq!(front.deployed(), vec![0]);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    assert_eq!(
+        record::read(&reg, &new).unwrap().unwrap().state.phase,
+        Phase::Aborted
+    );
+    env.ok(&["releases", "verify", "--registry", "reg"]);
+    assert_eq!(env.active(), old);
+}
+
+/// An abort of a stale record deployed its old version at 100% over a newer deployment.
+#[test]
+fn an_abort_never_deploys_over_a_deployment_that_is_not_the_rollouts() {
+    let env = Env::new("guard-abort-newer");
+    let (old, new) = two(&env);
+    strand(&env, &old, &new);
+    // The front serves a third release now.
+    let front = Front::start("r-0000000000aa", &new, 2_000, 0.0);
+    front.split.lock().unwrap().new_percent = 0;
+    let r = env.run(&[
+        "releases",
+        "rollout",
+        &new,
+        "--registry",
+        "reg",
+        "--front",
+        &front.url,
+        "--abort",
+    ]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("r-0000000000aa@100%") && r.stderr.contains("Nothing was deployed"),
+        "{}",
+        r.stderr
+    );
+    assert!(front.deployed().is_empty());
+}
+
+/// With `rollouts/ID.json` damaged, `--resume`, `--abort` and a new rollout all failed with
+/// no way out while `verify` said ok, and a rollout of another release replaced the split
+/// with a warning only.
+#[test]
+fn a_damaged_record_is_named_with_its_way_out_and_abort_force_takes_it() {
+    let env = Env::new("guard-damaged");
+    let (old, new) = two(&env);
+    strand(&env, &old, &new);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    std::fs::write(record::path(&reg, &new), "").unwrap();
+    let r = env.run(&["releases", "verify", "--registry", "reg"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stdout.contains("--abort --force"), "{}", r.stdout);
+    let r = env.run(&["releases", "repair", "--registry", "reg"]);
+    assert_eq!(r.code, 2, "repair cannot decide it: {}", r.stdout);
+    let front = Front::start(&old, &new, 2_000, 0.0);
+    front.split.lock().unwrap().new_percent = 50;
+    for extra in [&["--resume"][..], &["--abort"][..], &SHORT[..]] {
+        let r = rollout(&env, &new, &front, extra);
+        assert_eq!(r.code, 2, "{extra:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("--abort --force"),
+            "{extra:?}: {}",
+            r.stderr
+        );
+    }
+    let r = env.run(&["releases", "rollback", "--registry", "reg", "--to", &old]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let s = env.ok(&["releases", "status", "--registry", "reg"]);
+    assert!(s.stdout.contains("DAMAGED"), "{}", s.stdout);
+    let r = rollout(&env, &new, &front, &["--abort", "--force"]);
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(front.deployed(), vec![0]);
+    env.ok(&["releases", "verify", "--registry", "reg"]);
+}
+
+/// Between judgements nothing was printed, the end was one line, `status` had no times, and
+/// `status | head` panicked on the closed pipe.
+#[test]
+fn a_rollout_shows_where_it_stands_and_ends_with_a_summary_and_a_report() {
+    let env = Env::new("guard-progress");
+    let (old, new) = two(&env);
+    let front = Front::start(&old, &new, 2_000, 0.0);
+    let report = env.p("report");
+    let r = rollout(
+        &env,
+        &new,
+        &front,
+        &[&SHORT[..], &["--report", report.to_str().unwrap()]].concat(),
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    for says in [
+        "step 1 of 2 (50%): deployed",
+        "at 50%: advanced",
+        "advanced to 100% in",
+        "the new release",
+        "served: 50% for",
+    ] {
+        assert!(r.stdout.contains(says), "{says}:\n{}", r.stdout);
+    }
+    let svg = std::fs::read_to_string(report.join("rollout.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("share (%)"),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
+    assert!(report.join("rollout.json").is_file());
+    let s = env.ok(&["releases", "status", "--registry", "reg"]);
+    for says in ["started 20", "deployed: 50% at 20", "ended 20"] {
+        assert!(s.stdout.contains(says), "{says}:\n{}", s.stdout);
+    }
+    for word in ["Done", "RolledBack", "Watching"] {
+        assert!(
+            !s.stdout.contains(word) && !r.stdout.contains(word),
+            "{word}"
+        );
+    }
+    // `status | head`: the reader closes the pipe at once.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("for i in 1 2 3 4 5 6 7 8 9 10 11 12; do {BIN} releases status --registry reg; done | head -c 1"))
+        .current_dir(&env.dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// A held step's heartbeat: with a 5-minute dwell, the controller speaks at least every 30 s
+/// with the step, the answers against the minimum, the holds and the next judgement.
+#[test]
+fn a_heartbeat_comes_at_least_every_30_seconds_between_judgements() {
+    use understudy_compiler::release::rollout::run::{run, Clock, Driver, Start};
+    struct Fake(u64);
+    impl Clock for Fake {
+        fn now_ms(&mut self) -> u64 {
+            self.0
+        }
+        fn sleep_ms(&mut self, ms: u64) {
+            self.0 += ms;
+        }
+    }
+    struct Thin(u8, String, String);
+    impl Driver for Thin {
+        fn name(&self) -> String {
+            "scripted".into()
+        }
+        fn check(&mut self, _: &str, _: &str) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn deploy(&mut self, p: u8) -> anyhow::Result<()> {
+            self.0 = p;
+            Ok(())
+        }
+        fn figures(&mut self, from: u64, to: u64) -> anyhow::Result<(Figures, Figures)> {
+            let n = (to - from) / 1000; // one answer a second: always too few
+            let f = |n| Figures {
+                answers: n,
+                degraded: 0,
+                unavailable: 0,
+                latency: Histogram(BTreeMap::from([(30, n)])),
+            };
+            Ok((f(n), f(n / 10)))
+        }
+        fn current(&mut self) -> anyhow::Result<Vec<(String, u8)>> {
+            Ok(vec![
+                (self.1.clone(), 100 - self.0),
+                (self.2.clone(), self.0),
+            ])
+        }
+    }
+    let env = Env::new("guard-heartbeat");
+    let (old, new) = two(&env);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let slo = understudy_compiler::release::rollout::Slo {
+        steps: vec![10, 50, 100],
+        max_holds: 1,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    let rec = run(
+        &reg,
+        &new,
+        Start::New {
+            old: None,
+            slo,
+            force: false,
+        },
+        &mut Thin(0, old, new.clone()),
+        &mut Fake(1_800_000_000_000),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(rec.state.phase, Phase::RolledBack);
+    let out = String::from_utf8(out).unwrap();
+    let beats: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("next judgement"))
+        .collect();
+    // Two dwells of 5 minutes: at least 18 heartbeats.
+    assert!(beats.len() >= 18, "{out}");
+    assert!(
+        beats[0].contains("step 1 of 3 (10%), watching")
+            && beats[0].contains("of 1200 each")
+            && beats[0].contains("0 of 1 holds")
+            && beats[0].contains("end at the earliest"),
+        "{}",
+        beats[0]
+    );
+    assert!(out.contains("holding"), "{out}");
+}
