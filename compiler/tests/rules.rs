@@ -341,3 +341,129 @@ fn hedges_are_for_repeatable_calls_and_must_start_before_the_attempt_times_out()
     let (_d, path) = hedged("idempotent = true\n\n[origin.hedge]\nafter = \"800ms\"\n");
     assert_eq!(codes(&path, NOW), ["ERR_OUT_OF_RANGE"]);
 }
+
+/// [R-GUARD] One validation for every rollout setting: the policy's `[rollout]` key and the
+/// command line (`Slo::problems`, which `releases rollout`, its `--dry-run` and `drill
+/// --rollout` run) refuse the same values with the same codes. `--dwell 0s` was once accepted
+/// on the command line while `rollout.dwell = "0s"` was ERR_OUT_OF_RANGE.
+#[test]
+fn the_rollout_table_and_the_flags_refuse_the_same_settings_with_the_same_codes() {
+    use understudy_compiler::slo::Slo;
+    let cases: Vec<(&str, Slo)> = vec![
+        (
+            "dwell = \"0s\"",
+            Slo {
+                dwell_ms: 0,
+                ..Slo::default()
+            },
+        ),
+        (
+            "dwell = \"999ms\"",
+            Slo {
+                dwell_ms: 999,
+                ..Slo::default()
+            },
+        ),
+        (
+            "dwell = \"1s\"",
+            Slo {
+                dwell_ms: 1_000,
+                ..Slo::default()
+            },
+        ),
+        (
+            "dwell = \"1d\"",
+            Slo {
+                dwell_ms: 86_400_000,
+                ..Slo::default()
+            },
+        ),
+        (
+            "dwell = \"2d\"",
+            Slo {
+                dwell_ms: 172_800_000,
+                ..Slo::default()
+            },
+        ),
+        (
+            "steps = [50, 10, 100]",
+            Slo {
+                steps: vec![50, 10, 100],
+                ..Slo::default()
+            },
+        ),
+        (
+            "steps = [10, 10, 100]",
+            Slo {
+                steps: vec![10, 10, 100],
+                ..Slo::default()
+            },
+        ),
+        (
+            "steps = [10, 50]",
+            Slo {
+                steps: vec![10, 50],
+                ..Slo::default()
+            },
+        ),
+        (
+            "steps = [0, 100]",
+            Slo {
+                steps: vec![0, 100],
+                ..Slo::default()
+            },
+        ),
+        (
+            "steps = [10, 50, 101]",
+            Slo {
+                steps: vec![10, 50, 101],
+                ..Slo::default()
+            },
+        ),
+        (
+            "min_answers = 0",
+            Slo {
+                min_answers: 0,
+                ..Slo::default()
+            },
+        ),
+        (
+            "max_holds = 1001",
+            Slo {
+                max_holds: 1001,
+                ..Slo::default()
+            },
+        ),
+        (
+            "max_holds = 0",
+            Slo {
+                max_holds: 0,
+                ..Slo::default()
+            },
+        ),
+        (
+            "degraded_margin = 1.5",
+            Slo {
+                degraded_margin: 1.5,
+                ..Slo::default()
+            },
+        ),
+        (
+            "p95_margin = -0.1",
+            Slo {
+                p95_margin: -0.1,
+                ..Slo::default()
+            },
+        ),
+    ];
+    for (table, slo) in cases {
+        let (_d, path) = policy(|t| format!("{t}\n[rollout]\n{table}\n"));
+        let mut from_policy: Vec<&str> = codes(&path, NOW)
+            .into_iter()
+            .filter(|c| c.starts_with("ERR_"))
+            .collect();
+        from_policy.dedup();
+        let from_flags: Vec<&str> = slo.problems().iter().map(|p| p.code.as_str()).collect();
+        assert_eq!(from_policy, from_flags, "{table}");
+    }
+}

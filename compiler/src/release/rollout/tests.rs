@@ -219,8 +219,8 @@ fn abort_puts_the_old_version_back_and_bad_settings_are_named() {
     };
     assert_eq!(
         recorded.phase,
-        Phase::RollingBack,
-        "recorded as asked for, not as done"
+        Phase::Aborting,
+        "recorded as an operator's abort asked for, not as done nor as a judgement's rollback"
     );
     assert!(
         !c.finished(),
@@ -231,7 +231,7 @@ fn abort_puts_the_old_version_back_and_bad_settings_are_named() {
     assert_eq!(deploys(&cmds), vec![0]);
     again.deployed(Millis(5));
     assert!(again.finished());
-    assert_eq!(again.state().phase, Phase::RolledBack);
+    assert_eq!(again.state().phase, Phase::Aborted, "its own phase");
     let bad = Slo {
         steps: vec![50, 10],
         min_answers: 0,
