@@ -616,3 +616,84 @@ fn a_heartbeat_comes_at_least_every_30_seconds_between_judgements() {
     );
     assert!(out.contains("holding"), "{out}");
 }
+
+/// The misuse table of docs/rollout.md, row by row: in the state the row names, its command
+/// (through `sh`, `understudy` being this binary) exits with the row's code and says what
+/// the row quotes.
+#[test]
+fn the_misuse_table_of_docs_rollout_md_is_what_the_commands_do() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/rollout.md"))
+        .unwrap();
+    let table = doc
+        .split("<!-- misuse -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- /misuse -->").next())
+        .expect("docs/rollout.md has the misuse table");
+    let unquote = |c: &str| -> String {
+        let c = c.trim();
+        match c.strip_prefix("`` ").and_then(|x| x.strip_suffix(" ``")) {
+            Some(x) => x.to_string(),
+            None => c.trim_matches('`').to_string(),
+        }
+    };
+    let bin_dir = std::path::Path::new(BIN).parent().unwrap().to_path_buf();
+    let link = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(BIN, link.path().join("understudy")).unwrap();
+    let mut rows = 0;
+    for line in table.lines().filter(|l| l.starts_with("| ")).skip(1) {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+        let [with, command, exit, says] = cells[..] else {
+            panic!("a row of four cells: {line}");
+        };
+        let (command, says) = (unquote(command), unquote(says));
+        let env = Env::new("guard-misuse");
+        let (old, new) = two(&env);
+        let front = Front::start(&old, &new, 2_000, 0.0);
+        let reg = Registry::open(&env.p("reg")).unwrap();
+        let _held = match with.trim() {
+            "nothing" => None,
+            "running" => Some(guard::take(&reg, "releases rollout", None, true).unwrap()),
+            "stranded" | "damaged" => {
+                strand(&env, &old, &new);
+                if with.trim() == "damaged" {
+                    std::fs::write(record::path(&reg, &new), "").unwrap();
+                }
+                None
+            }
+            other => panic!("unknown state `{other}` in: {line}"),
+        };
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .current_dir(&env.dir)
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}:{}",
+                    link.path().display(),
+                    bin_dir.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env("REGISTRY", "reg")
+            .env("OLD", &old)
+            .env("NEW", &new)
+            .env("FRONT", &front.url)
+            .env_remove("CLOUDFLARE_ACCOUNT_ID")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(exit.trim().parse().unwrap()),
+            "{line}\n{text}"
+        );
+        assert!(text.contains(&says), "{line}\nsays:\n{text}");
+        rows += 1;
+    }
+    assert!(rows >= 20, "{rows} rows");
+}
