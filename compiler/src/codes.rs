@@ -265,6 +265,15 @@ codes! {
          `breaker.coordinator` (default `BREAKER_COORDINATOR`). A Worker's bindings share one\n\
          namespace (`env.NAME`): a KV namespace, secret, rate limit or Durable Object of the\n\
          same name would hide it, and every report would fail. Rename one of them.";
+    FleetCoordinatorSecret = "ERR_FLEET_COORDINATOR_SECRET", "F-SCOPE",
+        "the coordinator's binding name is a secret the Worker reads",
+        "The coordinator's Durable Object binding and the Worker's secrets (the admin token,\n\
+         the identity key, the origin's and a tier's credential, the events' encryption key and\n\
+         delivery credential) share one namespace (`env.NAME`). Bound under a secret's name, the\n\
+         coordinator hides that secret: the Worker reads an object where it expects the secret,\n\
+         and what the secret guards fails closed — with `coordinator = \"ADMIN_TOKEN\"` the right\n\
+         admin token is answered 401. Rename the coordinator (the default is\n\
+         `BREAKER_COORDINATOR`).";
     FleetSettingsUnused = "WARN_FLEET_SETTINGS_UNUSED", "F-SCOPE",
         "warning: fleet settings on a breaker in isolate scope",
         "`coordinator`, `report_interval` and `verdict_ttl` only matter with\n\

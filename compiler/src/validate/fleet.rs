@@ -74,13 +74,26 @@ pub fn check(ctx: &mut Ctx, m: &Model<'_>) {
             )),
         );
     }
-    if let Some(other) = taken(m, &fleet.coordinator) {
-        let span = raw
-            .coordinator
-            .as_ref()
-            .map(|s| s.span)
-            .or(raw.scope.map(|s| s.span))
-            .unwrap_or(raw.window.span);
+    let span = raw
+        .coordinator
+        .as_ref()
+        .map(|s| s.span)
+        .or(raw.scope.map(|s| s.span))
+        .unwrap_or(raw.window.span);
+    if let Some(secret) = secret_named(m, &fleet.coordinator) {
+        ctx.push(
+            ctx.diag(
+                Code::FleetCoordinatorSecret,
+                format!(
+                    "the coordinator's binding `{}` is also {secret}: bound as the coordinator, it would hide that secret",
+                    fleet.coordinator
+                ),
+            )
+            .at(span, "a secret's name")
+            .note("the Worker would read the coordinator where it expects the secret, and what the secret guards would fail closed")
+            .help("set `breaker.coordinator` to a name no secret of the Worker uses (the default is BREAKER_COORDINATOR)"),
+        );
+    } else if let Some(other) = taken(m, &fleet.coordinator) {
         ctx.push(
             ctx.diag(
                 Code::FleetCoordinatorBinding,
@@ -95,15 +108,10 @@ pub fn check(ctx: &mut Ctx, m: &Model<'_>) {
     }
 }
 
-/// What else in the Worker is bound as `name`, if anything.
-fn taken(m: &Model<'_>, name: &str) -> Option<String> {
-    if name.starts_with("UNDERSTUDY_") {
-        return Some("reserved: names starting with UNDERSTUDY_ are the edge's own".into());
-    }
+/// Which secret of the Worker is named `name`, if any: every secret binding the built
+/// Worker reads (`dist::bindings` lists the same for `wrangler.toml`).
+fn secret_named(m: &Model<'_>, name: &str) -> Option<String> {
     for (_, t) in m.tiers() {
-        if t.model.kind.kv_binding().is_some_and(|k| k.value == name) {
-            return Some(format!("tier `{}`'s KV namespace", t.model.name));
-        }
         if t.model.kind.secret().is_some_and(|k| k.value == name) {
             return Some(format!("tier `{}`'s secret", t.model.name));
         }
@@ -111,6 +119,37 @@ fn taken(m: &Model<'_>, name: &str) -> Option<String> {
     if let Some((o, _)) = &m.origin {
         if o.credential_secret.as_deref() == Some(name) {
             return Some("the origin's credential secret".into());
+        }
+    }
+    if let Some(Some((a, _))) = m.admin.read() {
+        if a.secret == name {
+            return Some("the admin token's secret (`admin.secret`)".into());
+        }
+    }
+    if let Some(Some(i)) = m.identity.read() {
+        if i.secret == name {
+            return Some("the identity key's secret (`identity.secret`)".into());
+        }
+    }
+    if let Some(Some((e, _))) = m.events.read() {
+        if e.encryption_key_secret == name {
+            return Some("the events' encryption key secret".into());
+        }
+        if e.delivery.credential_secret.as_deref() == Some(name) {
+            return Some("the events' delivery credential secret".into());
+        }
+    }
+    None
+}
+
+/// What other binding of the Worker is bound as `name`, if any.
+fn taken(m: &Model<'_>, name: &str) -> Option<String> {
+    if name.starts_with("UNDERSTUDY_") {
+        return Some("reserved: names starting with UNDERSTUDY_ are the edge's own".into());
+    }
+    for (_, t) in m.tiers() {
+        if t.model.kind.kv_binding().is_some_and(|k| k.value == name) {
+            return Some(format!("tier `{}`'s KV namespace", t.model.name));
         }
     }
     if let Opt::Ok(s) = &m.storm {
