@@ -81,38 +81,20 @@ pub fn is_identifier(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_ID && s.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, RFC 3339's shape (not the calendar).
+/// An RFC 3339 instant that exists: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` read through
+/// the calendar by the `time` crate, so `2026-02-30`, hour 25, minute 61, month 0 and an
+/// offset past ±23:59 are refused, not stored.
 pub fn is_rfc3339(s: &str) -> bool {
+    use time::format_description::well_known::Rfc3339;
     let b = s.as_bytes();
-    let digits =
-        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
-    if b.len() < 20 || !digits(0..4) || b[4] != b'-' || !digits(5..7) || b[7] != b'-' {
-        return false;
-    }
-    if !digits(8..10) || !matches!(b[10], b'T' | b't') || !digits(11..13) || b[13] != b':' {
-        return false;
-    }
-    if !digits(14..16) || b[16] != b':' || !digits(17..19) {
-        return false;
-    }
-    let mut i = 19;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
+    // RFC 3339's offset hour is 00–23; `time` reads offsets up to ±25 hours.
+    let offset_ok = match b.len().checked_sub(6).map(|i| (b[i], &b[i + 1..])) {
+        Some((b'+' | b'-', hm)) if hm.len() == 5 && hm[2] == b':' => {
+            hm[..2].iter().all(u8::is_ascii_digit) && (hm[0] - b'0') * 10 + (hm[1] - b'0') <= 23
         }
-        if i == start {
-            return false;
-        }
-    }
-    match b.get(i) {
-        Some(b'Z' | b'z') => i + 1 == b.len(),
-        Some(b'+' | b'-') => {
-            i + 6 == b.len() && digits(i + 1..i + 3) && b[i + 3] == b':' && digits(i + 4..i + 6)
-        }
-        _ => false,
-    }
+        _ => true,
+    };
+    offset_ok && time::OffsetDateTime::parse(s, &Rfc3339).is_ok()
 }
 
 fn id_field(obj: &Map<String, Value>, field: &str) -> Result<String, Rejection> {
@@ -536,6 +518,27 @@ mod tests {
             "x026-11-30T12:00:00Z",
         ] {
             assert!(!is_rfc3339(bad), "{bad}");
+        }
+    }
+
+    /// The ingest once stored instants of the right shape that do not exist.
+    #[test]
+    fn impossible_instants_are_refused() {
+        for bad in [
+            "2026-02-30T00:00:00Z",
+            "2026-11-30T25:00:00Z",
+            "2026-11-30T12:61:00Z",
+            "0000-00-00T00:00:00Z",
+            "2026-11-30T12:00:00+25:00",
+        ] {
+            assert!(!is_rfc3339(bad), "{bad}");
+            let mut v = good();
+            v["occurredAt"] = json!(bad);
+            let e = parse(&body(v), &events_policy()).unwrap_err();
+            assert_eq!((e.status, e.field.as_str()), (400, "occurredAt"), "{bad}");
+        }
+        for ok in ["2024-02-29T23:59:59Z", "2026-11-30T12:00:00-23:59"] {
+            assert!(is_rfc3339(ok), "{ok}");
         }
     }
 

@@ -104,9 +104,13 @@ pub(super) fn start(
             ),
         );
     };
-    if let Some(ct) = req.content_type {
-        let essence = ct.split(';').next().unwrap_or("").trim();
-        if !essence.eq_ignore_ascii_case("application/json") {
+    // The media type is required: a body without one is not known to be JSON (a form or a
+    // text body parsed as JSON by chance would be accepted otherwise).
+    let essence = req
+        .content_type
+        .map(|ct| ct.split(';').next().unwrap_or("").trim());
+    {
+        if !essence.is_some_and(|e| e.eq_ignore_ascii_case("application/json")) {
             return (
                 Flow::Done,
                 refused(

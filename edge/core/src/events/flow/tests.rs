@@ -341,12 +341,33 @@ fn bad_envelopes_are_refused_naming_the_field_and_large_bodies_with_413() {
         "/v1/events",
         &[
             ("Authorization", token(Some("acme"))),
+            ("Content-Type", "application/json".into()),
             ("Content-Length", "999999".into()),
         ],
         b"",
     );
     assert_eq!(r.status, 413);
     assert!(s.calls.is_empty());
+}
+
+/// A POST without `Content-Type` was accepted while `text/plain` got 415: the media type is
+/// required, as the README says.
+#[test]
+fn an_event_without_its_media_type_is_refused_with_415() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    let r = request(
+        &mut e,
+        &mut s,
+        "POST",
+        "/v1/events",
+        &[("Authorization", token(Some("acme")))],
+        &event_body("evt-1", 1),
+    );
+    assert_eq!(r.status, 415);
+    assert_eq!(json_of(&r)["code"], "UNSUPPORTED_MEDIA_TYPE");
+    assert!(s.calls.is_empty(), "nothing stored");
 }
 
 #[test]
