@@ -156,7 +156,7 @@ export function runtimeDir(base = runtimeTmp()) {
  * {@link runtimeTmp}, removed once it is disposed (Miniflare's own removal is
  * fire-and-forget and does not outlive `process.exit`, which left 2.8 MB per run behind).
  */
-function miniflare(options) {
+export function miniflare(options) {
   const dir = runtimeDir();
   const before = process.env.TMPDIR;
   process.env.TMPDIR = dir;

@@ -20,7 +20,7 @@ import {
   devSecret,
   understudy,
 } from "./harness.mjs";
-import { startEdge } from "../scripts/edge-server.mjs";
+import { startEdge, miniflare } from "../scripts/edge-server.mjs";
 
 requireEdge();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -34,13 +34,16 @@ const fast = (replay) => (t) =>
     .replace('attempt_timeout = "10s"', 'attempt_timeout = "300ms"')
     .replace("replay = false", `replay = ${replay}`);
 
-async function stack({ replay = true } = {}) {
+/** `prepare(persist)` runs before the edge starts on that storage. */
+async function stack({ replay = true, prepare } = {}) {
   const tmp = await tempDir("understudy-events-");
   const policy = await preparePolicy("api", tmp.dir, { edit: fast(replay) });
   const build = await buildPolicy(policy, join(tmp.dir, "dist"));
   const origin = await startOrigin();
   const persist = join(tmp.dir, "persist");
-  const edge = await startEdge({ dist: build.dir, originUrl: origin.url, eventsUrl: origin.eventsUrl, persist, verbose: false });
+  await prepare?.(persist);
+  const start = () => startEdge({ dist: build.dir, originUrl: origin.url, eventsUrl: origin.eventsUrl, persist, verbose: false });
+  let edge = await start();
   const token = (tenant) =>
     mintToken(devSecret("API_TOKEN_KEY"), { iss: ISS, aud: "orders-api", sub: "producer", ...(tenant ? { tenant } : {}) });
   const post = (body, { tenant = "acme", headers = {} } = {}) =>
@@ -63,7 +66,14 @@ async function stack({ replay = true } = {}) {
     assert.fail(`${id}: never ${what}; last: ${JSON.stringify(last)}`);
   };
   return {
-    edge,
+    get edge() {
+      return edge;
+    },
+    /** Stops the edge and starts it again on the same storage. */
+    restart: async () => {
+      await edge.dispose();
+      edge = await start();
+    },
     origin,
     persist,
     post,
@@ -165,6 +175,29 @@ describe("durable events [V-*]", () => {
     const ledger = await s.origin.ledger();
     assert.equal(ledger.commits.filter((c) => c.event_id === e.eventId).length, 1);
     assert.equal(ledger.delivered[e.eventId], 1, "stored once, delivered once");
+  });
+
+  test("an eventId reused with another payload is refused with 409 naming eventId; a respaced resend is a duplicate", async () => {
+    const e = event("reuse-a", 1);
+    assert.equal((await s.post(e)).status, 202);
+    // Was: 202 "duplicate", and the new payload dropped without a word.
+    const other = await s.post({ ...e, payload: { ...e.payload, total: 99 } });
+    assert.deepEqual([other.status, other.json.code, other.json.field, other.json.retryable], [409, "EVENT_ID_REUSED", "eventId", false], other.text);
+    assert.match(other.json.message, /`payload` differs/);
+    const later = await s.post({ ...e, occurredAt: "2026-11-30T12:00:01Z" });
+    assert.deepEqual([later.status, later.json.code], [409, "EVENT_ID_REUSED"]);
+    assert.match(later.json.message, /`occurredAt` differs/);
+    // The same event sent again with other spacing and key order is a duplicate.
+    const reordered = (v) =>
+      v && typeof v === "object" ? Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reordered(x)])) : v;
+    const respaced = JSON.stringify(reordered(e), null, 2);
+    const again = await s.post(respaced);
+    assert.deepEqual([again.status, again.json.status], [202, "duplicate"], again.text);
+    await s.until(e.eventId, delivered, "delivered");
+    const ledger = await s.origin.ledger();
+    assert.equal(ledger.delivered[e.eventId], 1, "stored once, delivered once");
+    const shown = await s.inspect(e.eventId);
+    assert.equal(shown.payload.total, e.payload.total, "the event accepted first is the one kept");
   });
 
   test("out-of-order arrivals are held for their predecessor and delivered in sequence order", async () => {
@@ -340,6 +373,119 @@ describe("replay switched off", () => {
       assert.equal((await s.inspect(bad.eventId)).event.state, "DEAD_LETTER");
       const noToken = understudy(["events", "list", "--edge", s.edge.url, "--token", "wrong"]);
       assert.equal(noToken.status, 2);
+    } finally {
+      await s.dispose();
+    }
+  });
+});
+
+// The outbox's tables as the release before event digests created them, and a shard's name
+// as protocol.rs computes it (FNV-1a, 64-bit, over the parts joined by 0x1f).
+const TABLES_BEFORE_DIGESTS = [
+  `CREATE TABLE IF NOT EXISTS events(
+    event_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, aggregate TEXT NOT NULL,
+    sequence INTEGER NOT NULL, event_type TEXT NOT NULL, schema_version INTEGER NOT NULL,
+    occurred_at TEXT NOT NULL, correlation_id TEXT NOT NULL, state TEXT NOT NULL,
+    attempts INTEGER NOT NULL, last_error_class TEXT, last_error TEXT, last_status INTEGER,
+    next_attempt_at INTEGER, stored_at INTEGER NOT NULL, first_attempt_at INTEGER,
+    delivered_at INTEGER, skipped INTEGER NOT NULL, replays INTEGER NOT NULL, payload BLOB,
+    UNIQUE(tenant, aggregate, sequence))`,
+  "CREATE INDEX IF NOT EXISTS events_by_state ON events(state, stored_at)",
+  `CREATE TABLE IF NOT EXISTS aggregates(tenant TEXT NOT NULL, aggregate TEXT NOT NULL,
+    cursor INTEGER NOT NULL, PRIMARY KEY(tenant, aggregate))`,
+  `CREATE TABLE IF NOT EXISTS claims(event_id TEXT PRIMARY KEY, tenant TEXT NOT NULL,
+    aggregate TEXT NOT NULL, sequence INTEGER NOT NULL)`,
+  "CREATE TABLE IF NOT EXISTS tally(name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+];
+function shard(prefix, parts, shards = 16) {
+  const M = (1n << 64n) - 1n;
+  let h = 0xcbf29ce484222325n;
+  parts.forEach((p, i) => {
+    if (i > 0) h = ((h ^ 0x1fn) * 0x100000001b3n) & M;
+    for (const b of Buffer.from(p)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & M;
+  });
+  return `${prefix}-${h % BigInt(shards)}`;
+}
+// A Worker of the edge's name with the outbox's class and binding (so the same objects, on
+// the same storage), that runs the SQL it is sent in the shard it names.
+const OLD_OUTBOX = `
+export class OutboxShard {
+  constructor(state) { this.sql = state.storage.sql; }
+  async fetch(req) {
+    for (const [q, ...bind] of await req.json()) this.sql.exec(q, ...bind);
+    return new Response("ok");
+  }
+}
+export default {
+  async fetch(req, env) {
+    const { shard, statements } = await req.json();
+    const stub = env.UNDERSTUDY_OUTBOX.get(env.UNDERSTUDY_OUTBOX.idFromName(shard));
+    return stub.fetch("https://outbox.shard/old", { method: "POST", body: JSON.stringify(statements) });
+  },
+};`;
+
+describe("outbox objects stored before event digests", () => {
+  test("are migrated where they stand: their events stay duplicates whatever is resent, new ones are digested", { timeout: 180_000 }, async () => {
+    const old = event("mig-a", 1);
+    const now = Date.now();
+    const s = await stack({
+      prepare: async (persist) => {
+        const mf = miniflare({
+          workers: [{
+            name: "understudy-edge",
+            modules: true,
+            script: OLD_OUTBOX,
+            compatibilityDate: "2025-01-01",
+            durableObjects: { UNDERSTUDY_OUTBOX: { className: "OutboxShard", useSQLite: true } },
+          }],
+          durableObjectsPersist: join(persist, "do"),
+        });
+        try {
+          const write = async (name, statements) => {
+            const r = await mf.dispatchFetch("http://old.test/", { method: "POST", body: JSON.stringify({ shard: name, statements }) });
+            assert.equal(r.status, 200, await r.text());
+          };
+          const tables = TABLES_BEFORE_DIGESTS.map((q) => [q]);
+          await write(shard("agg", ["acme", old.aggregateId]), [
+            ...tables,
+            [
+              `INSERT INTO events(event_id, tenant, aggregate, sequence, event_type, schema_version,
+                 occurred_at, correlation_id, state, attempts, stored_at, first_attempt_at,
+                 delivered_at, skipped, replays, payload)
+               VALUES (?, 'acme', ?, 1, ?, ?, ?, ?, 'DELIVERED', 1, ?, ?, ?, 0, 0, NULL)`,
+              old.eventId, old.aggregateId, old.type, old.schemaVersion, old.occurredAt, old.correlationId, now, now, now,
+            ],
+            ["INSERT INTO aggregates(tenant, aggregate, cursor) VALUES ('acme', ?, 1)", old.aggregateId],
+          ]);
+          await write(shard("ids", [old.eventId]), [
+            ...tables,
+            ["INSERT INTO claims(event_id, tenant, aggregate, sequence) VALUES (?, 'acme', ?, 1)", old.eventId, old.aggregateId],
+          ]);
+        } finally {
+          await mf.dispose();
+        }
+      },
+    });
+    try {
+      // A row without a digest matches any resend of its identity, as before.
+      for (const resend of [old, { ...old, payload: { ...old.payload, total: 99 } }]) {
+        const r = await s.post(resend);
+        assert.deepEqual([r.status, r.json.status], [202, "duplicate"], r.text);
+      }
+      assert.equal((await s.inspect(old.eventId)).event.state, "DELIVERED");
+      // The migrated table takes new events with their digest, and delivers them.
+      const next = event("mig-a", 2);
+      assert.equal((await s.post(next)).status, 202);
+      await s.until(next.eventId, delivered, "delivered");
+      const reused = await s.post({ ...next, payload: { ...next.payload, total: 99 } });
+      assert.deepEqual([reused.status, reused.json.code], [409, "EVENT_ID_REUSED"], reused.text);
+      // Started again, the objects do not migrate twice.
+      await s.restart();
+      const again = await s.post(next);
+      assert.deepEqual([again.status, again.json.status], [202, "duplicate"], again.text);
+      const third = event("mig-a", 3);
+      assert.equal((await s.post(third)).status, 202);
+      await s.until(third.eventId, delivered, "delivered");
     } finally {
       await s.dispose();
     }

@@ -14,6 +14,7 @@
 use serde_json::{Map, Value};
 
 use super::json;
+use super::seal::SealKey;
 use crate::policy::events::Events;
 
 /// Longest event ID, aggregate ID, type and correlation ID.
@@ -45,6 +46,24 @@ pub struct Envelope {
     pub correlation_id: String,
     /// The payload object, as compact JSON text.
     pub payload: String,
+}
+
+impl Envelope {
+    /// What makes a resend the same event (ADR 006): the outbox's keyed digest
+    /// ([`SealKey::digest`]) of every field but the event ID. The payload is its parsed JSON
+    /// written back compactly with its keys in order, so a resend that spaces or orders its
+    /// keys differently is the same event; one that changes a value is another.
+    pub fn digest(&self, key: &SealKey) -> String {
+        key.digest(&[
+            self.event_type.as_bytes(),
+            &self.schema_version.to_be_bytes(),
+            self.aggregate_id.as_bytes(),
+            &self.sequence.to_be_bytes(),
+            self.occurred_at.as_bytes(),
+            self.correlation_id.as_bytes(),
+            self.payload.as_bytes(),
+        ])
+    }
 }
 
 /// Why an envelope is refused: the HTTP status, a stable code, the field at fault.
@@ -539,6 +558,44 @@ mod tests {
         }
         for ok in ["2024-02-29T23:59:59Z", "2026-11-30T12:00:00-23:59"] {
             assert!(is_rfc3339(ok), "{ok}");
+        }
+    }
+
+    /// A resend is the same event when every field but its spacing and key order is; a
+    /// changed value in any field, the payload's included, is another event.
+    #[test]
+    fn the_digest_tells_a_resend_from_another_event() {
+        let key = SealKey::from_secret("k").unwrap();
+        let digest = |b: &[u8]| parse(b, &events_policy()).unwrap().digest(&key);
+        let d = digest(&body(good()));
+        assert_eq!(d.len(), 64);
+        let respaced =
+            br#"{ "payload": {"card": {"last4": "4242"}, "currency": "EUR", "total": 12.50,
+            "orderId": "o-7"}, "correlationId": "c-1", "occurredAt": "2026-11-30T12:00:00.123Z",
+            "sequence": 1, "aggregateId": "order-7", "schemaVersion": 2, "type": "order.placed",
+            "eventId": "evt-1" }"#;
+        assert_eq!(digest(respaced), d, "spacing, key order and 12.50 vs 12.5");
+        let mut other_id = good();
+        other_id["eventId"] = json!("evt-2");
+        assert_eq!(
+            digest(&body(other_id)),
+            d,
+            "the event ID is the key, not the content"
+        );
+        for (field, value) in [
+            (
+                "payload",
+                json!({"orderId": "o-7", "total": 13, "currency": "EUR", "card": {"last4": "4242"}}),
+            ),
+            ("occurredAt", json!("2026-11-30T12:00:01Z")),
+            ("correlationId", json!("c-2")),
+            ("schemaVersion", json!(1)),
+            ("sequence", json!(2)),
+            ("aggregateId", json!("order-8")),
+        ] {
+            let mut v = good();
+            v[field] = value;
+            assert_ne!(digest(&body(v)), d, "{field}");
         }
     }
 

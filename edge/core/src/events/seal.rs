@@ -10,6 +10,10 @@
 //!   authenticated data: a sealed payload copied into another row does not open.
 //! - Layout: version byte `1`, nonce (12 bytes), ciphertext and tag. The version byte leaves
 //!   room for key rotation.
+//! - What tells a resend from another event under the same ID is a *keyed* digest of the
+//!   envelope (HMAC-SHA-256, its key derived from the same secret under another label): a
+//!   plain hash stored beside the sealed payload would let whoever reads the storage confirm
+//!   a guessed payload.
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
@@ -18,10 +22,11 @@ use sha2::{Digest, Sha256};
 const VERSION: u8 = 1;
 const NONCE: usize = 12;
 const LABEL: &[u8] = b"understudy-events-key-v1\0";
+const DIGEST_LABEL: &[u8] = b"understudy-events-digest-v1\0";
 
-/// A derived AES-256 key.
+/// A derived AES-256 key, and the key of the envelopes' digests.
 #[derive(Clone)]
-pub struct SealKey([u8; 32]);
+pub struct SealKey([u8; 32], [u8; 32]);
 
 impl std::fmt::Debug for SealKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,10 +41,28 @@ impl SealKey {
         if secret.is_empty() {
             return None;
         }
-        let mut h = Sha256::new();
-        h.update(LABEL);
-        h.update(secret.as_bytes());
-        Some(SealKey(h.finalize().into()))
+        let derive = |label: &[u8]| -> [u8; 32] {
+            let mut h = Sha256::new();
+            h.update(label);
+            h.update(secret.as_bytes());
+            h.finalize().into()
+        };
+        Some(SealKey(derive(LABEL), derive(DIGEST_LABEL)))
+    }
+
+    /// HMAC-SHA-256 of `parts`, each prefixed with its length (so no two lists share an
+    /// encoding), in hex.
+    pub fn digest(&self, parts: &[&[u8]]) -> String {
+        use hmac::{Hmac, Mac};
+        // HMAC takes a key of any length; a 32-byte one never fails.
+        let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(&self.1) else {
+            return String::new();
+        };
+        for part in parts {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part);
+        }
+        hex::encode(mac.finalize().into_bytes())
     }
 }
 
@@ -144,5 +167,23 @@ mod tests {
         assert!(SealKey::from_secret("").is_none());
         // The aad's parts are length-prefixed: moving a character between parts changes it.
         assert_ne!(aad("ab", "c", "d", 1), aad("a", "bc", "d", 1));
+    }
+
+    #[test]
+    fn digests_are_keyed_and_length_prefixed() {
+        let key = SealKey::from_secret("k").unwrap();
+        let d = key.digest(&[b"ab", b"c"]);
+        assert_eq!(d.len(), 64);
+        assert_eq!(key.digest(&[b"ab", b"c"]), d);
+        assert_ne!(key.digest(&[b"a", b"bc"]), d);
+        let other = SealKey::from_secret("other").unwrap();
+        assert_ne!(
+            other.digest(&[b"ab", b"c"]),
+            d,
+            "without the key, no digest to compare"
+        );
+        // Not the plain hash of the parts: a guess cannot be checked against storage.
+        let plain = hex::encode(Sha256::digest(b"abc"));
+        assert_ne!(d, plain);
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::envelope::Envelope;
 use super::outbox::{self, Arrival, Head, Plan, Record, Settled, State};
+use super::seal::SealKey;
 use crate::classify::Observed;
 use crate::policy::events::*;
 use crate::policy::RetryOn;
@@ -76,8 +77,18 @@ pub fn envelope(id: &str, aggregate: &str, sequence: u64) -> Envelope {
     }
 }
 
+/// The key the tests' records are digested with.
+pub fn test_key() -> SealKey {
+    SealKey::from_secret("test-events-key").expect("a non-empty secret")
+}
+
 pub fn record(id: &str, aggregate: &str, sequence: u64) -> Record {
-    Record::new(&envelope(id, aggregate, sequence), "acme", Millis(1_000))
+    Record::new(
+        &envelope(id, aggregate, sequence),
+        "acme",
+        &test_key(),
+        Millis(1_000),
+    )
 }
 
 /// One shard's rows in memory, changed only through the outbox's decisions.

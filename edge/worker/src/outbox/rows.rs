@@ -23,12 +23,23 @@ pub const SCHEMA: &[&str] = &[
         event_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, aggregate TEXT NOT NULL,
         sequence INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS tally(name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+];
+
+/// Changes to the tables of [`SCHEMA`] (as they were first released), in order. An object
+/// applies the ones it has not yet — `meta`'s `migrations` row counts those applied — each
+/// with its count in one write batch, so an object that already holds rows is migrated
+/// where it stands and a new one is built the same way. Append only; never edit one.
+pub const MIGRATIONS: &[&str] = &[
+    // The event's digest as accepted: a reused event ID with other contents is refused.
+    // Rows stored before have none (NULL) and match any resend of their identity.
+    "ALTER TABLE events ADD COLUMN digest TEXT",
 ];
 
 /// The columns of a [`Record`], in [`Row`]'s order.
 pub const COLS: &str = "event_id, tenant, aggregate, sequence, event_type, schema_version, \
     occurred_at, correlation_id, state, attempts, last_error_class, last_error, last_status, \
-    next_attempt_at, stored_at, first_attempt_at, delivered_at, skipped, replays";
+    next_attempt_at, stored_at, first_attempt_at, delivered_at, skipped, replays, digest";
 
 pub type Sql<T> = Result<T, String>;
 
@@ -103,6 +114,7 @@ fn record(mut c: Cells) -> Record {
         delivered_at: c.ou(),
         skipped: c.u() != 0,
         replays: u32::try_from(c.u()).unwrap_or(u32::MAX),
+        digest: c.os(),
     }
 }
 
@@ -125,6 +137,27 @@ fn os(v: &Option<String>) -> V {
 pub fn init(sql: &SqlStorage) -> Sql<()> {
     for s in SCHEMA {
         sql.exec(s, None).map_err(err)?;
+    }
+    let applied = cells(
+        sql,
+        "SELECT value FROM meta WHERE name = 'migrations'",
+        vec![],
+    )?
+    .into_iter()
+    .next()
+    .map_or(0, |mut c| c.u());
+    for (n, m) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(applied).unwrap_or(usize::MAX))
+    {
+        sql.exec(m, None).map_err(err)?;
+        sql.exec(
+            "INSERT INTO meta(name, value) VALUES ('migrations', ?)
+             ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+            vec![i(n as u64 + 1)],
+        )
+        .map_err(err)?;
     }
     Ok(())
 }
@@ -171,7 +204,7 @@ pub fn set_cursor(sql: &SqlStorage, tenant: &str, aggregate: &str, to: u64) -> S
 pub fn insert(sql: &SqlStorage, r: &Record, sealed: Vec<u8>) -> Sql<()> {
     sql.exec(
         &format!(
-            "INSERT INTO events({COLS}, payload) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            "INSERT INTO events({COLS}, payload) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
         ),
         vec![
             r.event_id.as_str().into(),
@@ -193,6 +226,7 @@ pub fn insert(sql: &SqlStorage, r: &Record, sealed: Vec<u8>) -> Sql<()> {
             oi(r.delivered_at),
             i(u64::from(r.skipped)),
             i(u64::from(r.replays)),
+            os(&r.digest),
             V::Blob(sealed),
         ],
     )

@@ -8,7 +8,7 @@ use super::{
     BodyError, Ctx, Flow, Io, Request, Secrets, Step,
 };
 use crate::events::envelope::{self, is_identifier, Envelope};
-use crate::events::outbox::{Claim, Record};
+use crate::events::outbox::{self, Claim, Record};
 use crate::events::protocol::{self as proto, ShardReply, ShardRequest, Verdict};
 use crate::events::seal::{self, SealKey};
 use crate::policy::events::Events;
@@ -187,7 +187,7 @@ pub(super) fn body(
             }))
         }
     };
-    let record = Box::new(Record::new(&env, &s.tenant, now));
+    let record = Box::new(Record::new(&env, &s.tenant, &s.key, now));
     let sealed = seal::seal(&s.key, s.nonce, &aad_of(&record), env.payload.as_bytes());
     let claim = claim_of(&env, &s.tenant);
     let shard = proto::claim_shard(&env.event_id, ev.shards);
@@ -238,7 +238,8 @@ pub(super) fn claimed(
 }
 
 /// The aggregate shard answered: `202` (accepted or duplicate), or the refusal — after
-/// releasing the claim this request made.
+/// releasing the claim this request made (an ID reused with other contents holds the
+/// claim of the event accepted first, so there is none to release).
 pub(super) fn stored(
     next: &mut Flow,
     cx: &Ctx<'_>,
@@ -270,9 +271,10 @@ pub(super) fn stored(
                 },
             ..
         }) => {
+            let field = outbox::conflict_field(&code);
             let refusal = with_event(
                 answer(
-                    error(cx, status, &code, &message, false, Some("sequence")),
+                    error(cx, status, &code, &message, false, Some(field)),
                     "refused",
                     Some(&code),
                 ),

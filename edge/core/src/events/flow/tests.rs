@@ -262,6 +262,44 @@ fn a_repeated_event_id_is_acknowledged_once_and_another_tenant_is_refused() {
     assert_eq!(s.outbox.rows["evt-1"].tenant, "acme", "never merged");
 }
 
+/// The same event ID with another payload was answered `202 "duplicate"` and the payload
+/// dropped; it is refused with 409 naming `eventId`, and a resend spaced differently is
+/// still the same event.
+#[test]
+fn an_event_id_reused_with_another_payload_is_refused_and_a_respaced_resend_is_not() {
+    let b = bake(false);
+    let mut e = Engine::new(&b).unwrap();
+    let mut s = Shards::default();
+    let first = event_body("evt-1", 1);
+    post(&mut e, &mut s, Some("acme"), &first);
+    let mut changed: Value = serde_json::from_slice(&first).unwrap();
+    changed["payload"]["total"] = json!(99);
+    let reused = post(&mut e, &mut s, Some("acme"), changed.to_string().as_bytes());
+    assert_eq!(reused.status, 409, "{}", reused.body);
+    let body = json_of(&reused);
+    assert_eq!(
+        (&body["code"], &body["field"], &body["retryable"]),
+        (&json!("EVENT_ID_REUSED"), &json!("eventId"), &json!(false))
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("`payload`"),
+        "{body}"
+    );
+    assert!(
+        s.claims.contains_key("evt-1"),
+        "the first event keeps its claim"
+    );
+    let pretty =
+        serde_json::to_vec_pretty(&serde_json::from_slice::<Value>(&first).unwrap()).unwrap();
+    let again = post(&mut e, &mut s, Some("acme"), &pretty);
+    assert_eq!(
+        (again.status, json_of(&again)["status"].as_str()),
+        (202, Some("duplicate"))
+    );
+    assert_eq!(s.outbox.rows.len(), 1);
+    assert_eq!(e.counters().events.get("refused"), Some(&1));
+}
+
 #[test]
 fn a_sequence_taken_by_another_event_is_refused_and_the_event_id_stays_free() {
     let b = bake(false);

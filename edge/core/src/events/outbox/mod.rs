@@ -70,10 +70,20 @@ pub struct Record {
     /// A dead letter an operator skipped (it stays `DEAD_LETTER`).
     pub skipped: bool,
     pub replays: u32,
+    /// The envelope's [digest](super::envelope::Envelope::digest) as accepted: a resend with
+    /// this ID is the same event only if its digest is equal. `None` on a row stored before
+    /// digests were kept, which matches any resend of its identity.
+    pub digest: Option<String>,
 }
 
 impl Record {
-    pub fn new(env: &super::envelope::Envelope, tenant: &str, now: Millis) -> Record {
+    /// The record of `env` as it arrives, its [digest](Record::digest) keyed by `key`.
+    pub fn new(
+        env: &super::envelope::Envelope,
+        tenant: &str,
+        key: &super::seal::SealKey,
+        now: Millis,
+    ) -> Record {
         Record {
             event_id: env.event_id.clone(),
             tenant: tenant.to_string(),
@@ -94,6 +104,7 @@ impl Record {
             delivered_at: None,
             skipped: false,
             replays: 0,
+            digest: Some(env.digest(key)),
         }
     }
 
@@ -101,6 +112,28 @@ impl Record {
         self.tenant == other.tenant
             && self.aggregate == other.aggregate
             && self.sequence == other.sequence
+    }
+
+    /// The first envelope field in which `other`, the same event by its identity, differs
+    /// from this one as accepted (`None`: it is a resend). A row without a digest matches.
+    fn differs(&self, other: &Record) -> Option<&'static str> {
+        let (Some(mine), Some(theirs)) = (&self.digest, &other.digest) else {
+            return None;
+        };
+        if mine == theirs {
+            return None;
+        }
+        Some(if self.event_type != other.event_type {
+            "type"
+        } else if self.schema_version != other.schema_version {
+            "schemaVersion"
+        } else if self.occurred_at != other.occurred_at {
+            "occurredAt"
+        } else if self.correlation_id != other.correlation_id {
+            "correlationId"
+        } else {
+            "payload"
+        })
     }
 }
 
@@ -117,7 +150,9 @@ pub enum Arrival {
 }
 
 /// Decides an arrival from what the shard already holds: the row with the same event ID,
-/// the row at the same (tenant, aggregate, sequence), and the aggregate's cursor.
+/// the row at the same (tenant, aggregate, sequence), and the aggregate's cursor. The same
+/// ID is a duplicate only when it is the same event — same identity and same
+/// [digest](Record::digest); reused for anything else, it is refused, never merged.
 pub fn arrival(
     new: &Record,
     same_id: Option<&Record>,
@@ -125,10 +160,18 @@ pub fn arrival(
     cursor: u64,
 ) -> Arrival {
     if let Some(old) = same_id {
-        return if old.same_event(new) {
-            Arrival::Duplicate
-        } else {
-            reused(&new.event_id)
+        if !old.same_event(new) {
+            return reused(&new.event_id);
+        }
+        return match old.differs(new) {
+            None => Arrival::Duplicate,
+            Some(field) => Arrival::Conflict(
+                EVENT_ID_REUSED,
+                format!(
+                    "event ID `{}` already names another event: its `{field}` differs from the event accepted with this ID; a new event needs a new event ID",
+                    new.event_id
+                ),
+            ),
         };
     }
     if let Some(other) = same_place {
@@ -152,9 +195,22 @@ pub fn arrival(
     Arrival::Store
 }
 
+/// The refusal of an event ID that names another event (its `field` is `eventId`; every
+/// other conflict is about the `sequence`).
+pub const EVENT_ID_REUSED: &str = "EVENT_ID_REUSED";
+
+/// The envelope field a conflict's refusal names.
+pub fn conflict_field(code: &str) -> &'static str {
+    if code == EVENT_ID_REUSED {
+        "eventId"
+    } else {
+        "sequence"
+    }
+}
+
 fn reused(event_id: &str) -> Arrival {
     Arrival::Conflict(
-        "EVENT_ID_REUSED",
+        EVENT_ID_REUSED,
         format!("event ID `{event_id}` already names another event; event IDs are unique across tenants and aggregates"),
     )
 }

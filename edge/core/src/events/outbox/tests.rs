@@ -2,7 +2,7 @@
 //! jumps to the next wake-up — never a sleep.
 
 use super::*;
-use crate::events::testing::{events_policy, record, MemShard};
+use crate::events::testing::{events_policy, record, test_key, MemShard};
 
 fn ok() -> Observed {
     Observed::Response {
@@ -119,6 +119,42 @@ fn duplicates_are_acknowledged_and_conflicts_refused() {
         s.ingest(record("e7", "a", 1)),
         Arrival::Conflict("SEQUENCE_PASSED", _)
     ));
+}
+
+/// A reused event ID with other contents was acknowledged "duplicate" and its payload
+/// dropped; ADR 006 refuses it. A row stored before digests were kept matches any resend.
+#[test]
+fn an_event_id_reused_with_other_contents_is_refused_naming_what_differs() {
+    let mut s = MemShard::default();
+    assert_eq!(s.ingest(record("e1", "a", 1)), Arrival::Store);
+    let mut env = crate::events::testing::envelope("e1", "a", 1);
+    env.payload = r#"{"orderId":"o","total":2,"currency":"EUR"}"#.into();
+    let other = Record::new(&env, "acme", &test_key(), Millis(2_000));
+    match s.ingest(other) {
+        Arrival::Conflict(EVENT_ID_REUSED, why) => assert!(why.contains("`payload`"), "{why}"),
+        a => panic!("{a:?}"),
+    }
+    env = crate::events::testing::envelope("e1", "a", 1);
+    env.occurred_at = "2026-11-30T12:00:01Z".into();
+    match s.ingest(Record::new(&env, "acme", &test_key(), Millis(2_000))) {
+        Arrival::Conflict(EVENT_ID_REUSED, why) => assert!(why.contains("`occurredAt`"), "{why}"),
+        a => panic!("{a:?}"),
+    }
+    assert_eq!(
+        s.rows["e1"].digest,
+        record("e1", "a", 1).digest,
+        "the first stays"
+    );
+    assert_eq!(conflict_field(EVENT_ID_REUSED), "eventId");
+    assert_eq!(conflict_field("SEQUENCE_TAKEN"), "sequence");
+    // Rows from before digests: the identity decides, as it did when they were stored.
+    s.rows.get_mut("e1").unwrap().digest = None;
+    let mut env = crate::events::testing::envelope("e1", "a", 1);
+    env.payload = "{}".into();
+    assert_eq!(
+        s.ingest(Record::new(&env, "acme", &test_key(), Millis(3_000))),
+        Arrival::Duplicate
+    );
 }
 
 #[test]
