@@ -14,7 +14,7 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Env, BIN, DAY1, DAY1_NOON};
+use common::{Env, BIN, DAY1, DAY1_NOON, DAY2_NOON};
 use understudy_compiler::release::registry::Registry;
 use understudy_compiler::release::rollout::record::{self, RolloutRecord};
 use understudy_compiler::release::rollout::{guard, Figures, Histogram, Phase};
@@ -615,6 +615,122 @@ fn a_heartbeat_comes_at_least_every_30_seconds_between_judgements() {
         beats[0]
     );
     assert!(out.contains("holding"), "{out}");
+}
+
+/// `releases list` was about 250 characters wide; it fits in 100 columns, with every column
+/// behind `--wide` and every field in `--format json`.
+#[test]
+fn releases_list_fits_in_100_columns_and_wide_keeps_every_column() {
+    let env = Env::new("guard-list");
+    let (old, new) = two(&env);
+    // The longest rollout state there is: holding, with holds counted.
+    strand(&env, &old, &new);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let path = record::path(&reg, &new);
+    let mut rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    rec["state"]["phase"] = "watching".into();
+    rec["state"]["holds"] = 3.into();
+    std::fs::write(&path, rec.to_string()).unwrap();
+    // And a release that does not read.
+    env.write(
+        "reg/releases/r-000000000000/release.json",
+        "{ not a release record, and a long explanation of why would not fit in a table",
+    );
+    let list = env.ok(&["releases", "list", "--registry", "reg", "--now", DAY1_NOON]);
+    for line in list.stdout.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} wide: {line}",
+            line.chars().count()
+        );
+    }
+    for says in [
+        format!("* {old}"),
+        "holding 1/2 (50%), 3 holds".into(),
+        "r-000000000000  DAMAGED: ".into(),
+        "2026-12-01 01:00".into(),
+    ] {
+        assert!(list.stdout.contains(&says), "{says}:\n{}", list.stdout);
+    }
+    let wide = env.ok(&[
+        "releases",
+        "list",
+        "--registry",
+        "reg",
+        "--now",
+        DAY1_NOON,
+        "--wide",
+    ]);
+    assert!(
+        wide.stdout.lines().any(|l| l.chars().count() > 100),
+        "{}",
+        wide.stdout
+    );
+    for says in [
+        "VALIDATED",
+        "NOTE",
+        "holding at step 1 of 2 (50%), 3 of 6 holds",
+        "is not a valid release record (key must be a string at line 1 column 3)",
+    ] {
+        assert!(wide.stdout.contains(says), "{says}:\n{}", wide.stdout);
+    }
+    let json = env.ok(&["releases", "list", "--registry", "reg", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["releases"].as_array().unwrap().len(), 2);
+    assert!(v["releases"][0]["note"].is_string() && v["releases"][0]["validated_at"].is_string());
+    assert_eq!(v["damaged"][0]["id"], "r-000000000000");
+}
+
+/// `drill --rollout` on the shipped sample failed with only "its policy does not read": the
+/// stale snapshot's diagnostic was not shown, and `drill` had no `--now`. Now the diagnostic
+/// is printed as `check` renders it, with the instant read and the way to read another.
+#[test]
+fn drill_rollout_shows_why_a_release_does_not_read_and_reads_it_with_now() {
+    let env = Env::new("guard-drill-stale");
+    let (_old, new) = two(&env);
+    let drill = |extra: &[&str]| {
+        let mut args = vec![
+            "drill",
+            "--rollout",
+            "active",
+            &new,
+            "--registry",
+            "reg",
+            "--scenario",
+            "no-such-scenario.toml",
+        ];
+        args.extend_from_slice(extra);
+        env.run(&args)
+    };
+    // Validated on DAY1 (the snapshot of 01:00): stale a day later.
+    let r = drill(&["--now", DAY2_NOON]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    for says in [
+        "its policy does not read as of 2026-12-01T12:00:00Z (--now)",
+        "error[ERR_UNTESTED_COMPENSATION_REJECTED]",
+        "policy.toml",
+    ] {
+        assert!(r.stderr.contains(says), "missing `{says}`:\n{}", r.stderr);
+    }
+    // Without --now it reads as of the wall clock, and says how to read another instant.
+    let r = drill(&[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("ERR_UNTESTED_COMPENSATION_REJECTED")
+            && r.stderr
+                .contains("pass --now to read it as of another instant"),
+        "{}",
+        r.stderr
+    );
+    // As of the day it was validated it reads, and the drill goes on to its scenario.
+    let r = drill(&["--now", DAY1_NOON]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("does not read") && r.stderr.contains("no-such-scenario.toml"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// The misuse table of docs/rollout.md, row by row: in the state the row names, its command

@@ -876,18 +876,24 @@ fn a_release_publishes_its_kv_tier_and_list_shows_when_both_expire() {
         "{out}"
     );
 
-    let list = env.ok(&["releases", "list", "--registry", "reg", "--now", DAY2_NOON]);
-    let row = list
-        .stdout
-        .lines()
-        .find(|l| l.starts_with(&format!("* {id}")))
-        .unwrap()
-        .to_string();
+    let row_of = |args: &[&str]| {
+        let list = env.ok(args);
+        list.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("* {id}")))
+            .unwrap()
+            .to_string()
+    };
+    let list = ["releases", "list", "--registry", "reg", "--now", DAY2_NOON];
     // Stubs: the day-2 snapshot (01:00) plus the 24 h ceiling; the cache tier: plus 1 h.
+    let row = row_of(&[&list[..], &["--wide"]].concat());
     assert!(
         row.contains("2026-12-02T01:00:00Z") && row.contains("cache 2026-12-01T02:00:00Z"),
         "{row}"
     );
+    // The narrow table shows the first of the two: when the edge first loses an answer.
+    let row = row_of(&list);
+    assert!(row.contains("2026-12-01 02:00"), "{row}");
     let json = env.ok(&["releases", "list", "--registry", "reg", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     let rel = v["releases"]

@@ -85,6 +85,10 @@ pub struct ListArgs {
     /// Judge catalog ages as of this instant (RFC 3339) instead of now.
     #[arg(long)]
     pub now: Option<String>,
+    /// Every column (created, validated, items, each expiry, the Workers version, the note):
+    /// about 250 characters wide. Without it, a table within 100 columns.
+    #[arg(long)]
+    pub wide: bool,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
 }

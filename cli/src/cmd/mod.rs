@@ -7,6 +7,7 @@ pub mod dev;
 pub mod drill;
 pub mod events;
 pub mod explain;
+pub mod listing;
 pub mod origin;
 pub mod publish;
 pub mod releases;

@@ -9,21 +9,18 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _, Result};
-use serde_json::json;
 
 use crate::args::{
-    AddArgs, DeployArgs, DiffArgs, Format, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs,
-    ReleasesCommand, RollbackArgs,
+    AddArgs, DeployArgs, DiffArgs, PromoteArgs, RegistryArg, ReleasesArgs, ReleasesCommand,
+    RollbackArgs,
 };
 use crate::exit::Exit;
 use understudy_compiler::dist::edge;
-use understudy_compiler::release::freshness::Freshness;
 use understudy_compiler::release::ops::{self, RollbackArgs as OpsRollback};
 use understudy_compiler::release::pipeline::{self, PolicySource, Request};
-use understudy_compiler::release::record::{rfc3339, Kind};
+use understudy_compiler::release::record::Kind;
 use understudy_compiler::release::registry::{self, LockOptions, Registry};
 use understudy_compiler::release::rollout::cloudflare::driver as cloudflare;
-use understudy_compiler::release::rollout::record::{self as rollout_record, RolloutRecord};
 use understudy_compiler::release::rollout::Phase;
 use understudy_compiler::release::size;
 use understudy_compiler::release::{diff, DEPLOY_SCRIPT};
@@ -46,7 +43,7 @@ impl RegistryArg {
 pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
     match args.command {
         ReleasesCommand::Add(a) => add(&a),
-        ReleasesCommand::List(a) => list(&a),
+        ReleasesCommand::List(a) => super::listing::list(&a),
         ReleasesCommand::Diff(a) => diff_cmd(&a),
         ReleasesCommand::Promote(a) => promote(&a),
         ReleasesCommand::Rollback(a) => rollback(&a),
@@ -120,141 +117,6 @@ fn add(args: &AddArgs) -> Result<ExitCode> {
         "deploy it with: {}",
         p.release.dir.join(DEPLOY_SCRIPT).display()
     );
-    Ok(Exit::Ok.into())
-}
-
-fn list(args: &ListArgs) -> Result<ExitCode> {
-    let now = super::parse_now(args.now.as_deref())?;
-    let reg = Registry::open(&args.registry.registry)?;
-    let active = reg.active()?;
-    let mut rows = Vec::new();
-    let mut damaged = Vec::new();
-    for id in reg.ids()? {
-        match reg.load(&id) {
-            Ok(r) => rows.push(r),
-            Err(e) => damaged.push((id, format!("{e:#}"))),
-        }
-    }
-    rows.sort_by(|a, b| {
-        (a.record.created_at_ms, &a.record.id).cmp(&(b.record.created_at_ms, &b.record.id))
-    });
-    // Each release's last rollout, as its record in rollouts/ says.
-    let rollouts: std::collections::BTreeMap<String, RolloutRecord> = rollout_record::all(&reg)?
-        .into_iter()
-        .map(|r| (r.new.clone(), r))
-        .collect();
-    let rollout_of = |id: &str| rollouts.get(id).map(RolloutRecord::summary);
-    // Each release's Workers version (`releases upload`), when it has one.
-    let version_of = |id: &str| {
-        understudy_compiler::release::versions::read(&reg, id)
-            .ok()
-            .flatten()
-            .and_then(|u| u.version_id)
-    };
-    match args.format {
-        Format::Json => {
-            let releases: Vec<_> = rows
-                .iter()
-                .map(|r| {
-                    let f = Freshness::of(&r.record, now);
-                    json!({
-                        "id": r.record.id,
-                        "active": active.as_deref() == Some(r.id()),
-                        "kind": r.record.kind,
-                        "service": r.record.service,
-                        "policy": r.record.policy,
-                        "created_at": r.record.created_at,
-                        "validated_at": r.record.validated_at,
-                        "catalog": r.record.catalog,
-                        "catalog_age_ms": f.map(|f| f.snapshot_age_ms),
-                        "catalog_stale": f.map(|f| f.stale()),
-                        "stubs_expire_at": Freshness::stubs_expire_at_ms(&r.record).map(rfc3339),
-                        "stubs_expire_at_ms": Freshness::stubs_expire_at_ms(&r.record),
-                        "published": r.record.published,
-                        "module": r.record.module,
-                        "parent": r.record.parent,
-                        "note": r.record.note,
-                        "rollout": rollout_of(r.id()),
-                        "version_id": version_of(r.id()),
-                    })
-                })
-                .collect();
-            let damaged: Vec<_> = damaged
-                .iter()
-                .map(|(id, e)| json!({"id": id, "error": e}))
-                .collect();
-            let doc = json!({"active": active, "releases": releases, "damaged": damaged});
-            println!("{}", serde_json::to_string_pretty(&doc)?);
-        }
-        Format::Human => {
-            println!(
-                "registry {}: {} release(s), active: {}",
-                reg.root.display(),
-                rows.len() + damaged.len(),
-                active.as_deref().unwrap_or("none")
-            );
-            println!(
-                "  {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {:<8}  {:<22}  NOTE",
-                "ID",
-                "KIND",
-                "POLICY",
-                "CREATED",
-                "VALIDATED",
-                "ITEMS",
-                "CATALOG (snapshot age)",
-                "STUBS EXPIRE",
-                "PUBLISHED KV EXPIRES",
-                "VERSION",
-                "ROLLOUT"
-            );
-            for r in &rows {
-                let rec = &r.record;
-                let mark = if active.as_deref() == Some(r.id()) {
-                    "*"
-                } else {
-                    " "
-                };
-                let catalog = match Freshness::of(rec, now) {
-                    Some(f) if f.stale() => format!("STALE {}", f.describe()),
-                    Some(f) => f.describe(),
-                    None => "no catalog".into(),
-                };
-                let stubs = Freshness::stubs_expire_at_ms(rec).map_or("-".into(), rfc3339);
-                let kv = if rec.published.is_empty() {
-                    "none with this release".to_string()
-                } else {
-                    rec.published
-                        .iter()
-                        .map(|p| format!("{} {}", p.tier, p.expires_at))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                println!(
-                    "{mark} {:<14}  {:<8}  {:<16}  {:<20}  {:<20}  {:>6}  {:<34}  {:<20}  {:<32}  {:<8}  {:<22}  {}",
-                    rec.id,
-                    rec.kind.as_str(),
-                    rec.policy.version,
-                    rec.created_at,
-                    rec.validated_at,
-                    rec.catalog.as_ref().map_or(0, |c| c.items),
-                    catalog,
-                    stubs,
-                    kv,
-                    version_of(r.id()).map_or_else(|| "-".to_string(), |v| v.chars().take(8).collect()),
-                    rollout_of(r.id()).unwrap_or_else(|| "-".into()),
-                    rec.note
-                );
-            }
-            for (id, e) in &damaged {
-                let mark = if active.as_deref() == Some(id.as_str()) {
-                    "*"
-                } else {
-                    " "
-                };
-                println!("{mark} {id:<14}  DAMAGED: {e}");
-            }
-        }
-    }
     Ok(Exit::Ok.into())
 }
 

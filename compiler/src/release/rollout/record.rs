@@ -61,6 +61,28 @@ impl RolloutRecord {
     }
 }
 
+impl RolloutRecord {
+    /// [`summary`](RolloutRecord::summary) in at most 27 characters, for a table:
+    /// `rolled back 1/3 (10%)`, `holding 2/4 (50%), 3 holds`.
+    pub fn brief(&self) -> String {
+        let n = self.slo.steps.len();
+        let at = self.slo.steps.get(self.state.step).copied().unwrap_or(100);
+        let k = self.state.step + 1;
+        match self.state.phase {
+            Phase::Deploying => format!("deploying {k}/{n} ({at}%)"),
+            Phase::Watching if self.state.holds > 0 => {
+                format!("holding {k}/{n} ({at}%), {} holds", self.state.holds)
+            }
+            Phase::Watching => format!("watching {k}/{n} ({at}%)"),
+            Phase::Done => "advanced to 100%".into(),
+            Phase::RollingBack => "rolling back".into(),
+            Phase::RolledBack => format!("rolled back {k}/{n} ({at}%)"),
+            Phase::Aborting => "aborting".into(),
+            Phase::Aborted => format!("aborted {k}/{n} ({at}%)"),
+        }
+    }
+}
+
 /// A record that cannot be read: whether its rollout runs or has ended is unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Damaged {
