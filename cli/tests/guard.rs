@@ -394,6 +394,10 @@ fn a_stranded_rollout_is_named_by_verify_and_resolved_only_by_its_own_resume_or_
     assert!(r.stderr.contains("--force"), "{}", r.stderr);
     let s = env.ok(&["releases", "status", "--registry", "reg"]);
     assert!(s.stdout.contains("NOT running"), "{}", s.stdout);
+    assert!(
+        resumes(&env, &new),
+        "the sample workflow resumes a stranded rollout"
+    );
     // The abort: its own phase, its own code, the old version at 100%.
     let r = env.run(&[
         "releases",
@@ -415,6 +419,45 @@ fn a_stranded_rollout_is_named_by_verify_and_resolved_only_by_its_own_resume_or_
     );
     env.ok(&["releases", "verify", "--registry", "reg"]);
     assert_eq!(env.active(), old);
+    // The sample workflow resumed any rollout whose phase was not done or rolled back: an
+    // aborted one too. It reads `ended` now.
+    assert!(!resumes(&env, &new), "an aborted rollout is not resumed");
+}
+
+/// Whether .github/workflows/policy-rollout.yml's check (its `node -e` script, fed
+/// `releases status --id ID --format json`) says to `--resume` the rollout of `id`.
+fn resumes(env: &Env, id: &str) -> bool {
+    let yml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../.github/workflows/policy-rollout.yml"
+    ))
+    .unwrap();
+    let script = yml
+        .split("node -e '")
+        .nth(1)
+        .and_then(|t| t.split('\'').next())
+        .expect("policy-rollout.yml checks the status with node -e '…'");
+    let status = env.ok(&[
+        "releases",
+        "status",
+        "--registry",
+        "reg",
+        "--id",
+        id,
+        "--format",
+        "json",
+    ]);
+    let mut node = std::process::Command::new("node")
+        .args(["-e", script])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    node.stdin
+        .take()
+        .unwrap()
+        .write_all(status.stdout.as_bytes())
+        .unwrap();
+    node.wait().unwrap().success()
 }
 
 /// An abort of a stale record deployed its old version at 100% over a newer deployment.
@@ -615,6 +658,63 @@ fn a_heartbeat_comes_at_least_every_30_seconds_between_judgements() {
         beats[0]
     );
     assert!(out.contains("holding"), "{out}");
+}
+
+/// The nightly re-bake (README, "For catalog owners"; .github/workflows/nightly-catalog.yml)
+/// promotes a new release and deploys it at 100%: while a rollout's controller runs, `bake
+/// --promote --wait D` waits for it and is then refused; while a rollout is stranded it is
+/// refused at once with the rollout's way out. Nothing is written either way.
+#[test]
+fn the_nightly_bake_waits_for_a_running_rollout_and_is_refused_during_an_unfinished_one() {
+    let env = Env::new("guard-nightly");
+    let (old, new) = two(&env);
+    let bake = |wait: &str| {
+        env.run(&[
+            "bake",
+            "--registry",
+            "reg",
+            "--wait",
+            wait,
+            "--catalog",
+            "v1/catalog.json",
+            "--inventory",
+            "v1/inventory.json",
+            "--now",
+            DAY1_NOON,
+            "--promote",
+        ])
+    };
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let count = env.releases().len();
+    let held = guard::take(&reg, "releases rollout", None, true).unwrap();
+    let t = Instant::now();
+    let r = bake("1s");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        r.stderr.contains("after waiting 1s")
+            && r.stderr.contains("a rollout's controller holds this lock"),
+        "{}",
+        r.stderr
+    );
+    drop(held);
+    strand(&env, &old, &new);
+    let t = Instant::now();
+    let r = bake("10m");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(t.elapsed() < Duration::from_secs(60), "refused at once");
+    assert!(
+        r.stderr.contains("has not ended")
+            && r.stderr.contains("--resume")
+            && r.stderr.contains("--abort"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!((env.active(), env.releases().len()), (old, count));
 }
 
 /// `releases list` was about 250 characters wide; it fits in 100 columns, with every column

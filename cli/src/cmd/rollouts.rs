@@ -152,6 +152,7 @@ pub fn status(args: &StatusArgs) -> Result<()> {
             let doc = serde_json::json!({
                 "rollout": rec,
                 "phase": rec.as_ref().map(|r| r.state.phase.word()),
+                "ended": rec.as_ref().map(RolloutRecord::finished),
                 "summary": rec.as_ref().map(RolloutRecord::summary),
                 "started_at": rec.as_ref().map(|r| rfc3339(r.started_at_ms)),
                 "updated_at": rec.as_ref().map(|r| rfc3339(r.updated_at_ms)),
