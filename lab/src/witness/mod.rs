@@ -16,6 +16,8 @@
 //!   [`SAMPLE_EVERY`] ticks — the delay the edge itself met, not a proxy's;
 //! - **stopped processes**: a watched process seen in state `T` (stopped: `SIGSTOP`, a
 //!   freezer), for as long as it stays so;
+//! - **saturation**: how much of each sample a watched process's main thread ran and waited
+//!   (a thread never idle that waited a good part of the time had a queue the host made);
 //! - **CPU steal**: the hypervisor's time taken from this machine's CPUs, from `/proc/stat`.
 //!
 //! [`Trace::stalls`] merges them into the stretches of time in which the host held the run
@@ -104,14 +106,24 @@ pub(crate) fn ms_since(origin: Instant, t: Instant) -> f64 {
     }
 }
 
-/// A watched process's wait for a CPU in one sample: `wait_ms` of the `span_ms` before
-/// `at_ms` it was ready to run and did not.
+/// A watched thread's wait for a CPU that ended in one sample (the `span_ms` before
+/// `at_ms`): `wait_ms` it was ready to run and did not — longer than the sample when the
+/// wait began before it (the kernel counts a wait when it ends).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Wait {
     pub label: String,
     pub at_ms: f64,
     pub span_ms: f64,
     pub wait_ms: f64,
+}
+
+/// Every sample of a watched process's main thread, `[at_ms, span_ms, ran_ms, waited_ms]`:
+/// how much of the span before `at_ms` it ran and waited for a CPU. Never idle (ran and
+/// waited the whole span) while it waited a good part of it: the host set its pace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Busy {
+    pub label: String,
+    pub samples: Vec<[f64; 4]>,
 }
 
 /// A watched process stopped from `from_ms` to `to_ms` (to the sampling's resolution).
@@ -145,6 +157,8 @@ pub struct Trace {
     pub waits: Vec<Wait>,
     pub stopped: Vec<Stopped>,
     pub steal: Vec<Steal>,
+    /// Each watched process's main thread, sample by sample.
+    pub busy: Vec<Busy>,
     /// Total steal per CPU over the trace (ms); `None`: not readable here.
     pub steal_total_ms: Option<f64>,
     /// What could not be read (no `/proc`, a watched process gone).

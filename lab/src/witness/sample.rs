@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::{
-    ms_since, Steal, Stopped, Trace, Wait, Watched, LATE_MS, SAMPLE_EVERY, STEAL_EVERY, TICK,
+    ms_since, Busy, Steal, Stopped, Trace, Wait, Watched, LATE_MS, SAMPLE_EVERY, STEAL_EVERY, TICK,
     WAIT_MS,
 };
 
@@ -23,12 +23,18 @@ pub struct Raw {
     stopped: Vec<(usize, Instant, Instant)>,
     /// (at, span ms, steal ms per CPU)
     steal: Vec<(Instant, f64, f64)>,
+    /// Every sample of each watched process's main thread: (watched index, at, span ms,
+    /// ran ms, waited ms).
+    busy: Vec<(usize, Instant, f64, f64, f64)>,
     steal_total_ms: Option<f64>,
     notes: Vec<String>,
+    /// This process's own threads, watched after the processes asked for.
+    threads: Vec<Watched>,
 }
 
 impl Raw {
-    pub fn on_clock(self, origin: Instant, watched: Vec<Watched>) -> Trace {
+    pub fn on_clock(self, origin: Instant, mut watched: Vec<Watched>) -> Trace {
+        watched.extend(self.threads.iter().cloned());
         let at = |t: Instant| ms_since(origin, t);
         let label = |i: usize| watched.get(i).map(|w| w.label.clone()).unwrap_or_default();
         Trace {
@@ -67,17 +73,36 @@ impl Raw {
                 })
                 .collect(),
             steal_total_ms: self.steal_total_ms,
+            busy: {
+                let mut out: Vec<Busy> = Vec::new();
+                for (i, t, span, ran, waited) in &self.busy {
+                    let l = label(*i);
+                    if out.last().is_none_or(|b| b.label != l) {
+                        out.push(Busy {
+                            label: l.clone(),
+                            samples: Vec::new(),
+                        });
+                    }
+                    if let Some(b) = out.iter_mut().find(|b| b.label == l) {
+                        let r = |x: f64| (x * 100.0).round() / 100.0;
+                        b.samples.push([r(at(*t)), r(*span), r(*ran), r(*waited)]);
+                    }
+                }
+                out
+            },
             notes: self.notes,
             watched,
         }
     }
 }
 
-/// One watched process as the thread follows it.
+/// One watched process (or thread of this one) as the witness follows it.
 struct Follow {
     proc: Option<host::Process>,
-    /// Its last run-queue wait (ns) and when it was read.
-    last_wait: Option<(u64, Instant)>,
+    /// Its last run-queue wait and time on a CPU (ns), and when they were read.
+    last_wait: Option<(u64, u64, Instant)>,
+    /// A process (its main thread's every sample is kept), not a thread of this one.
+    whole: bool,
     /// When it was last seen running (not stopped).
     seen_running: Instant,
     stopped_since: Option<Instant>,
@@ -99,11 +124,27 @@ pub fn run(stop: &AtomicBool, pids: &[i32]) -> Raw {
             Follow {
                 proc,
                 last_wait: None,
+                whole: true,
                 seen_running: start,
                 stopped_since: None,
             }
         })
         .collect();
+    // This process's threads (the load driver's, the origin's: on an answer's path too),
+    // all but the witness itself.
+    for (tid, name, proc) in host::Process::own_threads() {
+        raw.threads.push(Watched {
+            label: format!("{name} ({tid})"),
+            pid: tid,
+        });
+        follow.push(Follow {
+            proc: Some(proc),
+            last_wait: None,
+            whole: false,
+            seen_running: start,
+            stopped_since: None,
+        });
+    }
     let cpus = host::Steal::open();
     if cpus.is_none() {
         raw.notes
@@ -173,14 +214,18 @@ fn sample_process(raw: &mut Raw, i: usize, f: &mut Follow, now: Instant) {
         }
         f.seen_running = now;
     }
-    if let Some((last, at)) = f.last_wait {
+    if let Some((last, ran, at)) = f.last_wait {
         let wait = s.run_delay_ns.saturating_sub(last) as f64 / 1e6;
+        let span = (now - at).as_secs_f64() * 1000.0;
         if wait >= WAIT_MS {
-            raw.waits
-                .push((i, now, (now - at).as_secs_f64() * 1000.0, wait));
+            raw.waits.push((i, now, span, wait));
+        }
+        if f.whole {
+            let ran = s.run_ns.saturating_sub(ran) as f64 / 1e6;
+            raw.busy.push((i, now, span, ran, wait));
         }
     }
-    f.last_wait = Some((s.run_delay_ns, now));
+    f.last_wait = Some((s.run_delay_ns, s.run_ns, now));
 }
 
 /// The host's side: `/proc` on Linux, nothing elsewhere.
@@ -188,32 +233,69 @@ fn sample_process(raw: &mut Raw, i: usize, f: &mut Follow, now: Instant) {
 mod host {
     use procfs::CurrentSI;
 
-    /// A watched process, opened once (its `/proc/PID` directory).
-    pub struct Process(procfs::process::Process);
+    /// A watched process, opened once (its `/proc/PID` directory), or a thread of this
+    /// process (its run-queue wait only: a thread of ours is never stopped alone).
+    pub enum Process {
+        Whole(procfs::process::Process),
+        Thread(procfs::process::Task),
+    }
 
     pub struct State {
         pub stopped: bool,
         /// Its main thread's time ready to run and not running, since it started.
         pub run_delay_ns: u64,
+        /// Its main thread's time on a CPU, since it started.
+        pub run_ns: u64,
     }
 
     impl Process {
         pub fn open(pid: i32) -> Option<Process> {
-            procfs::process::Process::new(pid).ok().map(Process)
+            procfs::process::Process::new(pid).ok().map(Process::Whole)
+        }
+
+        /// This process's threads but the calling one: (tid, name, handle).
+        pub fn own_threads() -> Vec<(i32, String, Process)> {
+            let me = rustix::thread::gettid().as_raw_nonzero().get();
+            let Ok(tasks) = procfs::process::Process::myself().and_then(|p| p.tasks()) else {
+                return Vec::new();
+            };
+            tasks
+                .filter_map(Result::ok)
+                .filter(|t| t.tid != me)
+                .filter_map(|t| {
+                    let name = t.stat().ok()?.comm;
+                    Some((t.tid, name, Process::Thread(t)))
+                })
+                .collect()
         }
 
         pub fn pid(&self) -> i32 {
-            self.0.pid
+            match self {
+                Process::Whole(p) => p.pid,
+                Process::Thread(t) => t.tid,
+            }
         }
 
         pub fn read(&self) -> Option<State> {
-            let stat = self.0.stat().ok()?;
-            let stopped = matches!(stat.state, 'T' | 't');
-            let run_delay_ns = self.0.schedstat().map(|s| s.run_delay).unwrap_or(0);
-            Some(State {
-                stopped,
-                run_delay_ns,
-            })
+            match self {
+                Process::Whole(p) => {
+                    let stat = p.stat().ok()?;
+                    let sched = p.schedstat().ok();
+                    Some(State {
+                        stopped: matches!(stat.state, 'T' | 't'),
+                        run_delay_ns: sched.as_ref().map_or(0, |s| s.run_delay),
+                        run_ns: sched.as_ref().map_or(0, |s| s.sum_exec_runtime),
+                    })
+                }
+                Process::Thread(t) => {
+                    let sched = t.schedstat().ok()?;
+                    Some(State {
+                        stopped: false,
+                        run_delay_ns: sched.run_delay,
+                        run_ns: sched.sum_exec_runtime,
+                    })
+                }
+            }
         }
     }
 
@@ -249,11 +331,16 @@ mod host {
     pub struct State {
         pub stopped: bool,
         pub run_delay_ns: u64,
+        pub run_ns: u64,
     }
 
     impl Process {
         pub fn open(_pid: i32) -> Option<Process> {
             None
+        }
+
+        pub fn own_threads() -> Vec<(i32, String, Process)> {
+            Vec::new()
         }
 
         pub fn pid(&self) -> i32 {

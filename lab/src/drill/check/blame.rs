@@ -120,6 +120,16 @@ pub fn excuse(o: &Offender, stalls: &Stalls) -> Option<Excused> {
     })
 }
 
+/// Whether an answer's `X-Degraded-Reason` is a deadline missed: the model's answer did not
+/// reach the isolate before its timer (`ML_TIMEOUT`), or the timer fired well after it was
+/// due (`EDGE_OVERLOADED`). On a healthy model both are a matter of time.
+pub fn missed_deadline(reason: Option<&str>) -> bool {
+    use understudy_core::classify::FailureReason;
+    [FailureReason::MlTimeout, FailureReason::EdgeOverloaded]
+        .iter()
+        .any(|r| reason == Some(r.code()))
+}
+
 /// The requests among `e` (their indices).
 pub fn excused_requests(e: &[Excused]) -> std::collections::HashSet<u64> {
     e.iter().filter_map(|e| e.offender.index).collect()
@@ -151,6 +161,12 @@ impl Verdict {
         if self.ok != Some(false) {
             return self;
         }
+        // An answer is one offender, whichever of the check's reasons named it first.
+        let mut seen = std::collections::HashSet::new();
+        let offenders: Vec<Offender> = offenders
+            .into_iter()
+            .filter(|o| o.index.is_none_or(|i| seen.insert(i)))
+            .collect();
         let (excused, blamed) = split(offenders, stalls);
         let holds = !excused.is_empty() && holds_without(&excused);
         self.excused_count = excused.len();

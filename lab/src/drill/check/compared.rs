@@ -10,8 +10,8 @@
 
 use understudy_compiler::simulate::scenario::{ModelFault, Scenario};
 
-use super::blame::Offender;
-use super::late_recovery::{failed_probing_offenders, fleet_scope};
+use super::blame::{missed_deadline, Offender};
+use super::moves::{failed_probing_offenders, fleet_scope};
 use super::{Context, Verdict};
 use crate::drill::compare::Disagreement;
 use crate::drill::compare_fleet::IsolateCompared;
@@ -63,8 +63,8 @@ pub fn requests_agree(
                     .map_or_else(|| "no answer".to_string(), ToString::to_string)
             );
             let o = obs.iter().find(|o| o.index == x.index);
-            let missed = x.edge.reason.as_deref() == Some("ML_TIMEOUT")
-                && x.simulate.as_ref().and_then(|s| s.reason.as_deref()) != Some("ML_TIMEOUT");
+            let missed = missed_deadline(x.edge.reason.as_deref())
+                && !missed_deadline(x.simulate.as_ref().and_then(|s| s.reason.as_deref()));
             match (o, o.and_then(|o| model_latency(sc, o))) {
                 (Some(o), Some(lat)) if missed && (lat as f64) < deadline => Offender::late(
                     what,

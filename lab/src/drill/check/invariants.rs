@@ -286,7 +286,7 @@ pub fn recover_within(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Ver
 }
 
 /// The write-through tier was rewritten by live answers after the fault.
-pub fn user_tier_repopulated(cx: &Context<'_>) -> Verdict {
+pub fn user_tier_repopulated(cx: &Context<'_>, rec: &Recovery) -> Verdict {
     match (cx.user_probes, cx.limits.recover_within_ms, cx.fault) {
         (Some(probes), Some(limit), Some(_)) if !probes.is_empty() => {
             let tier = write_through_tier(cx.policy).unwrap_or_default();
@@ -368,6 +368,12 @@ pub fn user_tier_repopulated(cx: &Context<'_>) -> Verdict {
             )
             .judged_all(offenders, cx.stalls)
         }
+        // No live answer because the edge never recovered in the run: that is
+        // `RECOVER_WITHIN`'s to judge, not a second failure.
+        (Some(_), Some(_), Some(_)) if rec.recovered_after_ms.is_none() => Verdict::skipped(
+            "USER_TIER_REPOPULATED",
+            "no user was answered live after the fault: the edge was not healthy again in the run (RECOVER_WITHIN)",
+        ),
         (Some(_), Some(_), Some(_)) => Verdict::new(
             "USER_TIER_REPOPULATED",
             false,

@@ -1,31 +1,39 @@
 //! Why `RECOVER_WITHIN` broke: the answers that made the recovery late, for each isolate
 //! that was late (the one isolate, or each of `--isolates K`).
 //!
-//! A recovery is late for two reasons, each with its offenders:
-//! - **the breaker closed late**: a probing that began after the fault's end — every probe
-//!   met a healthy model — failed, and re-armed the hold. Its offenders are its slow probes
-//!   (a live probe over the probe bar, late by what it was over) and its timed-out probes
-//!   (late by the deadline less the healthy model's latency: what the host must have taken).
-//!   Set aside, the first such probing would have passed and the breaker closed as long
-//!   after it as its successful probing took (or, with none in the run, the policy's
-//!   `probe_min_calls` at the probe fraction of the isolate's arrivals): only if that is in
-//!   time are the probes the cause. A breaker late with no such probing is blamed as it is.
-//! - **answers were not live again in time** after the breaker's close: its offenders are
-//!   the misses after the close (a deadline miss on a healthy model, late by the deadline
-//!   less the model's latency; any other miss is not a matter of time). Set aside, the
-//!   misses count as live and the recovery is measured again.
+//! After the fault's end the model is healthy, so the breaker has no reason to hold answers
+//! back. When it did, a **move** of the breaker did it:
+//! - a probing that began after the fault's end and failed (re-arming the hold);
+//! - a re-opening after a close after the fault's end;
+//! - an opening before the fault began, on a healthy model: the whole incident's schedule
+//!   (hold-downs, probings) then runs from that opening, not from the fault's onset.
+//!
+//! A move's offenders are the calls that made it: its slow live answers (over the probe bar
+//! for a probing, over the slow-call bar for an opening; late by what they were over) and
+//! its deadline misses (late by the deadline less the healthy model's latency: what the host
+//! must have taken). Set aside, the first move would not have happened: the breaker closes
+//! as long after a failed probing's start as a probing that passed took (the run's last one,
+//! or else the policy's `probe_min_calls` at the probe fraction of the isolate's arrivals,
+//! the fleet's in fleet scope), or stays closed at the close a re-opening followed — and
+//! only if that is in time are the calls the cause. An opening before the fault with every
+//! call excused leaves the recovery unjudged: the schedule it is measured on is the host's.
+//! A breaker late with no move to explain it is blamed as it is.
+//!
+//! After the breaker's close, every answer not live is an offender too: a deadline miss is a
+//! matter of time, any other is not. Judged again, the excused answers count as live, and so
+//! do the answers the breaker kept from the model after it would have closed.
 
-use understudy_core::breaker::Mode;
-use understudy_core::policy::{Breaker, Scope};
+use std::collections::HashSet;
 
-use super::blame::{excused_requests, Excused, Offender};
+use understudy_core::classify::FailureReason;
+
+use super::blame::{excused_requests, missed_deadline, Excused, Offender};
+use super::moves::{
+    first_wave, fleet_scope, move_offenders, moves_of, probing_before, probing_took, Move, MoveKind,
+};
 use super::recovery::{normalized_at_with, recovery, Recovery};
 use super::{Context, Verdict};
-use crate::drill::observe::{mode_kind, Observed, SeenTransition};
-
-/// A probe may be sent this long before the transition into probing that it caused is
-/// logged (the isolate logs it when it handles the request).
-const PROBE_LEAD_MS: f64 = 50.0;
+use crate::drill::observe::{Observed, SeenTransition};
 
 /// One isolate's share of the run.
 struct Unit<'a> {
@@ -36,11 +44,15 @@ struct Unit<'a> {
 
 /// What one late isolate needs to be in time, given the excused offenders.
 struct Late {
-    /// The breaker's close had a cause: every one of these must be excused.
-    probes: Option<Vec<u64>>,
-    /// When the breaker would have closed had the first failed probing passed (ms after the
-    /// fault's end).
-    close_if_passed: Option<f64>,
+    /// Each move's offending requests: every one must be excused for the moves to be.
+    moves: Vec<Vec<u64>>,
+    /// The first move is an opening before the fault.
+    early: bool,
+    /// A close late with no move to explain it: the offender that names it.
+    close_what: Option<String>,
+    /// When the breaker would have been healthy without the moves (ms after the fault's end).
+    close_without: f64,
+    /// When it was healthy for the last time (`None`: never, or not seen).
     breaker_ms: Option<f64>,
     allowed: f64,
     obs: Vec<Observed>,
@@ -48,32 +60,48 @@ struct Late {
 }
 
 impl Late {
-    /// Whether the isolate is in time with `excused` set aside: its breaker closes when the
-    /// first failed probing would have passed (if its probes are all excused), and its
-    /// answers settle after that as they settled after the real close, the excused misses
-    /// counted as live.
-    fn in_time(&self, excused: &std::collections::HashSet<u64>) -> bool {
-        let breaker = match (&self.probes, self.close_if_passed) {
-            (Some(p), Some(close)) if p.iter().all(|i| excused.contains(i)) => close,
-            (Some(_), _) => return false,
-            (None, _) => self.breaker_ms.unwrap_or(0.0),
+    /// Whether the isolate is in time with `excused` set aside: without its moves (if every
+    /// one of their calls is excused) its breaker is healthy at `close_without`; from then
+    /// on the excused answers, and the answers the breaker kept from the model, count as
+    /// live.
+    fn in_time(&self, excused: &HashSet<u64>, excused_what: &HashSet<&str>) -> bool {
+        let moved = !self.moves.is_empty();
+        // A close late by what stalls in its probing explain: the answers after it must
+        // have settled (the excused misses counted as live), however long that took.
+        let close_excused = self
+            .close_what
+            .as_deref()
+            .is_some_and(|w| excused_what.contains(w));
+        let excused_moves = self.moves.iter().flatten().all(|i| excused.contains(i));
+        let close = if !moved {
+            self.breaker_ms.unwrap_or(0.0)
+        } else if excused_moves && self.early {
+            // The incident ran on the host's schedule: nothing left to judge it on.
+            return true;
+        } else if excused_moves {
+            self.close_without
+        } else {
+            return false;
         };
-        let closed_at = self.end + self.breaker_ms.unwrap_or(0.0);
+        let from = self.end + close;
         let after: Vec<Observed> = self
             .obs
             .iter()
-            .filter(|o| o.sent_ms >= closed_at)
+            .filter(|o| o.sent_ms >= from)
             .cloned()
             .collect();
-        normalized_at_with(&after, closed_at, |o| {
-            o.is_live() || excused.contains(&o.index)
+        let breaker_open = Some(FailureReason::BreakerOpen.code());
+        normalized_at_with(&after, from, |o| {
+            o.is_live()
+                || excused.contains(&o.index)
+                || (moved && o.headers.reason.as_deref() == breaker_open)
         })
-        .is_some_and(|t| breaker + (t - closed_at).max(0.0) <= self.allowed)
+        .is_some_and(|t| close_excused || close + (t - from).max(0.0) <= self.allowed)
     }
 }
 
 pub fn judge(v: Verdict, obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Verdict {
-    let (Some(limit), Some((_, end))) = (cx.limits.recover_within_ms, cx.fault) else {
+    let (Some(limit), Some((start, end))) = (cx.limits.recover_within_ms, cx.fault) else {
         return v;
     };
     if v.ok != Some(false) {
@@ -102,7 +130,7 @@ pub fn judge(v: Verdict, obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> 
             transitions: cx.transitions,
         }]
     };
-    let fleet = fleet_scope(cx);
+    let first = first_wave(&obs.iter().collect::<Vec<_>>(), cx);
     let mut offenders = Vec::new();
     let mut lates = Vec::new();
     for u in &units {
@@ -122,145 +150,112 @@ pub fn judge(v: Verdict, obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> 
         if r.recovered_after_ms.is_some_and(|x| x <= allowed) {
             continue;
         }
-        let mut late = Late {
-            probes: None,
-            close_if_passed: None,
+        // Calls of the fleet's probing come from every isolate in fleet scope.
+        let pool: Vec<&Observed> = if fleet_scope(cx) {
+            obs.iter().collect()
+        } else {
+            u.obs.clone()
+        };
+        let moves = if cx.breaker_visible {
+            moves_of(u.transitions, start, end, cx)
+        } else {
+            Vec::new()
+        };
+        let mut ids = Vec::new();
+        for m in &moves {
+            let calls = move_offenders(&pool, m, cx, &u.name, &first);
+            ids.push(calls.iter().filter_map(|o| o.index).collect());
+            offenders.extend(calls);
+        }
+        let after: Vec<&Move> = moves.iter().filter(|m| m.ended >= end).collect();
+        let close_without = match after.first() {
+            Some(m) if m.kind == MoveKind::Reopening => m.began - end,
+            Some(m) => m.began + probing_took(u.transitions, cx, &pool) - end,
+            None => r.breaker_healthy_after_ms.unwrap_or(0.0),
+        };
+        let early = moves
+            .first()
+            .is_some_and(|m| m.kind == MoveKind::EarlyOpening);
+        let breaker_late = cx.breaker_visible
+            && match r.breaker_healthy_after_ms {
+                Some(b) => b > allowed || !moves.is_empty(),
+                None => r.recovered_after_ms.is_none(),
+            };
+        // A close that came late: after its probing, with no move (the breaker closed late),
+        // or before a re-opening (the move set aside leaves it closed there). Its probing took
+        // longer than it would have, and a stall in it may be why (arrivals the host held back
+        // are probes that came late): late by how far past the limit it closed.
+        let observed_close = match after.first() {
+            None => r.breaker_healthy_after_ms.filter(|_| breaker_late),
+            Some(m) if m.kind == MoveKind::Reopening && close_without > allowed => {
+                Some(close_without)
+            }
+            _ => None,
+        };
+        let mut close_what = None;
+        match (observed_close, observed_close.and_then(|b| probing_before(u.transitions, end, end + b))) {
+            (Some(b), Some(p0)) => {
+                let what = format!(
+                    "{}: healthy {b:.0} ms after the fault's end, after a probing from {p0:.0} ms",
+                    u.name
+                );
+                close_what = Some(what.clone());
+                offenders.push(Offender::late(what, None, p0, end + b, b - allowed));
+            }
+            _ if breaker_late && moves.is_empty() => offenders.push(Offender::not_timing(
+                format!(
+                    "{}: {}, and no probing failed nor re-opening came after the fault's end to explain it",
+                    u.name,
+                    r.breaker_healthy_after_ms
+                        .map_or("never healthy again".to_string(), |b| format!(
+                            "healthy {b:.0} ms after the fault's end"
+                        ))
+                ),
+                None,
+                end + r.breaker_healthy_after_ms.unwrap_or(r.observed_after_end_ms),
+            )),
+            _ if !early && !moves.is_empty() && close_without > allowed => {
+                offenders.push(Offender::not_timing(
+                    format!(
+                        "{}: even without its moves after the fault's end it would have been healthy {close_without:.0} ms after the fault's end, past the limit",
+                        u.name
+                    ),
+                    None,
+                    end + close_without,
+                ));
+            }
+            _ => {}
+        }
+        // The answers not live once the breaker was (or would have been) healthy.
+        let from = end
+            + if moves.is_empty() {
+                r.breaker_healthy_after_ms.unwrap_or(0.0)
+            } else {
+                close_without
+            };
+        let seen: HashSet<u64> = offenders.iter().filter_map(|o| o.index).collect();
+        offenders.extend(misses(&u.obs, from, end, cx, !moves.is_empty(), &seen));
+        lates.push(Late {
+            moves: ids,
+            close_what,
+            early,
+            close_without,
             breaker_ms: r.breaker_healthy_after_ms,
             allowed,
             obs: mine,
             end,
-        };
-        let breaker_late = cx.breaker_visible
-            && r.breaker_healthy_after_ms.is_none_or(|b| b > allowed)
-            && !(r.breaker_healthy_after_ms.is_none() && r.recovered_after_ms.is_some());
-        if breaker_late {
-            // Probes of the fleet's probing come from every isolate in fleet scope.
-            let pool: Vec<&Observed> = if fleet {
-                obs.iter().collect()
-            } else {
-                u.obs.clone()
-            };
-            let failed = failed_probings(u.transitions, end);
-            let at = end
-                + r.breaker_healthy_after_ms
-                    .unwrap_or(r.observed_after_end_ms);
-            if failed.is_empty() {
-                offenders.push(Offender::not_timing(
-                    format!(
-                        "{}: {} with no probing failed after the fault's end to explain it",
-                        u.name,
-                        r.breaker_healthy_after_ms
-                            .map_or("never healthy again".to_string(), |b| format!(
-                                "healthy {b:.0} ms after the fault's end"
-                            ))
-                    ),
-                    None,
-                    at,
-                ));
-            } else {
-                let mut ids = Vec::new();
-                for &(p0, t1) in &failed {
-                    let probes = slow_probes(&pool, p0, t1, cx);
-                    if probes.is_empty() {
-                        offenders.push(Offender::not_timing(
-                            format!(
-                                "{}: a probing failed at {t1:.0} ms with no slow probe seen",
-                                u.name
-                            ),
-                            None,
-                            t1,
-                        ));
-                    }
-                    ids.extend(probes.iter().filter_map(|o| o.index));
-                    offenders.extend(probes);
-                }
-                let took = probing_took(u.transitions, cx, &u.obs);
-                let close = failed[0].0 + took - end;
-                if close > allowed {
-                    offenders.push(Offender::not_timing(
-                        format!(
-                            "{}: had its first probing after the fault's end (at {:.0} ms) passed, it would have closed {close:.0} ms after the fault's end, past the limit",
-                            u.name, failed[0].0
-                        ),
-                        None,
-                        failed[0].0,
-                    ));
-                }
-                late.probes = Some(ids);
-                late.close_if_passed = Some(close);
-            }
-        }
-        // Misses after the breaker's (last) close.
-        let closed_at = end + r.breaker_healthy_after_ms.unwrap_or(0.0);
-        let deadline = cx.policy.budget.deadline_ms as f64;
-        let needed = deadline - cx.healthy_model_ms;
-        for o in u
-            .obs
-            .iter()
-            .filter(|o| o.sent_ms >= closed_at && !o.is_live())
-        {
-            if o.headers.reason.as_deref() == Some("ML_TIMEOUT") && needed > 0.0 {
-                offenders.push(Offender::late(
-                    format!(
-                        "request {} (a deadline miss {:.0} ms after the fault's end, {:.1} ms)",
-                        o.index,
-                        o.sent_ms - end,
-                        o.latency_ms
-                    ),
-                    Some(o.index),
-                    o.sent_ms,
-                    o.sent_ms + o.latency_ms,
-                    needed,
-                ));
-            } else {
-                offenders.push(Offender::not_timing(
-                    format!(
-                        "request {} (HTTP {}, {}) not live {:.0} ms after the fault's end",
-                        o.index,
-                        o.status,
-                        o.headers.reason.as_deref().unwrap_or("-"),
-                        o.sent_ms - end
-                    ),
-                    Some(o.index),
-                    o.sent_ms,
-                ));
-            }
-        }
-        lates.push(late);
+        });
     }
     if lates.is_empty() {
         // Every isolate was in time: the answers of the whole run were late to settle.
-        let closed_at = end + rec.breaker_healthy_after_ms.unwrap_or(0.0);
-        let deadline = cx.policy.budget.deadline_ms as f64;
-        let needed = deadline - cx.healthy_model_ms;
-        for o in obs
-            .iter()
-            .filter(|o| o.sent_ms >= closed_at && !o.is_live())
-        {
-            offenders.push(
-                if o.headers.reason.as_deref() == Some("ML_TIMEOUT") && needed > 0.0 {
-                    Offender::late(
-                        format!(
-                            "request {} (a deadline miss, {:.1} ms)",
-                            o.index, o.latency_ms
-                        ),
-                        Some(o.index),
-                        o.sent_ms,
-                        o.sent_ms + o.latency_ms,
-                        needed,
-                    )
-                } else {
-                    Offender::not_timing(
-                        format!("request {} not live", o.index),
-                        Some(o.index),
-                        o.sent_ms,
-                    )
-                },
-            );
-        }
+        let from = end + rec.breaker_healthy_after_ms.unwrap_or(0.0);
+        let all: Vec<&Observed> = obs.iter().collect();
+        offenders.extend(misses(&all, from, end, cx, false, &HashSet::new()));
         lates.push(Late {
-            probes: None,
-            close_if_passed: None,
+            moves: Vec::new(),
+            close_what: None,
+            early: false,
+            close_without: rec.breaker_healthy_after_ms.unwrap_or(0.0),
             breaker_ms: rec.breaker_healthy_after_ms,
             allowed: limit as f64
                 + cx.unscaled_ms(rec.degraded_after_ms)
@@ -274,129 +269,47 @@ pub fn judge(v: Verdict, obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> 
         .any(|o| o.late_ms.is_none() && o.index.is_none());
     v.judged(offenders, cx.stalls, |excused: &[Excused]| {
         let set = excused_requests(excused);
-        !blamed_outright && lates.iter().all(|l| l.in_time(&set))
+        let what: HashSet<&str> = excused.iter().map(|e| e.offender.what.as_str()).collect();
+        !blamed_outright && lates.iter().all(|l| l.in_time(&set, &what))
     })
 }
 
-/// What explains an isolate's breaker going through other episodes than an ideal host's
-/// would: its probings that began after the fault's end and failed, as their slow and
-/// timed-out probes (from `pool`), or a probing with none named as it is. `None`: no probing
-/// failed after the fault's end.
-pub fn failed_probing_offenders(
-    pool: &[&Observed],
-    transitions: &[SeenTransition],
+/// The answers not live sent from `from` on: a deadline miss is late by the deadline less
+/// the healthy model's latency, any other is not a matter of time — but for the breaker's own
+/// refusals after a move (`moved`), which the move explains. `seen`: already offenders.
+fn misses(
+    obs: &[&Observed],
+    from: f64,
+    end: f64,
     cx: &Context<'_>,
-    who: &str,
-) -> Option<Vec<Offender>> {
-    let (_, end) = cx.fault?;
-    let failed = failed_probings(transitions, end);
-    if failed.is_empty() {
-        return None;
-    }
-    let mut out = Vec::new();
-    for (p0, t1) in failed {
-        let probes = slow_probes(pool, p0, t1, cx);
-        if probes.is_empty() {
-            out.push(Offender::not_timing(
-                format!("{who}: a probing failed at {t1:.0} ms with no slow probe seen"),
-                None,
-                t1,
-            ));
-        }
-        out.extend(probes);
-    }
-    Some(out)
-}
-
-/// Whether the policy's breaker decides on the fleet's evidence (its probes are then any
-/// isolate's).
-pub fn fleet_scope(cx: &Context<'_>) -> bool {
-    matches!(&cx.policy.breaker, Breaker::Rate(r) if matches!(r.scope, Scope::Fleet(_)))
-}
-
-/// The probings that began at or after `end` and failed: (began, failed) on the drill's
-/// clock.
-fn failed_probings(transitions: &[SeenTransition], end: f64) -> Vec<(f64, f64)> {
-    let mut out = Vec::new();
-    let mut began = None;
-    for t in transitions {
-        match mode_kind(t.to) {
-            Some(Mode::Probing) => began = Some(t.at_ms),
-            Some(Mode::Open) => {
-                if let Some(p0) = began.take().filter(|p0| *p0 >= end) {
-                    out.push((p0, t.at_ms));
-                }
-            }
-            _ => began = None,
-        }
-    }
-    out
-}
-
-/// The slow and timed-out probes sent in a probing `[p0, t1]`.
-fn slow_probes(pool: &[&Observed], p0: f64, t1: f64, cx: &Context<'_>) -> Vec<Offender> {
-    let bar = match &cx.policy.breaker {
-        Breaker::Rate(r) => r.probe_p95_ms as f64,
-        _ => f64::INFINITY,
-    };
+    moved: bool,
+    seen: &HashSet<u64>,
+) -> Vec<Offender> {
     let needed = cx.policy.budget.deadline_ms as f64 - cx.healthy_model_ms;
-    pool.iter()
-        .filter(|o| o.sent_ms >= p0 - PROBE_LEAD_MS && o.sent_ms <= t1)
-        .filter_map(|o| {
-            let span = (o.sent_ms, o.sent_ms + o.latency_ms);
-            if o.is_live() && o.latency_ms > bar {
-                Some(Offender::late(
-                    format!(
-                        "request {} (a probe of {:.1} ms over the {bar:.0} ms bar, at {:.0} ms)",
-                        o.index, o.latency_ms, o.sent_ms
-                    ),
+    let breaker_open = Some(FailureReason::BreakerOpen.code());
+    obs.iter()
+        .filter(|o| o.sent_ms >= from && !o.is_live() && !seen.contains(&o.index))
+        .filter(|o| !(moved && o.headers.reason.as_deref() == breaker_open))
+        .map(|o| {
+            let what = format!(
+                "request {} (HTTP {}, {}, {:.1} ms) not live {:.0} ms after the fault's end",
+                o.index,
+                o.status,
+                o.headers.reason.as_deref().unwrap_or("-"),
+                o.latency_ms,
+                o.sent_ms - end
+            );
+            if missed_deadline(o.headers.reason.as_deref()) && needed > 0.0 {
+                Offender::late(
+                    what,
                     Some(o.index),
-                    span.0,
-                    span.1,
-                    o.latency_ms - bar,
-                ))
-            } else if o.headers.reason.as_deref() == Some("ML_TIMEOUT") && needed > 0.0 {
-                Some(Offender::late(
-                    format!(
-                        "request {} (a probe that missed the deadline, at {:.0} ms)",
-                        o.index, o.sent_ms
-                    ),
-                    Some(o.index),
-                    span.0,
-                    span.1,
+                    o.sent_ms,
+                    o.sent_ms + o.latency_ms,
                     needed,
-                ))
+                )
             } else {
-                None
+                Offender::not_timing(what, Some(o.index), o.sent_ms)
             }
         })
         .collect()
-}
-
-/// How long a probing that passes takes: the run's last one that did, or else the policy's
-/// `probe_min_calls` at the probe fraction of the isolate's arrival rate.
-fn probing_took(transitions: &[SeenTransition], cx: &Context<'_>, obs: &[&Observed]) -> f64 {
-    let mut began = None;
-    let mut took = None;
-    for t in transitions {
-        match mode_kind(t.to) {
-            Some(Mode::Probing) => began = Some(t.at_ms),
-            Some(Mode::Healthy) => {
-                if let Some(p0) = began.take() {
-                    took = Some(t.at_ms - p0);
-                }
-            }
-            _ => began = None,
-        }
-    }
-    if let Some(t) = took {
-        return t;
-    }
-    let Breaker::Rate(r) = &cx.policy.breaker else {
-        return 0.0;
-    };
-    let first = obs.iter().map(|o| o.sent_ms).fold(f64::INFINITY, f64::min);
-    let last = obs.iter().map(|o| o.sent_ms).fold(0.0, f64::max);
-    let rate = obs.len() as f64 / ((last - first).max(1.0) / 1000.0);
-    r.probe_min_calls as f64 / (r.probe_fraction * rate).max(1e-9) * 1000.0
 }

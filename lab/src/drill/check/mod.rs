@@ -26,6 +26,7 @@ pub mod blame;
 pub mod compared;
 mod invariants;
 mod late_recovery;
+mod moves;
 mod recovery;
 
 pub use super::figures::{figures, percentile, Figures, Latency};
@@ -239,7 +240,7 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
         invariants::p95_max(obs, cx, &lat),
         invariants::degrade_within(obs, cx, rec),
         invariants::recover_within(obs, cx, rec),
-        invariants::user_tier_repopulated(cx),
+        invariants::user_tier_repopulated(cx, rec),
     ]
 }
 

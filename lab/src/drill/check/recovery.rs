@@ -84,12 +84,23 @@ pub fn recovery(obs: &[Observed], cx: &Context<'_>) -> Recovery {
         return Recovery::default();
     };
     let kind = |t: &SeenTransition| mode_kind(t.to);
-    let degraded_after_ms = cx
+    // A breaker already degraded at the onset (it opened before it, on a stall of the host
+    // in the healthy phase) degraded at once.
+    let open_at_onset = cx
         .transitions
         .iter()
-        .filter(|t| kind(t) == Some(Mode::Open) && t.at_ms >= start)
-        .map(|t| t.at_ms - start)
-        .reduce(f64::min);
+        .take_while(|t| t.at_ms < start)
+        .last()
+        .is_some_and(|t| kind(t) == Some(Mode::Open));
+    let degraded_after_ms = if open_at_onset {
+        Some(0.0)
+    } else {
+        cx.transitions
+            .iter()
+            .filter(|t| kind(t) == Some(Mode::Open) && t.at_ms >= start)
+            .map(|t| t.at_ms - start)
+            .reduce(f64::min)
+    };
     let breaker_healthy_after_ms = if cx.breaker_visible {
         cx.transitions
             .iter()

@@ -143,7 +143,12 @@ fn failed_probe(healthy_at: f64) -> (Vec<Observed>, Vec<SeenTransition>) {
     for i in 0..140u64 {
         let at = i as f64 * 100.0;
         obs.push(if (1000.0..healthy_at).contains(&at) {
-            fallback(i, at, 5.0)
+            // The breaker open from 1.1 s: the answers it keeps from the model say so.
+            let mut o = fallback(i, at, 5.0);
+            if at > 1100.0 {
+                o.headers.reason = Some("BREAKER_OPEN".into());
+            }
+            o
         } else {
             live(i, at, 30.0)
         });
@@ -192,7 +197,7 @@ fn the_same_slow_probe_with_no_stall_is_blamed() {
     assert!(
         v.blamed[0]
             .what
-            .contains("a probe of 80.0 ms over the 40 ms bar"),
+            .contains("a probing that failed at 5290 ms: 80.0 ms, over the 40 ms bar"),
         "{:?}",
         v.blamed
     );
@@ -263,4 +268,167 @@ fn a_trip_delayed_by_a_stall_is_excused_and_a_live_answer_in_the_fault_is_not() 
     let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "DEGRADE_WITHIN");
     assert!(v.broken(), "{}", v.detail);
     assert_eq!(v.blamed[0].index, Some(30));
+}
+
+#[test]
+fn a_reopening_after_the_close_on_deadline_misses_a_stall_covers_is_inconclusive() {
+    // Healthy at 6 s; two deadline misses at 6.2 and 6.3 s re-open it at 6.35 s and it
+    // never closes again in the run. Without them it would have stayed closed from 6 s.
+    let p = rate_policy();
+    let (mut obs, tr) = failed_probe(6000.0);
+    obs[52] = fallback(52, 5200.0, 5.0);
+    for (i, o) in obs.iter_mut().enumerate().skip(62) {
+        let at = i as f64 * 100.0;
+        *o = fallback(i as u64, at, if i < 64 { 48.0 } else { 5.0 });
+        if i >= 64 {
+            o.headers.reason = Some("BREAKER_OPEN".into());
+        }
+    }
+    let tr = vec![
+        tr[0].clone(),
+        t(5210.0, "DEGRADED_FALLBACK", "RECOVERING_PROBE"),
+        t(6000.0, "RECOVERING_PROBE", "PRIMARY_HEALTHY"),
+        t(6350.0, "PRIMARY_HEALTHY", "DEGRADED_FALLBACK"),
+    ];
+    let s = stopped(&[(6180.0, 6360.0)]);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), &tr, &s);
+    let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
+    assert!(v.inconclusive(), "{} {:?}", v.detail, v.blamed);
+    assert_eq!(v.excused_count, 2);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), &tr, &NONE);
+    let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
+    assert!(v.broken());
+    assert_eq!(
+        v.blamed_count, 2,
+        "the two misses, not the breaker's refusals: {:?}",
+        v.blamed
+    );
+}
+
+#[test]
+fn a_breaker_never_closed_after_a_stalled_probe_is_inconclusive_and_blames_no_open_answer() {
+    // The probing at 5.2 s failed on a probe a stall slowed, and the hold outlasted the run:
+    // the answers after the fault's end, all open, are not offenders; the policy's
+    // 5 probes at half of 10 req/s would have closed it 1.2 s after the fault's end.
+    let p = rate_policy();
+    let (obs, tr) = failed_probe(20_000.0);
+    let tr = &tr[..3];
+    let s = stopped(&[(5190.0, 5260.0)]);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), tr, &s);
+    let rec = recovery(&obs, &c);
+    assert_eq!(rec.breaker_healthy_after_ms, None);
+    let v = verdict(check(&obs, &c, &rec), "RECOVER_WITHIN");
+    assert!(v.inconclusive(), "{} {:?}", v.detail, v.blamed);
+    assert_eq!(v.excused_count, 1);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), tr, &NONE);
+    let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
+    assert!(v.broken());
+    assert_eq!(v.blamed_count, 1, "{:?}", v.blamed);
+}
+
+#[test]
+fn a_breaker_open_before_the_onset_degraded_at_once() {
+    // A stall of the host opened it in the healthy phase (0.5 s); it was still open at the
+    // onset (1 s) and probed again only at 2.5 s: degraded at once, not 1.5 s late.
+    let p = rate_policy();
+    let (obs, mut tr) = failed_probe(6000.0);
+    tr[0].at_ms = 500.0;
+    let limits = Limits {
+        degrade_within_ms: Some(300),
+        stalled_after_ms: 60_000,
+        ..Limits::default()
+    };
+    let c = cx(&p, limits, Some((1000.0, 5000.0)), &tr, &NONE);
+    assert_eq!(recovery(&obs, &c).degraded_after_ms, Some(0.0));
+}
+
+#[test]
+fn an_opening_before_the_fault_on_misses_a_stall_covers_leaves_the_recovery_unjudged() {
+    // Two deadline misses on the healthy model (0.3 and 0.4 s) opened the breaker at 0.5 s;
+    // its schedule then never brought it back in the run.
+    let p = rate_policy();
+    let (mut obs, _) = failed_probe(20_000.0);
+    for i in [3usize, 4] {
+        obs[i] = fallback(i as u64, i as f64 * 100.0, 48.0);
+    }
+    obs[52] = fallback(52, 5200.0, 5.0);
+    obs[52].headers.reason = Some("BREAKER_OPEN".into());
+    // Its probing came in the fault (3.5 s), failed on the slow model, and the hold it
+    // re-armed outlasted the run.
+    let tr = &[
+        t(500.0, "PRIMARY_HEALTHY", "DEGRADED_FALLBACK"),
+        t(3500.0, "DEGRADED_FALLBACK", "RECOVERING_PROBE"),
+        t(3600.0, "RECOVERING_PROBE", "DEGRADED_FALLBACK"),
+    ];
+    let s = stopped(&[(280.0, 460.0)]);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), tr, &s);
+    let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
+    assert!(v.inconclusive(), "{} {:?}", v.detail, v.blamed);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), tr, &NONE);
+    let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
+    assert!(v.broken());
+    assert!(
+        v.blamed
+            .iter()
+            .any(|o| o.what.contains("an opening before the fault")),
+        "{:?}",
+        v.blamed
+    );
+}
+
+#[test]
+fn a_close_a_little_late_after_a_probing_the_host_stalled_is_excused() {
+    // Probing from 5.2 s, healthy at 6.6 s: 1.6 s after the fault's end against 1.5 s. A
+    // 100 ms stop of the runtime in the probing held back its arrivals (its probes).
+    let p = rate_policy();
+    let (mut obs, _) = failed_probe(6600.0);
+    obs[52] = fallback(52, 5200.0, 5.0);
+    obs[52].headers.reason = Some("BREAKER_OPEN".into());
+    let tr = &[
+        t(1100.0, "PRIMARY_HEALTHY", "DEGRADED_FALLBACK"),
+        t(5200.0, "DEGRADED_FALLBACK", "RECOVERING_PROBE"),
+        t(6600.0, "RECOVERING_PROBE", "PRIMARY_HEALTHY"),
+    ];
+    let s = stopped(&[(6000.0, 6100.0)]);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), tr, &s);
+    let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
+    assert!(v.inconclusive(), "{} {:?}", v.detail, v.blamed);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), tr, &NONE);
+    let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
+    assert!(v.broken());
+    assert!(
+        v.blamed[0].what.contains("after a probing from 5200 ms"),
+        "{:?}",
+        v.blamed
+    );
+}
+
+#[test]
+fn a_late_close_then_a_reopening_both_on_stalls_is_inconclusive() {
+    // Probing from 5.2 s, healthy at 6.6 s (100 ms past the limit; a 100 ms stop in the
+    // probing), re-opened at 6.95 s on two misses a second stop covers.
+    let p = rate_policy();
+    let (mut obs, _) = failed_probe(6600.0);
+    obs[52] = fallback(52, 5200.0, 5.0);
+    obs[52].headers.reason = Some("BREAKER_OPEN".into());
+    for (i, o) in obs.iter_mut().enumerate().skip(68) {
+        *o = fallback(i as u64, i as f64 * 100.0, if i < 70 { 48.0 } else { 5.0 });
+        if i >= 70 {
+            o.headers.reason = Some("BREAKER_OPEN".into());
+        }
+    }
+    let tr = &[
+        t(1100.0, "PRIMARY_HEALTHY", "DEGRADED_FALLBACK"),
+        t(5200.0, "DEGRADED_FALLBACK", "RECOVERING_PROBE"),
+        t(6600.0, "RECOVERING_PROBE", "PRIMARY_HEALTHY"),
+        t(6950.0, "PRIMARY_HEALTHY", "DEGRADED_FALLBACK"),
+    ];
+    let s = stopped(&[(6000.0, 6100.0), (6780.0, 6960.0)]);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), tr, &s);
+    let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
+    assert!(v.inconclusive(), "{} {:?}", v.detail, v.blamed);
+    let s = stopped(&[(6780.0, 6960.0)]);
+    let c = cx(&p, recover(1500), Some((1000.0, 5000.0)), tr, &s);
+    let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
+    assert!(v.broken(), "the late close has no stall in its probing");
 }
