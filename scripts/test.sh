@@ -5,8 +5,9 @@
 #   2. cargo clippy, natively for the workspace and for wasm32 for the Worker, -D warnings
 #   3. cargo test --workspace (the decision core and the compiler, natively)
 #   4. the edge build (scripts/build-edge.sh; cached) and the compiler binary
-#   5. the end-to-end tests: node --test tests/ (workerd through Miniflare, loopback only),
-#      then the drills' replays of this run (inconclusive runs, with the host's stalls)
+#   5. the end-to-end tests: scripts/e2e.sh (node --test over tests/ in two lanes; workerd
+#      through Miniflare, loopback only), then the drills' replays of this run (inconclusive
+#      runs, with the host's stalls)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -38,14 +39,7 @@ step "edge build"
 scripts/build-edge.sh
 cargo build -p understudy --locked
 
-step "end-to-end tests (node --test tests/; a test is failed after 15 minutes)"
-# Drills replay only inconclusive runs (exit 3), within a budget per suite run; the ledger of
-# replays is printed at the end, whatever the outcome (tests/judged.mjs).
-export UNDERSTUDY_REPLAY_LEDGER="$root/target/e2e-replays.jsonl"
-rm -f "$UNDERSTUDY_REPLAY_LEDGER"
-e2e=0
-node --test --test-force-exit --test-timeout=900000 tests/ || e2e=$?
-node scripts/replays.mjs "$UNDERSTUDY_REPLAY_LEDGER"
-[[ $e2e -eq 0 ]] || exit "$e2e"
+step "end-to-end tests (scripts/e2e.sh: two lanes side by side; a test is failed after 15 minutes)"
+scripts/e2e.sh
 
 step "all passed in $(($(date +%s) - t0)) s"
