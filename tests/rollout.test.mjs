@@ -83,7 +83,8 @@ describe("understudy drill --rollout", () => {
   const failed = (out) => out.checks.filter((c) => !c.held).map((c) => `${c.name}: ${c.detail}`);
 
   test("a good release advances to 100% by its policy's [rollout] steps, its controller killed mid-rollout and resumed with no step lost or repeated", async () => {
-    const { r, out } = drill("active", ids.good, ["--rate", "200", "--expect", "advance", "--kill-controller"]);
+    const report = join(tmp.dir, "report-good");
+    const { r, out } = drill("active", ids.good, ["--rate", "200", "--expect", "advance", "--kill-controller", "--report", report]);
     assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
     assert.equal(out.phase, "done");
     assert.ok(out.killed_at, "the controller was killed once");
@@ -102,6 +103,10 @@ describe("understudy drill --rollout", () => {
     // [T-WITNESS] The host's witness ran beside the traffic, watching the versions' workerd.
     assert.ok(out.witness.summary.wakes > 1_000, JSON.stringify(out.witness.summary));
     assert.equal(out.witness.trace.watched[0]?.label, "workerd", JSON.stringify(out.witness.trace.watched));
+    assert.equal(typeof out.traffic_started_at_ms, "number");
+    // … and its stalls are drawn in the picture.
+    const svg = await readFile(join(report, "rollout.svg"), "utf8");
+    assert.match(svg, /host stalls seen by the witness \(\d+\)/);
   });
 
   test("a bad release is rolled back at its first step, its exposure within the bound", async () => {

@@ -274,7 +274,11 @@ fn rollout(args: &DrillArgs) -> anyhow::Result<ExitCode> {
     };
     let o = rd::run(&opts)?;
     if let Some(dir) = &args.report {
-        super::rollouts::write_report(dir, &o.record)?;
+        let host = understudy_lab::rollout::plot::Host {
+            traffic_started_at_ms: o.traffic_started_at_ms,
+            stalls: &o.stalls,
+        };
+        super::rollouts::write_report(dir, &o.record, Some(&host))?;
         // The drill's outcome (its checks, the front's deployments) over the record's JSON.
         std::fs::write(dir.join("rollout.json"), serde_json::to_vec_pretty(&o)?)?;
     }

@@ -96,7 +96,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
         &mut std::io::stdout(),
     )?;
     if let Some(dir) = &args.report {
-        write_report(dir, &rec)?;
+        write_report(dir, &rec, None)?;
         println!("report: {}", dir.display());
     }
     Ok(Some(rec.state.phase))
@@ -113,12 +113,17 @@ const SETTINGS: [&str; 7] = [
     "max_holds",
 ];
 
-/// `--report DIR`: the record as JSON and its timeline as a picture.
-pub fn write_report(dir: &std::path::Path, rec: &RolloutRecord) -> Result<()> {
+/// `--report DIR`: the record as JSON and its timeline as a picture (with the host's stalls
+/// a drill's witness saw).
+pub fn write_report(
+    dir: &std::path::Path,
+    rec: &RolloutRecord,
+    host: Option<&understudy_lab::rollout::plot::Host<'_>>,
+) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     std::fs::write(dir.join("rollout.json"), serde_json::to_vec_pretty(rec)?)
         .with_context(|| format!("cannot write {}", dir.join("rollout.json").display()))?;
-    let svg = understudy_lab::rollout::plot::render(rec).map_err(anyhow::Error::msg)?;
+    let svg = understudy_lab::rollout::plot::render(rec, host).map_err(anyhow::Error::msg)?;
     std::fs::write(dir.join("rollout.svg"), svg)
         .with_context(|| format!("cannot write {}", dir.join("rollout.svg").display()))
 }

@@ -60,6 +60,12 @@ pub struct Outcome {
     pub checks: Vec<Check>,
     /// [T-WITNESS] What the host's witness saw while the traffic ran (`Trace::report`).
     pub witness: serde_json::Value,
+    /// When the traffic started (ms since the epoch): the clock of `deployments` and of the
+    /// witness.
+    pub traffic_started_at_ms: u64,
+    /// The witness's stalls, for the picture (`witness.stalls` in the JSON).
+    #[serde(skip)]
+    pub stalls: Vec<crate::witness::Stall>,
 }
 
 impl Outcome {
@@ -263,6 +269,8 @@ pub fn assess(
         active_after: None,
         checks,
         witness: serde_json::Value::Null,
+        traffic_started_at_ms: start_epoch,
+        stalls: Vec::new(),
     }
 }
 
@@ -375,5 +383,26 @@ mod tests {
             c.detail,
             "expected advanced to 100%, the rollout ended rolled back"
         );
+    }
+
+    #[test]
+    fn the_picture_of_a_drill_draws_the_witness_stalls_and_a_real_rollout_none() {
+        let rec = record(
+            vec![logged(200, 200, Judgement::Advance { reasons: vec![] })],
+            Phase::Done,
+        );
+        let stalls = [crate::witness::Stall {
+            from_ms: 100.0,
+            to_ms: 180.0,
+            seen_by: vec!["workerd stopped".into()],
+        }];
+        let host = crate::rollout::plot::Host {
+            traffic_started_at_ms: 0,
+            stalls: &stalls,
+        };
+        let svg = crate::rollout::plot::render(&rec, Some(&host)).unwrap();
+        assert!(svg.contains("host stalls seen by the witness (1)"), "{svg}");
+        let svg = crate::rollout::plot::render(&rec, None).unwrap();
+        assert!(!svg.contains("host stalls"));
     }
 }

@@ -298,6 +298,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     );
     outcome.active_after = active_after;
     outcome.witness = witness.report();
+    outcome.stalls = witness.stalls().list().to_vec();
     Ok(outcome)
 }
 

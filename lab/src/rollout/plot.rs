@@ -1,18 +1,30 @@
 //! A rollout's timeline picture (`rollout.svg`, written by `releases rollout --report DIR`
 //! and `drill --rollout --report DIR`): above, the new version's share of traffic over time,
 //! step by step, from the deployments the record keeps; below, at each judgement, the old and
-//! the new version's degraded share over the window judged, marked with the verdict. SVG
-//! through plotters, as the drill's timeline is drawn: no fonts or tools to install.
+//! the new version's degraded share over the window judged, marked with the verdict; for
+//! `drill --rollout`, the host's stalls its witness saw as a dark band along the share's axis
+//! (docs/scenarios.md, "Verdicts that say why"). SVG through plotters, as the drill's
+//! timeline is drawn: no fonts or tools to install.
 
 use plotters::prelude::*;
 use understudy_compiler::release::rollout::record::RolloutRecord;
 use understudy_compiler::release::rollout::Judgement;
+
+use crate::witness::Stall;
 
 const NEW: RGBColor = RGBColor(30, 110, 200);
 const OLD: RGBColor = RGBColor(120, 120, 120);
 const ADVANCE: RGBColor = RGBColor(46, 139, 87);
 const HOLD: RGBColor = RGBColor(230, 140, 20);
 const BACK: RGBColor = RGBColor(200, 30, 30);
+const STALL: RGBColor = RGBColor(60, 60, 60);
+
+/// What a drill's witness saw: its stalls, on the clock of traffic that started at
+/// `traffic_started_at_ms` (ms since the epoch).
+pub struct Host<'a> {
+    pub traffic_started_at_ms: u64,
+    pub stalls: &'a [Stall],
+}
 
 fn share(k: u64, n: u64) -> f64 {
     if n == 0 {
@@ -22,8 +34,8 @@ fn share(k: u64, n: u64) -> f64 {
     }
 }
 
-/// Renders the SVG text.
-pub fn render(rec: &RolloutRecord) -> Result<String, String> {
+/// Renders the SVG text; `host`: a drill's witness (none for a real rollout).
+pub fn render(rec: &RolloutRecord, host: Option<&Host<'_>>) -> Result<String, String> {
     let e = |e: &dyn std::fmt::Display| e.to_string();
     let t0 = rec.started_at_ms;
     let s = |ms: u64| ms.saturating_sub(t0) as f64 / 1000.0;
@@ -71,6 +83,22 @@ pub fn render(rec: &RolloutRecord) -> Result<String, String> {
             .map_err(|x| e(&x))?
             .label("new version's share")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], NEW.stroke_width(2)));
+        if let Some(h) = host {
+            // One bar per stall along the axis, at least a pixel wide.
+            let px_s = end_s / 1000.0;
+            let at = |ms: f64| (h.traffic_started_at_ms as f64 + ms - t0 as f64) / 1000.0;
+            chart
+                .draw_series(h.stalls.iter().map(|st| {
+                    let (a, b) = (at(st.from_ms), at(st.to_ms).max(at(st.from_ms) + px_s));
+                    Rectangle::new([(a, 0.0), (b, 4.0)], STALL.filled())
+                }))
+                .map_err(|x| e(&x))?
+                .label(format!(
+                    "host stalls seen by the witness ({})",
+                    h.stalls.len()
+                ))
+                .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], STALL.filled()));
+        }
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.8))
