@@ -3,10 +3,13 @@
 // (3: stalls of the host explain every broken check). The figures of docs/scenarios.md,
 // "Verdicts that say why", come from here.
 //
-//     node scripts/drill-runs.mjs --runs 20 --busy 2 [--understudy BIN] [--keep DIR] -- POLICY --scenario FILE [drill flags]
+//     node scripts/drill-runs.mjs --runs 20 --busy 2 [--late-timer MS] [--understudy BIN] [--keep DIR] -- POLICY --scenario FILE [drill flags]
 //
+// --late-timer MS plays the drill against a test copy of the built edge whose engine's timer
+// fires MS late (tests/judged.mjs, lateTimerEdge): the defect a verdict must blame.
 // Prints one line per run (exit, the broken or inconclusive checks, the witness's summary)
-// and a last line of JSON: { runs, busy, green, red, inconclusive, other, load_before }.
+// and a last line of JSON: { runs, busy, green, red, inconclusive, other, load_before,
+// load_after } (the 1, 5 and 15 minute load averages, as `uptime` prints them).
 import { spawn } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -28,9 +31,21 @@ const { values } = parseArgs({
     understudy: { type: "string", default: join(root, "target", "debug", "understudy") },
     // Keep the report (drill.json, timeline.svg) of every run that is not green, as DIR/run-N.
     keep: { type: "string" },
+    "late-timer": { type: "string" },
   },
 });
 const drillArgs = process.argv.slice(sep + 1);
+let late = null;
+if (values["late-timer"] !== undefined) {
+  const ms = Number(values["late-timer"]);
+  if (!(ms >= 1 && ms <= 10_000)) {
+    console.error("--late-timer 1..10000 (ms)");
+    process.exit(2);
+  }
+  const { lateTimerEdge } = await import("../tests/judged.mjs");
+  late = await lateTimerEdge(ms);
+  drillArgs.push("--edge", late.dir);
+}
 const runs = Number(values.runs);
 const busy = Number(values.busy);
 if (!(runs >= 1 && runs <= 1000) || !(busy >= 0 && busy <= 16)) {
@@ -74,13 +89,12 @@ for (let i = 1; i <= runs; i++) {
   const r = await run(["drill", ...drillArgs, "--report", dir]);
   let json = null;
   if (existsSync(join(dir, "drill.json"))) json = JSON.parse(readFileSync(join(dir, "drill.json"), "utf8"));
-  const kind0 = { 0: "green" }[r.status];
-  if (values.keep && kind0 !== "green") {
+  const kind = { 0: "green", 1: "red", 3: "inconclusive" }[r.status] ?? "other";
+  if (values.keep && kind !== "green") {
     mkdirSync(values.keep, { recursive: true });
     cpSync(dir, join(values.keep, `run-${i}`), { recursive: true });
   }
   rmSync(dir, { recursive: true, force: true });
-  const kind = { 0: "green", 1: "red", 3: "inconclusive" }[r.status] ?? "other";
   tally[kind] += 1;
   const v = (json?.verdicts ?? []).filter((x) => x.judgement === "failed" || x.judgement === "inconclusive");
   const why = v.map((x) => `${x.judgement === "failed" ? "FAIL" : "??"} ${x.name} (${x.blamed_count ?? 0} blamed, ${x.excused_count ?? 0} excused)`);
@@ -94,4 +108,7 @@ for (let i = 1; i <= runs; i++) {
   );
 }
 stop();
-console.log(JSON.stringify({ runs, busy, ...tally, load_before: loadBefore, drill: drillArgs.join(" ") }));
+await late?.cleanup();
+const loadAfter = loadavg().map((x) => Math.round(x * 100) / 100);
+const drill = drillArgs.join(" ").replace(late?.dir ?? "\0", "LATE_TIMER_EDGE");
+console.log(JSON.stringify({ runs, busy, late_timer_ms: late ? Number(values["late-timer"]) : null, ...tally, load_before: loadBefore, load_after: loadAfter, drill }));

@@ -4,7 +4,7 @@
 //! content (`ANSWERED`, `DISCLOSED`, `NOT_EMPTY`) are never excused: no stall makes an
 //! answer missing, undisclosed or empty.
 
-use super::blame::{excused_requests, Offender};
+use super::blame::{excused_requests, missed_deadline, Offender};
 use super::recovery::Recovery;
 use super::{
     can_always_answer, disclosure_gaps, first_few, late_recovery, write_through_tier, Context,
@@ -154,6 +154,52 @@ pub fn latency_budget(obs: &[Observed], cx: &Context<'_>, lat: &Latency) -> Verd
         ),
     );
     percentile_judged(v, obs, cx, ceiling, |l| l.p99_ms)
+}
+
+/// The answers that missed the model's deadline (`ML_TIMEOUT`, `EDGE_OVERLOADED`) came at
+/// it: their median within the budget + slack. `LATENCY_BUDGET` judges the tail, where the
+/// host's queues are; this judges the middle of the one class of answers the edge's own timer
+/// decides. A stall of the host delays some answers and spares others, so set aside what the
+/// stalls cover and the rest still answer at the deadline; a timer that fires late delays
+/// every one, stalls or not.
+pub fn deadline_kept(obs: &[Observed], cx: &Context<'_>) -> Verdict {
+    let ceiling = cx.policy.budget.total_ms as f64 + cx.slack_ms;
+    let missed: Vec<&Observed> = obs
+        .iter()
+        .filter(|o| o.status != 0 && missed_deadline(o.headers.reason.as_deref()))
+        .collect();
+    if missed.is_empty() {
+        return Verdict::skipped("DEADLINE_KEPT", "no answer missed the model's deadline");
+    }
+    let median = |excused: &std::collections::HashSet<u64>| {
+        Latency::of(
+            missed
+                .iter()
+                .filter(|o| !excused.contains(&o.index))
+                .map(|o| o.latency_ms),
+        )
+        .p50_ms
+    };
+    let offenders: Vec<Offender> = missed
+        .iter()
+        .filter(|o| o.latency_ms > ceiling)
+        .map(|o| over_limit(o, ceiling))
+        .collect();
+    let all = median(&Default::default());
+    let v = Verdict::new(
+        "DEADLINE_KEPT",
+        all <= ceiling,
+        format!(
+            "the {} answers that missed the model's deadline: median {all:.1} ms vs budget {} ms + slack {:.1} ms = {ceiling:.1} ms ({} over it)",
+            missed.len(),
+            cx.policy.budget.total_ms,
+            cx.slack_ms,
+            offenders.len()
+        ),
+    );
+    v.judged(offenders, cx.stalls, |excused| {
+        median(&excused_requests(excused)) <= ceiling
+    })
 }
 
 /// `[drill] p95_max`.

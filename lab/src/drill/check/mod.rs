@@ -237,6 +237,7 @@ pub fn check(obs: &[Observed], cx: &Context<'_>, rec: &Recovery) -> Vec<Verdict>
         invariants::disclosed(obs),
         invariants::not_empty(obs, cx),
         invariants::latency_budget(obs, cx, &lat),
+        invariants::deadline_kept(obs, cx),
         invariants::p95_max(obs, cx, &lat),
         invariants::degrade_within(obs, cx, rec),
         invariants::recover_within(obs, cx, rec),

@@ -432,3 +432,71 @@ fn a_late_close_then_a_reopening_both_on_stalls_is_inconclusive() {
     let v = verdict(check(&obs, &c, &recovery(&obs, &c)), "RECOVER_WITHIN");
     assert!(v.broken(), "the late close has no stall in its probing");
 }
+
+/// 100 answers 100 ms apart: live in 20 ms but `late` deadline answers (`ML_TIMEOUT`) among
+/// the first 20, each taking `ms`.
+fn deadline_answers(n: usize, late: &[usize], ms: f64) -> Vec<Observed> {
+    (0..100)
+        .map(|i| {
+            let at = i as f64 * 100.0;
+            match i {
+                i if late.contains(&i) => fallback(i as u64, at, ms),
+                i if i < n => fallback(i as u64, at, 47.0),
+                _ => live(i as u64, at, 20.0),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_timer_that_fires_late_is_blamed_by_the_deadline_answers_a_stall_did_not_cover() {
+    // Every one of the 10 deadline answers came 60 ms after the 45 ms deadline; a stop of
+    // the runtime covers three of them. The tail (LATENCY_BUDGET's p99) may be the host's;
+    // the middle of the deadline answers is not.
+    let p = understudy_compiler::fixtures::sample_policy();
+    let late: Vec<usize> = (0..10).collect();
+    let obs = deadline_answers(10, &late, 105.0);
+    let s = stopped(&[(0.0, 250.0)]);
+    let c = cx(&p, Limits::default(), None, &[], &s);
+    let v = verdict(check(&obs, &c, &Recovery::default()), "DEADLINE_KEPT");
+    assert!(v.broken(), "{} {:?}", v.detail, v.excused);
+    assert_eq!((v.excused_count, v.blamed_count), (3, 7));
+    assert_eq!(v.blamed[0].index, Some(3));
+    assert!(v
+        .detail
+        .starts_with("the 10 answers that missed the model's deadline: median 105.0 ms"));
+}
+
+#[test]
+fn deadline_answers_a_stall_delayed_leave_the_others_at_the_deadline() {
+    let p = understudy_compiler::fixtures::sample_policy();
+    // Four of twelve late: the median is at the deadline, the check holds.
+    let obs = deadline_answers(12, &[4, 5, 6, 7], 150.0);
+    let c = cx(&p, Limits::default(), None, &[], &NONE);
+    let v = verdict(check(&obs, &c, &Recovery::default()), "DEADLINE_KEPT");
+    assert_eq!(v.ok, Some(true), "{}", v.detail);
+    // Eight of twelve late, inside a stop: inconclusive — the four left answered at the
+    // deadline.
+    let late: Vec<usize> = (2..10).collect();
+    let obs = deadline_answers(12, &late, 150.0);
+    let s = stopped(&[(150.0, 1160.0)]);
+    let c = cx(&p, Limits::default(), None, &[], &s);
+    let v = verdict(check(&obs, &c, &Recovery::default()), "DEADLINE_KEPT");
+    assert!(v.inconclusive(), "{} {:?}", v.detail, v.blamed);
+    // The same with no stall: blamed, all eight.
+    let c = cx(&p, Limits::default(), None, &[], &NONE);
+    let v = verdict(check(&obs, &c, &Recovery::default()), "DEADLINE_KEPT");
+    assert!(v.broken());
+    assert_eq!(v.blamed_count, 8);
+}
+
+#[test]
+fn a_run_with_no_deadline_missed_does_not_check_it() {
+    let p = understudy_compiler::fixtures::sample_policy();
+    let c = cx(&p, Limits::default(), None, &[], &NONE);
+    let v = verdict(
+        check(&five_slow(), &c, &Recovery::default()),
+        "DEADLINE_KEPT",
+    );
+    assert_eq!(v.ok, None);
+}
