@@ -44,7 +44,9 @@ export function understudy(args, { timeoutMs = 60_000, cwd = ROOT, env } = {}) {
   if (!existsSync(UNDERSTUDY)) {
     throw new Error(`${UNDERSTUDY} does not exist; run \`cargo build -p understudy\` (scripts/test.sh does)`);
   }
-  const r = spawnSync(UNDERSTUDY, args, { cwd, encoding: "utf8", timeout: timeoutMs, env: { ...process.env, ...env } });
+  // A report printed whole (bench --format json carries the witness's trace, every thread's
+  // samples) passes spawnSync's default 1 MiB of output: ENOBUFS.
+  const r = spawnSync(UNDERSTUDY, args, { cwd, encoding: "utf8", timeout: timeoutMs, maxBuffer: 512 * 1024 * 1024, env: { ...process.env, ...env } });
   if (r.error) throw r.error;
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
