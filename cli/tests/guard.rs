@@ -460,6 +460,76 @@ fn resumes(env: &Env, id: &str) -> bool {
     node.wait().unwrap().success()
 }
 
+/// A rollout of *another* release started over a stranded split with a warning only, and
+/// replaced it.
+#[test]
+fn a_rollout_of_another_release_does_not_replace_a_stranded_split() {
+    let env = Env::new("guard-stranded-other");
+    let (old, new) = two(&env);
+    strand(&env, &old, &new);
+    let p = env.policy_dir("v3", "v3", "800ms", &["SKU-1", "SKU-2"], DAY1);
+    let before = env.releases();
+    env.ok(&[
+        "releases",
+        "add",
+        p.to_str().unwrap(),
+        "--registry",
+        "reg",
+        "--edge",
+        "edge",
+        "--now",
+        DAY1_NOON,
+    ]);
+    let third = env
+        .releases()
+        .into_iter()
+        .find(|r| !before.contains(r))
+        .unwrap();
+    let front = Front::start(&old, &third, 2_000, 0.0);
+    let r = rollout(&env, &third, &front, &SHORT);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(&new) && r.stderr.contains("--force"),
+        "the stranded rollout and the flag are named: {}",
+        r.stderr
+    );
+    assert!(front.deployed().is_empty(), "nothing was deployed");
+    assert_eq!(env.active(), old);
+}
+
+/// `releases rollback` without `--deploy` told the operator to run the release's deploy.sh,
+/// which rebuilds and deploys around the versions a rollout keeps.
+#[test]
+fn a_rollback_without_deploy_prints_the_command_that_deploys_it() {
+    let env = Env::new("guard-rollback-says");
+    let (old, new) = two(&env);
+    env.ok(&[
+        "releases",
+        "promote",
+        &new,
+        "--registry",
+        "reg",
+        "--now",
+        DAY1_NOON,
+    ]);
+    let r = env.ok(&[
+        "releases",
+        "rollback",
+        "--registry",
+        "reg",
+        "--now",
+        DAY1_NOON,
+    ]);
+    assert_eq!(env.active(), old);
+    assert!(
+        r.stdout
+            .contains(&format!("understudy releases deploy {old} --registry ")),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("deploy.sh"), "{}", r.stdout);
+}
+
 /// An abort of a stale record deployed its old version at 100% over a newer deployment.
 #[test]
 fn an_abort_never_deploys_over_a_deployment_that_is_not_the_rollouts() {
@@ -558,6 +628,26 @@ fn a_rollout_shows_where_it_stands_and_ends_with_a_summary_and_a_report() {
     let s = env.ok(&["releases", "status", "--registry", "reg"]);
     for says in ["started 20", "deployed: 50% at 20", "ended 20"] {
         assert!(s.stdout.contains(says), "{says}:\n{}", s.stdout);
+    }
+    // Margins read as percentages everywhere ("0.02" in the header, "margin 2.00" in the
+    // judgement lines before).
+    assert!(
+        s.stdout
+            .contains("margins: degraded share +2.00%, no-tier 5xx share +0.50%, p95 +20%"),
+        "{}",
+        s.stdout
+    );
+    assert!(r.stdout.contains("margin +2.00%"), "{}", r.stdout);
+    for out in [&s.stdout, &r.stdout] {
+        for (i, _) in out.match_indices("margin") {
+            let rest = &out[i..];
+            let end = rest.find([',', ';', '\n', ')']).unwrap_or(rest.len());
+            assert!(
+                rest[..end].ends_with('%') || rest.starts_with("margins:"),
+                "a margin not as a percentage: {}",
+                &rest[..end]
+            );
+        }
     }
     for word in ["Done", "RolledBack", "Watching"] {
         assert!(
