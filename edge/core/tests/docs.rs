@@ -228,9 +228,10 @@ fn the_log_line_fields_are_the_documented_ones() {
     let calls = [Call {
         io: IoId(1),
         started: Millis(0),
+        due: Millis(45),
         hedge: false,
         probe: false,
-        end: Some((Millis(45), End::Cut)),
+        end: Some((Millis(45), End::Cut { busy: false })),
     }];
     let line = Line {
         correlation_id: "c",

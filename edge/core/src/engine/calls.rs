@@ -25,8 +25,10 @@ pub enum End {
         status: Option<u16>,
         retry_after_s: Option<u64>,
     },
-    /// The attempt's timer ended it: no answer by then.
-    Cut,
+    /// The attempt's timer ended it: no answer by then. `busy`: on a busy isolate (its
+    /// timers running late, or this one late), where the answer may have been waiting in
+    /// the isolate's own queue — no evidence about the origin.
+    Cut { busy: bool },
     /// The engine stopped waiting before its timer: its pair's other request answered, or
     /// the request was answered another way.
     Abandoned,
@@ -38,7 +40,8 @@ impl End {
         match self {
             End::Ok => "ok",
             End::Failed { reason, .. } => reason.code(),
-            End::Cut => "cut",
+            End::Cut { busy: false } => "cut",
+            End::Cut { busy: true } => "cut_busy",
             End::Abandoned => "abandoned",
         }
     }
@@ -49,6 +52,9 @@ impl End {
 pub struct Call {
     pub io: IoId,
     pub started: Millis,
+    /// When its attempt's timer was due: a call cut later than this was cut by a late
+    /// timer (the isolate was busy), which tells nothing of the origin.
+    pub due: Millis,
     /// It was the hedge of its attempt.
     pub hedge: bool,
     /// Its attempt was a probe (or a half-open trial) of the breaker.
@@ -62,12 +68,13 @@ pub struct Call {
 pub struct Calls(pub Vec<Call>);
 
 impl Calls {
-    /// Call `io` went out at `now`.
-    pub fn start(&mut self, io: IoId, now: Millis, hedge: bool, probe: bool) {
+    /// Call `io` went out at `now`, its attempt's timer due at `due`.
+    pub fn start(&mut self, io: IoId, now: Millis, due: Millis, hedge: bool, probe: bool) {
         if self.0.len() < MAX_CALLS {
             self.0.push(Call {
                 io,
                 started: now,
+                due,
                 hedge,
                 probe,
                 end: None,
@@ -90,12 +97,12 @@ mod tests {
     #[test]
     fn a_call_ends_once_and_the_list_is_bounded() {
         let mut c = Calls::default();
-        c.start(IoId(1), Millis(10), false, true);
-        c.end(IoId(1), Millis(55), End::Cut);
+        c.start(IoId(1), Millis(10), Millis(55), false, true);
+        c.end(IoId(1), Millis(55), End::Cut { busy: false });
         c.end(IoId(1), Millis(60), End::Ok);
-        assert_eq!(c.0[0].end, Some((Millis(55), End::Cut)));
+        assert_eq!(c.0[0].end, Some((Millis(55), End::Cut { busy: false })));
         for i in 0..30 {
-            c.start(IoId(100 + i), Millis(70), false, false);
+            c.start(IoId(100 + i), Millis(70), Millis(115), false, false);
         }
         assert_eq!(c.0.len(), MAX_CALLS);
         let failed = End::Failed {
@@ -107,10 +114,10 @@ mod tests {
             [
                 End::Ok.word(),
                 failed.word(),
-                End::Cut.word(),
+                End::Cut { busy: true }.word(),
                 End::Abandoned.word()
             ],
-            ["ok", "ML_5XX", "cut", "abandoned"]
+            ["ok", "ML_5XX", "cut_busy", "abandoned"]
         );
     }
 }

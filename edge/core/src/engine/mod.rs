@@ -44,6 +44,7 @@ pub use crate::io::{Done, IoId, KvRead, Op};
 pub use command::{Command, Input, Output, Reply};
 pub use fleet::FleetHeard;
 pub use flight::Flight;
+pub use record::BUSY_MS;
 
 use crate::bake::Bake;
 use crate::breaker::Breaker;

@@ -87,8 +87,8 @@ pub(super) fn attempt<'p>(
         op: Op::Fetch(origin_request(engine, f, req)),
     });
     req.open.push(io);
-    req.calls
-        .start(io, now, false, admission == Admission::Probe);
+    let probe = admission == Admission::Probe;
+    req.calls.start(io, now, now.plus(timeout_ms), false, probe);
     if record::model_silent(engine) || admission == Admission::Probe {
         prefetch(engine, f, req, now, cmds);
     }
@@ -184,6 +184,7 @@ pub(super) fn timer<'p>(
             // attempt's bulkhead slot until then.
             let out: Vec<IoId> = c.pair.out().collect();
             let until = listening_until(engine, now, c);
+            let busy = record::busy(engine, now, c.started, c.timeout_ms);
             let heard = until.is_some_and(|until| {
                 let l = Listening {
                     ios: out.clone(),
@@ -193,7 +194,7 @@ pub(super) fn timer<'p>(
                 engine.verdicts.listen(l, now)
             });
             for io in out {
-                req.calls.end(io, now, End::Cut);
+                req.calls.end(io, now, End::Cut { busy });
                 match until {
                     Some(until) if heard => cmds.push(Command::Hear { io, until }),
                     _ => {
@@ -207,7 +208,7 @@ pub(super) fn timer<'p>(
         if c.pair.hedge_due().is_some_and(|at| at <= now) {
             let io = engine.ios.next();
             if c.pair.send(now, io) {
-                let probe = c.admission == Admission::Probe;
+                let (probe, due) = (c.admission == Admission::Probe, c.due);
                 engine.counters.hedges_sent += 1;
                 let after = now.since(c.started);
                 f.note(
@@ -220,7 +221,7 @@ pub(super) fn timer<'p>(
                     op: Op::Fetch(request),
                 });
                 req.open.push(io);
-                req.calls.start(io, now, true, probe);
+                req.calls.start(io, now, due, true, probe);
             }
         }
     }

@@ -40,7 +40,7 @@ const CALM_MS: u64 = 2;
 /// timers fired 11–13 ms late — inside that tolerance (11 ms for 45 ms), so they counted
 /// as the model's; short benches opened the breaker on a healthy model in 7 runs of 12
 /// with that rule, 3 of 12 with this one (docs/observability.md).
-pub(super) const BUSY_MS: u64 = 5;
+pub const BUSY_MS: u64 = 5;
 
 /// What the breaker learns from attempt `a`, made under `admission`. `hedge_won_after`: the
 /// attempt's answer came from its hedge, sent that many ms after the first request.

@@ -105,6 +105,7 @@ impl Line<'_> {
             let mut call = Obj::new();
             call.num("start_ms", c.started.since(self.at));
             call.num("end_ms", ended.since(self.at));
+            call.num("due_ms", c.due.since(self.at));
             call.str("end", end.word());
             call.opt_num("status", status.map(u64::from));
             call.opt_num("retry_after_s", retry_after_s);
@@ -217,13 +218,15 @@ mod tests {
             Call {
                 io: IoId(1),
                 started: at,
+                due: Millis(1_045),
                 hedge: false,
                 probe: true,
-                end: Some((Millis(1_045), End::Cut)),
+                end: Some((Millis(1_045), End::Cut { busy: false })),
             },
             Call {
                 io: IoId(2),
                 started: Millis(1_010),
+                due: Millis(1_045),
                 hedge: true,
                 probe: false,
                 end: Some((
@@ -238,6 +241,7 @@ mod tests {
             Call {
                 io: IoId(3),
                 started: Millis(1_020),
+                due: Millis(1_065),
                 hedge: false,
                 probe: false,
                 end: None,
@@ -277,7 +281,7 @@ mod tests {
         );
         assert_eq!(
             v["calls"][0],
-            serde_json::json!({"start_ms": 0, "end_ms": 45, "end": "cut", "status": null, "retry_after_s": null, "probe": true, "hedge": false})
+            serde_json::json!({"start_ms": 0, "end_ms": 45, "due_ms": 45, "end": "cut", "status": null, "retry_after_s": null, "probe": true, "hedge": false})
         );
         assert_eq!(v["calls"][1]["end"], "ML_429");
         assert_eq!(v["calls"][1]["status"], 429);

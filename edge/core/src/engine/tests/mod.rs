@@ -573,7 +573,7 @@ fn the_log_line_says_when_each_call_and_tier_read_ended_and_how() {
     assert_eq!(l["at_ms"], NOW + 1_000);
     assert_eq!(
         l["calls"],
-        serde_json::json!([{"start_ms": 0, "end_ms": 45, "end": "cut", "status": null,
+        serde_json::json!([{"start_ms": 0, "end_ms": 45, "due_ms": 45, "end": "cut", "status": null,
             "retry_after_s": null, "probe": false, "hedge": false}])
     );
     let tiers: Vec<(String, String)> = l["tiers"]
