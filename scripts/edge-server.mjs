@@ -26,7 +26,7 @@
 // (`understudy dev --kv`), and the tests seed published tiers the same way.
 
 import { readFile } from "node:fs/promises";
-import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { accessSync, constants, createWriteStream, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createHmac } from "node:crypto";
@@ -373,11 +373,16 @@ const KEPT_BYTES = 8 << 20;
  * in `understudy bench`'s model-hung loop (the edge at ~2,700 req/s, a log line each) answers
  * waited in batches, and the edge's p99 was 305–311 ms with it against 157 ms with the output
  * discarded (docs/observability.md). A deployed Worker's logs never block it.
+ *
+ * With `logFile`, every whole line of the runtime's stdout — the Worker's log lines — is
+ * also appended to that file (`understudy drill --logs`: what `understudy replay` reads),
+ * through a write stream that buffers rather than blocks; `close()` flushes it.
  */
-export function runtimeOutput(verbose) {
+export function runtimeOutput(verbose, logFile) {
   const blocks = [];
   let bytes = 0;
-  const collect = (stream, echo) => {
+  const file = logFile ? createWriteStream(logFile, { flags: "a" }) : null;
+  const collect = (stream, echo, toFile) => {
     let partial = null;
     stream.on("data", (chunk) => {
       if (verbose) echo.write(chunk);
@@ -389,6 +394,7 @@ export function runtimeOutput(verbose) {
       const whole = partial ? Buffer.concat([partial, chunk.subarray(0, end + 1)]) : chunk.subarray(0, end + 1);
       partial = end + 1 < chunk.length ? chunk.subarray(end + 1) : null;
       blocks.push(whole);
+      if (toFile) toFile.write(whole);
       bytes += whole.length;
       while (bytes > KEPT_BYTES && blocks.length > 1) bytes -= blocks.shift().length;
     });
@@ -400,9 +406,10 @@ export function runtimeOutput(verbose) {
   };
   return {
     handleRuntimeStdio(stdout, stderr) {
-      collect(stdout, process.stdout);
-      collect(stderr, process.stderr);
+      collect(stdout, process.stdout, file);
+      collect(stderr, process.stderr, null);
     },
+    close: () => new Promise((done) => (file ? file.end(done) : done())),
     logs: (json = false) =>
       json
         ? lines().flatMap((l) => {
@@ -436,7 +443,7 @@ export function durableObjectsOf(manifest) {
  * writes it (DIR/v3/kv): the edge then reads what wrangler stored, under the namespace ids of
  * the build's wrangler.toml.
  */
-export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist, seed, vars = {}, secrets = {}, verbose = false, slowKv = {}, extra = {}, kvPersist }) {
+export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist, seed, vars = {}, secrets = {}, verbose = false, slowKv = {}, extra = {}, kvPersist, logFile }) {
   dist = resolve(dist);
   const manifest = await readManifest(dist);
   const b = manifest.bindings;
@@ -448,7 +455,7 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
   const ratelimits = {};
   for (const rl of b.rate_limits) ratelimits[rl.name] = { simple: { limit: rl.limit, period: rl.period } };
 
-  const output = runtimeOutput(verbose);
+  const output = runtimeOutput(verbose, logFile);
   // Slow namespaces are bound through a wrapper worker each; the rest directly.
   const direct = b.kv.filter((name) => !(name in slowKv));
   let kvNamespaces = direct;
@@ -527,7 +534,10 @@ export async function startEdge({ dist, port = 0, originUrl, eventsUrl, persist,
     kv: kvOf,
     /** The runtime's output lines so far; `logs(true)` parses the JSON ones. */
     logs: output.logs,
-    dispose: () => mf.dispose(),
+    dispose: async () => {
+      await mf.dispose();
+      await output.close();
+    },
   };
 }
 
@@ -554,11 +564,11 @@ async function compatibilityDate(dist) {
  * of `drill --rollout` (scripts/rollout-front.mjs); its address is `front`.
  * Returns { url, direct, front, mf, workers: {name: {manifest, kv(binding)}}, logs(json), dispose() }.
  */
-export async function startEdges(workers, { port = 0, verbose = false, direct = false, shared = false, coordinatorFaults = false, front } = {}) {
+export async function startEdges(workers, { port = 0, verbose = false, direct = false, shared = false, coordinatorFaults = false, front, logFile } = {}) {
   if (coordinatorFaults && !shared) throw new Error("startEdges: coordinatorFaults needs shared: true");
   if (!Array.isArray(workers) || workers.length === 0) throw new Error("startEdges: no workers");
   const names = new Set();
-  const output = runtimeOutput(verbose);
+  const output = runtimeOutput(verbose, logFile);
   const options = [];
   const loaded = {};
   // The kv tool's bindings: worker i's namespace `k` as `W{i}_{k}`.
@@ -680,7 +690,10 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
       if (!coordinatorFaults) throw new Error("startEdges: started without coordinatorFaults");
       await kvToolNamespace(mf, "COORDINATOR_CONTROL").put("mode", mode);
     },
-    dispose: () => mf.dispose(),
+    dispose: async () => {
+      await mf.dispose();
+      await output.close();
+    },
   };
 }
 
@@ -763,12 +776,13 @@ async function main() {
       seed: { type: "string" },
       kv: { type: "string", multiple: true, default: [] },
       verbose: { type: "boolean", default: false },
+      "log-file": { type: "string" },
       recipe: { type: "string" },
       demo: { type: "boolean", default: false },
     },
   });
   if (!values.dist || (values.demo && !(values.origin && values.recipe))) {
-    console.error("usage: node scripts/edge-server.mjs --dist DIR [--port N] [--origin URL] [--events-url URL] [--persist DIR] [--seed FILE] [--kv BINDING=FILE]... [--recipe JSON [--demo]]");
+    console.error("usage: node scripts/edge-server.mjs --dist DIR [--port N] [--origin URL] [--events-url URL] [--persist DIR] [--seed FILE] [--kv BINDING=FILE]... [--log-file FILE] [--recipe JSON [--demo]]");
     process.exit(2);
   }
   const port = Number(values.port);
@@ -818,7 +832,7 @@ async function main() {
       originUrl: values.origin,
       seed: i === 0 ? seed : undefined,
     }));
-    const fleet = await startEdges(copies, { port, verbose: values.verbose, direct: true, shared: true });
+    const fleet = await startEdges(copies, { port, verbose: values.verbose, direct: true, shared: true, logFile: values["log-file"] });
     console.log(`edge listening on ${copies.map((c) => fleet.direct[c.name]).join(" ")}`);
     const stop = async () => {
       await fleet.dispose().catch(() => {});
@@ -838,6 +852,7 @@ async function main() {
     persist: values.persist,
     seed,
     verbose: values.verbose,
+    logFile: values["log-file"],
   });
   const recipe = values.recipe ? JSON.parse(values.recipe) : null;
   if (recipe && !values.demo) {

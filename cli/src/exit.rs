@@ -65,7 +65,7 @@ exits! {
     /// The input is invalid; the diagnostics name every problem.
     Invalid = 1,
         "`check`, `build`, `bake`, `publish`, `releases add`, `releases promote`, \
-         `releases rollback`, `simulate`, `drill`, `token`, `dev`",
+         `releases rollback`, `simulate`, `replay`, `drill`, `token`, `dev`",
         "invalid input, every problem named: a policy (or its warnings, under \
          `--deny-warnings`), its catalog or inventory snapshot, the lists to publish, a module \
          over the size budget, a release whose catalog is past its ceiling (without \
@@ -105,7 +105,8 @@ exits! {
     UsageOrIo = 2, EVERY_COMMAND,
         "the command could not run: a usage error (clap's own, a flag's value, a rollout \
          setting outside its range, an unknown code for `explain`); a file it reads or writes (missing, not a regular file, not \
-         UTF-8, not writable), a scenario or origin script that does not parse; a registry \
+         UTF-8, not writable), a scenario or origin script that does not parse, logs to \
+         replay that hold no request line of the edge's or mix services or releases; a registry \
          it cannot use (locked by another understudy without `--wait`, no such release, a \
          release or its history damaged, a rollout that has not ended or whose record is \
          damaged); something it needs that is missing or failed (the \

@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Publish(args) => cmd::publish::run(args),
         Command::Releases(args) => cmd::releases::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
+        Command::Replay(args) => cmd::replay::run(args),
         Command::Origin(args) => cmd::origin::run(args),
         Command::Dev(args) => cmd::dev::run(args),
         Command::Token(args) => cmd::token::run(args),

@@ -1,6 +1,6 @@
 //! The Understudy policy compiler as a library: parse and validate a policy with its catalog
 //! and inventory, bake and build the Worker directory, keep the release registry, and replay
-//! the edge's engine over a scenario (`simulate`). The `understudy` binary (`cli/`) is a thin
+//! the edge's engine over a scenario (`simulate`) or over the edge's own logs (`replay`). The `understudy` binary (`cli/`) is a thin
 //! shell over it; the laboratory (simulated origin, drills, bench) lives in `lab/`.
 #![forbid(unsafe_code)]
 
@@ -14,6 +14,7 @@ pub mod parse;
 pub mod publish;
 pub mod release;
 pub mod render;
+pub mod replay;
 pub mod simulate;
 pub mod slo;
 pub mod timing;

@@ -4,6 +4,7 @@ mod bake;
 mod events;
 mod publish;
 mod releases;
+mod replay;
 mod values;
 
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ pub use releases::{
     AddArgs, DeployArgs, DiffArgs, ListArgs, PromoteArgs, RegistryArg, ReleasesArgs,
     ReleasesCommand, RollbackArgs, RolloutArgs, SloArgs, StatusArgs, UploadArgs,
 };
+pub use replay::ReplayArgs;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -57,6 +59,9 @@ pub enum Command {
     Releases(ReleasesArgs),
     /// Replay the edge's decision core over a scenario in virtual time.
     Simulate(SimulateArgs),
+    /// Replay the edge's own logs through a candidate policy: as logged, the logged policy
+    /// replayed, and the candidate, side by side (docs/replay.md).
+    Replay(ReplayArgs),
     /// Run the simulated model origin on loopback.
     Origin(OriginArgs),
     /// Build a policy and run it locally in workerd with seeded KV and a simulated origin.
@@ -250,6 +255,10 @@ pub struct SimulateArgs {
     /// With `--isolates`: how the traffic splits over them (overrides `[fleet] split`).
     #[arg(long, value_enum)]
     pub split: Option<SplitArg>,
+    /// Write the engine's log line of every request here (NDJSON, as the Worker prints
+    /// them): logs `understudy replay` reads.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["isolates", "split"])]
+    pub logs: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -276,6 +285,10 @@ pub struct DrillArgs {
     /// Write drill.json and timeline.svg into this directory.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Write the edge's log lines to this file (NDJSON, one per request, as the Worker
+    /// prints them): what `understudy replay` reads.
+    #[arg(long, value_name = "FILE")]
+    pub logs: Option<PathBuf>,
     /// Shrink the incident's clock (0 < F <= 1): run length, time phases, breaker clocks and
     /// time limits scale by F; the arrival rate and latencies do not. Default 1; for an
     /// events scenario, the scenario's own scale (the retry schedule's clock).

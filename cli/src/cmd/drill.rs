@@ -55,6 +55,7 @@ pub fn run(mut args: DrillArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|s| drill::stall::Planned::parse(s))
             .collect::<anyhow::Result<_>>()?,
+        logs: args.logs,
     };
     if !(1..=64).contains(&opts.isolates) {
         anyhow::bail!("--isolates {}: a whole number from 1 to 64", opts.isolates);

@@ -11,6 +11,7 @@ pub mod listing;
 pub mod origin;
 pub mod publish;
 pub mod releases;
+pub mod replay;
 pub mod rollouts;
 pub mod schema;
 pub mod simulate;

@@ -28,10 +28,26 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     };
     let sc = scenario::build(raw, policy)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.scenario.display()))?;
+    if args.logs.is_some() && sc.fleet.is_some() {
+        anyhow::bail!(
+            "--logs: {} spreads its traffic over a fleet ([fleet]); the log lines are written for one isolate's run only",
+            args.scenario.display()
+        );
+    }
     if args.isolates.is_some() || sc.fleet.is_some() {
         return fleet(&args, policy, loaded.catalog.as_ref(), &sc);
     }
-    let run = simulate::run(policy, loaded.catalog.as_ref(), &sc);
+    let run = match &args.logs {
+        Some(path) => {
+            let run = simulate::run_logged(policy, loaded.catalog.as_ref(), &sc);
+            let mut text = run.logs.join("\n");
+            text.push('\n');
+            std::fs::write(path, text)
+                .map_err(|e| anyhow::anyhow!("{}: cannot write: {e}", path.display()))?;
+            run
+        }
+        None => simulate::run(policy, loaded.catalog.as_ref(), &sc),
+    };
     let summary = report::summarize(policy, &sc, &run);
     let unmet = report::check_expectations(&sc, &summary);
     match args.format {

@@ -19,6 +19,7 @@ pub mod limiter;
 pub mod origin;
 pub mod report;
 pub mod request;
+pub mod scale;
 pub mod scenario;
 
 use std::collections::{BTreeMap, HashMap};
@@ -74,6 +75,9 @@ pub struct Run {
     pub results: Vec<RequestResult>,
     pub breaker: Vec<BreakerEvent>,
     pub model_calls: u64,
+    /// The engine's log line for every request, in answer order ([`run_logged`]; empty
+    /// from [`run`]).
+    pub logs: Vec<String>,
 }
 
 /// How a reply reads to a client: where the answer came from and why.
@@ -129,6 +133,8 @@ pub(crate) struct ScenarioWorld<'s> {
     /// Reports for the breaker's coordinator the replies carried: (request, when, path, JSON,
     /// how long the isolate waits for its answer).
     reports: Vec<(u64, Millis, &'static str, String, u64)>,
+    /// The replies' log lines, when kept.
+    logs: Option<Vec<String>>,
 }
 
 impl<'p> World<'p> for ScenarioWorld<'_> {
@@ -171,6 +177,9 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
     }
 
     fn answered(&mut self, request: u64, now: Millis, reply: Reply) {
+        if let Some(logs) = &mut self.logs {
+            logs.push(reply.log.clone());
+        }
         for r in &reply.fleet {
             self.reports
                 .push((request, now, r.path, r.body.clone(), r.timeout_ms));
@@ -246,6 +255,7 @@ pub(crate) fn setup<'s>(
         modes: vec![""; n],
         outage_calls: 0,
         reports: Vec::new(),
+        logs: None,
     };
     (world, plans)
 }
@@ -264,6 +274,16 @@ pub(crate) fn arrival(p: &request::Planned) -> Arrival {
 
 /// Replays `sc` against `policy` (and its baked `catalog`).
 pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
+    drive(policy, catalog, sc, false)
+}
+
+/// [`run`], keeping every request's log line (the edge's, as a Worker prints it: what
+/// `understudy replay` reads).
+pub fn run_logged(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
+    drive(policy, catalog, sc, true)
+}
+
+fn drive(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario, keep_logs: bool) -> Run {
     let bake = bake(policy, catalog, sc);
     let Ok(mut engine) = Engine::new(&bake) else {
         // The compiler refuses such a policy; nothing can be answered.
@@ -271,10 +291,12 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
             results: Vec::new(),
             breaker: Vec::new(),
             model_calls: 0,
+            logs: Vec::new(),
         };
     };
     let start = Millis(sc.start_ms);
     let (mut world, plans) = setup(policy, sc);
+    world.logs = keep_logs.then(Vec::new);
     let n = sc.requests as usize;
     let mut v = Virtual::new();
     for p in &plans {
@@ -309,6 +331,7 @@ pub fn run(policy: &Policy, catalog: Option<&Catalog>, sc: &Scenario) -> Run {
         results: world.results.into_iter().flatten().collect(),
         breaker: events,
         model_calls: world.model_calls,
+        logs: world.logs.unwrap_or_default(),
     }
 }
 

@@ -59,13 +59,27 @@ pub fn plan(
     tokens: &mut BTreeMap<String, String>,
     now_s: u64,
 ) -> Planned {
+    let value = |name: &str| sc.param(name, i).map(str::to_string);
+    plan_with(policy, i, i * sc.interval_us, value, tokens, now_s)
+}
+
+/// [`plan`] for request `i`, due `due_us` after the start, with the value `value` gives
+/// each parameter (none: the parameter is not sent).
+pub fn plan_with(
+    policy: &Policy,
+    i: u64,
+    due_us: u64,
+    value: impl Fn(&str) -> Option<String>,
+    tokens: &mut BTreeMap<String, String>,
+    now_s: u64,
+) -> Planned {
     let mut path = policy.service.route.clone();
     let mut query = Vec::new();
     let mut headers = vec![("x-correlation-id".to_string(), format!("drill-{i}"))];
     let mut claims = serde_json::Map::new();
     let mut user = None;
     for p in &policy.params {
-        let Some(v) = sc.param(&p.name, i).map(str::to_string) else {
+        let Some(v) = value(&p.name) else {
             continue;
         };
         if p.identity {
@@ -102,7 +116,7 @@ pub fn plan(
         .unwrap_or_else(|| "GET".into());
     Planned {
         index: i,
-        due_us: i * sc.interval_us,
+        due_us,
         method,
         target: path,
         headers,

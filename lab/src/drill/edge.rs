@@ -131,17 +131,19 @@ impl EdgeProcess {
         origin: &str,
         seed: Option<&PathBuf>,
     ) -> Result<EdgeProcess> {
-        Self::start_fleet(root, dist, origin, seed, 1)
+        Self::start_fleet(root, dist, origin, seed, 1, None)
     }
 
     /// [`Self::start`] with `isolates` copies of the Worker, each its own isolate on a port
-    /// of its own, sharing KV and the Durable Objects (the breaker's coordinator).
+    /// of its own, sharing KV and the Durable Objects (the breaker's coordinator); with
+    /// `log_file`, the Workers' log lines are appended to it.
     pub fn start_fleet(
         root: &Path,
         dist: &Path,
         origin: &str,
         seed: Option<&PathBuf>,
         isolates: usize,
+        log_file: Option<&Path>,
     ) -> Result<EdgeProcess> {
         let server_js = root.join("scripts/edge-server.mjs");
         if !root.join("node_modules/miniflare").is_dir() {
@@ -158,6 +160,9 @@ impl EdgeProcess {
         }
         if isolates > 1 {
             cmd.arg("--isolates").arg(isolates.to_string());
+        }
+        if let Some(f) = log_file {
+            cmd.arg("--log-file").arg(f);
         }
         let what = format!("the edge ({})", server_js.display());
         let (server, line) = NodeServer::start(cmd, READY, START, &what)?;

@@ -85,6 +85,8 @@ pub struct Options {
     pub fleet_scope: Option<bool>,
     /// `--inject-stall`: stop the edge's runtime at these moments ([`stall`]).
     pub inject_stalls: Vec<stall::Planned>,
+    /// Write the edge's log lines here (NDJSON: what `understudy replay` reads).
+    pub logs: Option<PathBuf>,
 }
 
 /// Everything a drill produced; `drill.json` is its serialisation.

@@ -118,12 +118,7 @@ pub fn mode_name(m: Option<&str>) -> &'static str {
 
 /// Whether a mode name is the breaker's healthy / degraded state.
 pub fn mode_kind(name: &str) -> Option<Mode> {
-    match name {
-        "CLOSED" | "PRIMARY_HEALTHY" => Some(Mode::Healthy),
-        "OPEN" | "DEGRADED_FALLBACK" => Some(Mode::Open),
-        "HALF_OPEN" | "RECOVERING_PROBE" => Some(Mode::Probing),
-        _ => None,
-    }
+    Mode::from_name(name)
 }
 
 /// A transition the edge reported, `at_ms` after the first arrival.
@@ -227,6 +222,7 @@ pub fn to_run(
         results,
         breaker,
         model_calls,
+        logs: Vec::new(),
     }
 }
 

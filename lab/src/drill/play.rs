@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use understudy_core::policy::{Breaker, Policy};
 use understudy_core::Millis;
 
@@ -243,12 +243,23 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         opts.time_scale,
         policy.service.name
     );
+    // `--logs`: the edge's log lines, from an empty file (the edge server appends).
+    let logs = match &opts.logs {
+        Some(p) => {
+            let p = std::path::absolute(p)
+                .with_context(|| format!("--logs {}: no such place", p.display()))?;
+            std::fs::write(&p, "").with_context(|| format!("cannot write {}", p.display()))?;
+            Some(p)
+        }
+        None => None,
+    };
     let edge = edge::EdgeProcess::start_fleet(
         &prep.root,
         &prep.dist_dir,
         &origin.url(),
         Some(&seed_path),
         opts.isolates.max(1),
+        logs.as_deref(),
     )?;
     let k = edge.addrs.len();
     // The witness watches the runtime that answers: workerd.
@@ -363,9 +374,16 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
                     } else {
                         addr
                     };
-                    let p = &plan[o.index as usize];
+                    // Its own correlation ID: the probe is the drill's, not the scenario's
+                    // (`--logs` leaves it out).
+                    let mut p = plan[o.index as usize].clone();
+                    for (k, v) in &mut p.headers {
+                        if k == "x-correlation-id" {
+                            *v = format!("{PROBE_PREFIX}{}", o.index);
+                        }
+                    }
                     let sent_ms = start.elapsed().as_secs_f64() * 1000.0;
-                    let got = driver::once(&mut conn, to, p, opts.timeout).await;
+                    let got = driver::once(&mut conn, to, &p, opts.timeout).await;
                     probes.push(UserProbe {
                         user: o.user.clone().unwrap_or_default(),
                         tier: got.headers.tier.clone(),
@@ -383,6 +401,9 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
     let witness = witness.stop(start);
     drop(edge);
     origin.shutdown();
+    if let Some(path) = &logs {
+        keep_scenario_lines(path)?;
+    }
 
     Ok(Played {
         obs,
@@ -401,4 +422,31 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
         witness,
         injected,
     })
+}
+
+/// The correlation IDs of the user-tier probes after the run.
+const PROBE_PREFIX: &str = "drill-probe-";
+
+/// `--logs`: the edge's lines of the scenario's requests only — its JSON lines whose
+/// correlation ID is a scenario request's (`drill-N`), and the edge's other lines
+/// (`{"event": …}`); the drill's own requests (calibration, status reads, the user-tier
+/// probes) and workerd's messages are left out.
+fn keep_scenario_lines(path: &std::path::Path) -> Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read back {}", path.display()))?;
+    let mut kept = String::with_capacity(text.len());
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let scenario = v["correlation_id"].as_str().is_some_and(|c| {
+            c.strip_prefix("drill-")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        });
+        if scenario || (v.get("event").is_some() && v.get("outcome").is_none()) {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+    }
+    std::fs::write(path, kept).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -75,6 +75,7 @@ pub fn find(opts: &Options, lo: f64, hi: f64, steps: usize) -> Result<Found> {
         let o = Options {
             rate: Some(rate),
             report: None,
+            logs: None,
             compare_simulate: false,
             ..opts.clone()
         };

@@ -8,35 +8,12 @@ use understudy_core::breaker::Mode;
 use super::{Context, ALERT_STALLED};
 use crate::drill::observe::{mode_kind, Observed, SeenTransition};
 
-/// Share of live answers that counts as normal again. Not 100%: on the healthy path an
-/// isolated call can still miss the deadline (a scheduler stall, a GC pause) and be answered
-/// from the cascade — disclosed, and no sign that the incident goes on.
-pub const NORMAL_LIVE_SHARE: f64 = 0.99;
-
-/// A share is judged on at least this many answers: fewer later answers than this (the end of
-/// a run, or one isolate's thin share of it) may still hold one miss. Without it one stray
-/// deadline miss among an isolate's last 50 answers read as "1 in 50 degraded, not normal" and
-/// moved its recovery past the miss (`drill --isolates 8`, stop 34: a 58.8 ms answer 5.5 s after
-/// the fault's end, the breaker healthy since 4.1 s).
-pub const NORMAL_MIN_SAMPLE: usize = 100;
-
-/// Fewer later answers than this are too few to judge at all: the last answers of a run that
-/// alternate live and degraded are not "normal from the last live one on".
-pub const NORMAL_MIN_JUDGED: usize = 20;
-
-/// Whether `live` of `len` answers is normal: at least [`NORMAL_MIN_JUDGED`] answers, of which
-/// at most 1 − [`NORMAL_LIVE_SHARE`] missed, the share taken of at least [`NORMAL_MIN_SAMPLE`].
-fn normal(live: usize, len: usize) -> bool {
-    if len < NORMAL_MIN_JUDGED {
-        return false;
-    }
-    let misses = len - live;
-    let allowed = ((1.0 - NORMAL_LIVE_SHARE) * len.max(NORMAL_MIN_SAMPLE) as f64 + 1e-9).floor();
-    misses as f64 <= allowed
-}
+use understudy_compiler::replay::recovery::normal_from;
+pub use understudy_compiler::replay::recovery::NORMAL_LIVE_SHARE;
 
 /// When answers were normal again after the fault: the scheduled time of the first live
-/// answer after the fault's end from which the later answers are [`normal`] (None: never,
+/// answer after the fault's end from which the later answers are normal
+/// (`understudy_compiler::replay::recovery::normal`; None: never,
 /// within the run).
 pub fn normalized_at(obs: &[Observed], fault_end: f64) -> Option<f64> {
     normalized_at_with(obs, fault_end, Observed::is_live)
@@ -51,17 +28,13 @@ pub fn normalized_at_with(
 ) -> Option<f64> {
     let mut after: Vec<&Observed> = obs.iter().filter(|o| o.sent_ms >= fault_end).collect();
     after.sort_by_key(|o| o.index);
-    let mut live_suffix = 0usize;
-    let mut at = None;
-    for (n, o) in after.iter().enumerate().rev() {
-        if live(o) {
-            live_suffix += 1;
-            if normal(live_suffix, after.len() - n) {
-                at = Some(o.scheduled_ms);
-            }
-        }
-    }
-    at
+    // The rule reads instants in ms; the scheduled times are µs-exact, so index them.
+    let answers: Vec<(u64, bool)> = after
+        .iter()
+        .enumerate()
+        .map(|(n, o)| (n as u64, live(o)))
+        .collect();
+    normal_from(&answers).map(|n| after[n as usize].scheduled_ms)
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

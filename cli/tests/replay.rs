@@ -1,0 +1,332 @@
+//! `understudy replay` from the command line: logs written by `simulate --logs` (the
+//! engine's own lines, as the Worker prints them) replayed through the policy that wrote
+//! them, a changed one, a release of a registry; and the input it must refuse or skip,
+//! each named with its file (and line). The proofs against the real Worker are
+//! tests/replay.test.mjs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{Env, DAY1_NOON};
+use serde_json::Value;
+
+const SEARCH: &str = "../policies/semantic-search.toml";
+const RECS: &str = "../policies/recommendations.toml";
+
+fn root(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `simulate --logs` of `scenario` through `policy`, into `env`'s `name`.
+fn logs(env: &Env, policy: &str, scenario: &str, name: &str) -> PathBuf {
+    let out = env.p(name);
+    env.ok(&[
+        "simulate",
+        &root(policy),
+        "--scenario",
+        &root(scenario),
+        "--logs",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+fn json(stdout: &str) -> Value {
+    serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn the_logged_policy_replayed_gives_seed_002s_figures_back_and_a_changed_breaker_its_own() {
+    let env = Env::new("replay-self");
+    let log = logs(
+        &env,
+        SEARCH,
+        "../scenarios/seed-002-incident.toml",
+        "s002.ndjson",
+    );
+    let log = log.to_str().unwrap();
+    let r = env.ok(&[
+        "replay",
+        &root(SEARCH),
+        "--logs",
+        log,
+        "--logged-policy",
+        &root(SEARCH),
+        "--now",
+        DAY1_NOON,
+        "--format",
+        "json",
+    ]);
+    let v = json(&r.stdout);
+    let (logged, replayed) = (&v["replay"]["as_logged"], &v["replay"]["logged_policy"]);
+    assert_eq!(logged, &replayed["best"], "{}", r.stdout);
+    assert_eq!(replayed["best"], replayed["worst"]);
+    // Seed 002: 18 live, 12 degraded, the breaker open at request 14 (2 s after the origin
+    // went down at request 12).
+    assert_eq!(
+        (logged["answers"].as_u64(), logged["live"].as_u64()),
+        (Some(30), Some(18))
+    );
+    assert_eq!(v["replay"]["incidents"][0]["onset_ms"], 12_000);
+    // Seen at the answer of request 14, the first to show the open breaker (its tier read: 2 ms).
+    assert_eq!(logged["incidents"][0]["degraded_at_ms"], 14_002);
+    assert_eq!(v["input"]["files"][0]["format"], "ndjson");
+
+    // A breaker that opens on 6 failures instead of 3: known from the logs, no range.
+    let cand = env.write(
+        "cand/semantic-search.toml",
+        &std::fs::read_to_string(root(SEARCH))
+            .unwrap()
+            .replace("failures = 3", "failures = 6"),
+    );
+    for f in [
+        "semantic-search.catalog.json",
+        "semantic-search.inventory.json",
+    ] {
+        std::fs::copy(
+            root(&format!("../policies/{f}")),
+            env.p(&format!("cand/{f}")),
+        )
+        .unwrap();
+    }
+    let r = env.ok(&[
+        "replay",
+        cand.to_str().unwrap(),
+        "--logs",
+        log,
+        "--logged-policy",
+        &root(SEARCH),
+        "--now",
+        DAY1_NOON,
+        "--format",
+        "json",
+    ]);
+    let c = &json(&r.stdout)["replay"]["candidate"];
+    assert_eq!(c["best"], c["worst"]);
+    assert_eq!(
+        c["best"]["incidents"][0]["degraded_at_ms"], 17_000,
+        "6 failures: 12 to 17"
+    );
+    assert!(c["best"]["model_calls"].as_u64() > logged["model_calls"].as_u64());
+}
+
+#[test]
+fn a_longer_deadline_is_a_range_named_as_such_and_the_plot_is_written() {
+    let env = Env::new("replay-range");
+    let log = logs(
+        &env,
+        SEARCH,
+        "../scenarios/seed-002-incident.toml",
+        "s002.ndjson",
+    );
+    let text = std::fs::read_to_string(root(SEARCH))
+        .unwrap()
+        .replace("total = \"1s\"", "total = \"3s\"")
+        .replace("deadline = \"800ms\"", "deadline = \"2s\"")
+        .replace("attempt_timeout = \"800ms\"", "attempt_timeout = \"2s\"");
+    let cand = env.write("cand/semantic-search.toml", &text);
+    for f in [
+        "semantic-search.catalog.json",
+        "semantic-search.inventory.json",
+    ] {
+        std::fs::copy(
+            root(&format!("../policies/{f}")),
+            env.p(&format!("cand/{f}")),
+        )
+        .unwrap();
+    }
+    let plot = env.p("replay.svg");
+    let r = env.ok(&[
+        "replay",
+        cand.to_str().unwrap(),
+        "--logs",
+        log.to_str().unwrap(),
+        "--logged-policy",
+        &root(SEARCH),
+        "--now",
+        DAY1_NOON,
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let live = r
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("live"))
+        .unwrap();
+    assert!(live.trim_end().ends_with("60.0–66.7%"), "{live}");
+    assert!(
+        r.stdout.contains("What the logs cannot tell"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("2 calls waited longer than the logs saw"),
+        "{}",
+        r.stdout
+    );
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("candidate, worst case"),
+        "{}",
+        &svg[..200]
+    );
+}
+
+#[test]
+fn the_logged_release_comes_from_the_registry() {
+    let env = Env::new("replay-registry");
+    env.ok(&[
+        "releases",
+        "add",
+        &root(SEARCH),
+        "--registry",
+        "reg",
+        "--edge",
+        "edge",
+        "--now",
+        DAY1_NOON,
+        "--promote",
+    ]);
+    let id = env.active();
+    let log = logs(
+        &env,
+        SEARCH,
+        "../scenarios/seed-002-incident.toml",
+        "s002.ndjson",
+    );
+    let text = std::fs::read_to_string(&log).unwrap().replace(
+        "\"policy_version\":\"simulate\"",
+        &format!("\"policy_version\":\"{id}\""),
+    );
+    std::fs::write(&log, text).unwrap();
+    let r = env.ok(&[
+        "replay",
+        &root(SEARCH),
+        "--logs",
+        log.to_str().unwrap(),
+        "--registry",
+        "reg",
+        "--now",
+        DAY1_NOON,
+    ]);
+    assert!(r.stdout.contains(&format!("release {id}")), "{}", r.stdout);
+    // Without a way to the logged policy: exit 2, saying which release wrote the logs.
+    let r = env.run(&[
+        "replay",
+        &root(SEARCH),
+        "--logs",
+        log.to_str().unwrap(),
+        "--now",
+        DAY1_NOON,
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&id) && r.stderr.contains("--logged-policy"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn bad_input_is_an_error_or_a_counted_skip_naming_file_and_line() {
+    let env = Env::new("replay-bad");
+    let search = logs(
+        &env,
+        SEARCH,
+        "../scenarios/seed-002-incident.toml",
+        "s002.ndjson",
+    );
+    let recs = logs(
+        &env,
+        RECS,
+        "../scenarios/seed-000-recovery.toml",
+        "recs.ndjson",
+    );
+    let policy = root(SEARCH);
+    let replay = |extra: &[&str]| {
+        let mut args = vec![
+            "replay",
+            &policy,
+            "--logged-policy",
+            &policy,
+            "--now",
+            DAY1_NOON,
+        ];
+        args.extend_from_slice(extra);
+        env.run(&args)
+    };
+    // Two services mixed: an error naming both, and the flag that picks one.
+    let both = ["--logs", search.to_str().unwrap(), recs.to_str().unwrap()];
+    let r = replay(&both);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    for s in [
+        "semantic-search",
+        "recommendation-service",
+        "--service",
+        "s002.ndjson:1",
+    ] {
+        assert!(r.stderr.contains(s), "{s} in {}", r.stderr);
+    }
+    let mut picked = both.to_vec();
+    picked.extend(["--service", "semantic-search"]);
+    let r = replay(&picked);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("left out: "), "{}", r.stdout);
+
+    // Truncated and foreign lines: counted skips, each named with its line.
+    let mut text = std::fs::read_to_string(&search).unwrap();
+    text.insert_str(0, "{\"level\":\"info\",\"msg\":\"a foreign line\"}\n");
+    let cut = text.len() - 40;
+    text.truncate(cut);
+    let damaged = env.write("damaged.ndjson", &text);
+    let r = replay(&["--logs", damaged.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("skipped 2 records"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("damaged.ndjson:1: not a line of the edge's"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("damaged.ndjson:31: a line cut off (truncated JSON)"),
+        "{}",
+        r.stdout
+    );
+
+    // An empty file, a file of another format, a missing one: exit 2 naming it.
+    let empty = env.write("empty.ndjson", "");
+    let csv = env.write("logs.csv", "at,outcome\n1,live\n");
+    for (path, says) in [
+        (empty.to_str().unwrap().to_string(), "empty"),
+        (csv.to_str().unwrap().to_string(), "logs.csv:1"),
+        (
+            env.p("missing.ndjson").to_str().unwrap().to_string(),
+            "missing.ndjson",
+        ),
+    ] {
+        let r = replay(&["--logs", &path]);
+        assert_eq!(r.code, 2, "{path}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{says} in {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+
+    // An invalid candidate: exit 1.
+    let bad = env.write("bad/policy.toml", "version = 1\n");
+    let r = env.run(&[
+        "replay",
+        bad.to_str().unwrap(),
+        "--logs",
+        search.to_str().unwrap(),
+        "--logged-policy",
+        &root(SEARCH),
+        "--now",
+        DAY1_NOON,
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+}

@@ -1,0 +1,305 @@
+//! The origin and the tiers as the logs saw them, over time: every call to the origin and
+//! every tier read, placed at its instant (ms after the first arrival), with what came of
+//! it. A replayed call or read asks what the origin (or the tier) did *then*:
+//! - the same request's own call, when the logged request made it at about the same moment
+//!   ([`OWN_MS`]), or its own read of the tier (what a tier holds depends on the request's
+//!   key, not the moment): exactly what happened;
+//! - otherwise one of the observations within [`NEAR_MS`] of that instant, drawn by a
+//!   fixed hash of the request and its call number (so the replay is deterministic and
+//!   keeps the mix — a 15% hit rate stays 15%);
+//! - with none that near (the logged policy kept away from the origin, no request read the
+//!   tier), what the nearest observations on either side saw: the same when they agree,
+//!   else unknown between them ([`Lookup::Between`]).
+//!
+//! A censored observation — a call cut at 45 ms, a read timed out at 8 ms — stays
+//! censored: it says "slower than that", nothing more (`world` turns it into the best and
+//! the worst case). A call cut by a late timer (the isolate was busy: its clock ran past the
+//! deadline while the model's answer may have waited in its queue) says nothing of the
+//! origin, and is not taken as an observation of it.
+
+use std::collections::BTreeMap;
+
+use understudy_core::classify::FailureReason;
+use understudy_core::tier::Read;
+
+use super::line::{CallSeen, End, Line, TierSeen};
+
+/// A replayed call or read takes the logged request's own when it starts within this many
+/// ms of when the logged one did.
+pub const OWN_MS: u64 = 10;
+
+/// The Worker's clock reads whole ms, and a call's start and end are each read once: a wait
+/// the logs saw cut at X ms may have lasted up to X + this. A censored observation says
+/// "slower than X + CLOCK_MS".
+pub const CLOCK_MS: u64 = 1;
+
+/// Observations this close in time stand for what the origin (or a tier) did at an instant.
+pub const NEAR_MS: u64 = 1_000;
+
+/// What one call to the origin did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallWas {
+    /// A good answer after `ms`.
+    Ok { ms: u64 },
+    /// A failure after `ms`.
+    Failed {
+        reason: FailureReason,
+        status: Option<u16>,
+        retry_after_s: Option<u64>,
+        ms: u64,
+    },
+    /// No answer within `after_ms`: slower than that.
+    Censored { after_ms: u64 },
+}
+
+impl CallWas {
+    pub fn of(c: &CallSeen) -> CallWas {
+        let ms = c.took_ms();
+        match c.end {
+            End::Ok => CallWas::Ok { ms },
+            End::Failed(reason) => CallWas::Failed {
+                reason,
+                status: c.status,
+                retry_after_s: c.retry_after_s,
+                ms,
+            },
+            End::Censored { .. } => CallWas::Censored { after_ms: ms },
+        }
+    }
+
+    /// Whether the origin was failing the edge: a failure of its own (not the caller's
+    /// 4xx), or no answer in time.
+    pub fn bad(&self) -> bool {
+        match self {
+            CallWas::Ok { .. } => false,
+            CallWas::Failed { reason, .. } => reason.class().blames_origin(),
+            CallWas::Censored { .. } => true,
+        }
+    }
+
+    /// Orders outcomes from best to worst for the caller: a good answer (the sooner the
+    /// better), then a failure, then no answer.
+    pub fn rank(&self) -> (u8, u64) {
+        match self {
+            CallWas::Ok { ms } => (0, *ms),
+            CallWas::Failed { ms, .. } => (1, *ms),
+            CallWas::Censored { after_ms } => (2, *after_ms),
+        }
+    }
+}
+
+/// What one tier read found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TierWas {
+    pub read: Read,
+    /// How long the read took (for a timeout: the timeout, a censored bound).
+    pub ms: u64,
+    /// When the entry it found (a hit, or a stale one) was written, ms after the first
+    /// arrival (negative: before it): its age when read, counted back from the read's end.
+    pub written_ms: Option<i64>,
+}
+
+impl TierWas {
+    /// Read `t` of a request that arrived `at` ms after the first.
+    pub fn of(t: &TierSeen, at: u64) -> TierWas {
+        TierWas {
+            read: t.read,
+            ms: t.took_ms(),
+            written_ms: t.age_ms.map(|age| (at + t.end_ms) as i64 - age as i64),
+        }
+    }
+
+    pub fn rank(&self) -> (u8, u64) {
+        let r = match self.read {
+            Read::Hit => 0,
+            Read::Stale => 1,
+            Read::Miss => 2,
+            Read::Error => 3,
+            Read::TimedOut => 4,
+        };
+        (r, self.ms)
+    }
+}
+
+/// What the logs tell of an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup<T> {
+    /// Seen then (or close enough).
+    Known(T),
+    /// Nothing seen close by: the nearest observations before and after disagree.
+    Between(T, T),
+    /// Nothing seen at all.
+    Unseen,
+}
+
+/// Observations of one kind, by instant.
+#[derive(Debug, Clone)]
+pub struct Timeline<T> {
+    at: Vec<(u64, T)>,
+}
+
+impl<T: Copy + PartialEq> Timeline<T> {
+    pub(crate) fn new(mut at: Vec<(u64, T)>) -> Timeline<T> {
+        at.sort_by_key(|(t, _)| *t);
+        Timeline { at }
+    }
+
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(u64, T)> {
+        self.at.iter()
+    }
+
+    /// What was seen at `t` (ms after the first arrival); `key` draws among what was seen
+    /// within [`NEAR_MS`].
+    pub fn at(&self, t: u64, key: u64) -> Lookup<T> {
+        let lo = self.at.partition_point(|(x, _)| *x + NEAR_MS < t);
+        let hi = self.at.partition_point(|(x, _)| *x <= t + NEAR_MS);
+        if hi > lo {
+            let n = (hi - lo) as u64;
+            return Lookup::Known(self.at[lo + (mix(key) % n) as usize].1);
+        }
+        let before = lo.checked_sub(1).map(|i| self.at[i].1);
+        let after = self.at.get(hi).map(|x| x.1);
+        match (before, after) {
+            (Some(a), Some(b)) if a == b => Lookup::Known(a),
+            (Some(a), Some(b)) => Lookup::Between(a, b),
+            (Some(a), None) | (None, Some(a)) => Lookup::Known(a),
+            (None, None) => Lookup::Unseen,
+        }
+    }
+}
+
+impl Timeline<CallWas> {
+    /// The longest any call seen within [`NEAR_MS`] of `t` waited without an answer: the
+    /// origin was slower than that then, as far as the calls around tell (a call drawn from
+    /// them is slower than this, not only than its own cut).
+    pub fn censored_near(&self, t: u64) -> Option<u64> {
+        let lo = self.at.partition_point(|(x, _)| *x + NEAR_MS < t);
+        let hi = self.at.partition_point(|(x, _)| *x <= t + NEAR_MS);
+        self.at[lo..hi]
+            .iter()
+            .filter_map(|(_, c)| match c {
+                CallWas::Censored { after_ms } => Some(*after_ms),
+                _ => None,
+            })
+            .max()
+    }
+}
+
+/// splitmix64: spreads a key over the observations.
+fn mix(key: u64) -> u64 {
+    let mut z = key.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Everything the logs saw of the origin and the tiers.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub origin: Timeline<CallWas>,
+    pub tiers: BTreeMap<String, Timeline<TierWas>>,
+}
+
+impl Observed {
+    /// From the logged lines (`first_ms`: the first arrival, ms since the epoch).
+    pub fn of(lines: &[Line], first_ms: u64) -> Observed {
+        let mut origin = Vec::new();
+        let mut tiers: BTreeMap<String, Vec<(u64, TierWas)>> = BTreeMap::new();
+        for l in lines {
+            let at = l.at_ms.saturating_sub(first_ms);
+            for c in l.calls.iter().filter(|c| !c.cut_busy()) {
+                origin.push((at + c.start_ms, CallWas::of(c)));
+            }
+            for t in &l.tiers {
+                tiers
+                    .entry(t.tier.clone())
+                    .or_default()
+                    .push((at + t.start_ms, TierWas::of(t, at)));
+            }
+        }
+        Observed {
+            origin: Timeline::new(origin),
+            tiers: tiers
+                .into_iter()
+                .map(|(k, v)| (k, Timeline::new(v)))
+                .collect(),
+        }
+    }
+
+    /// When the entry of a hit of `tier` seen nearest to `t` was written (for a best case
+    /// that has none).
+    pub fn hit_written(&self, tier: &str, t: u64) -> Option<i64> {
+        let tl = self.tiers.get(tier)?;
+        tl.iter()
+            .filter(|(_, w)| w.read == Read::Hit)
+            .min_by_key(|(x, _)| x.abs_diff(t))
+            .and_then(|(_, w)| w.written_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(ms: u64) -> CallWas {
+        CallWas::Ok { ms }
+    }
+
+    #[test]
+    fn an_instant_is_what_was_seen_near_it_or_between_its_neighbours() {
+        let cut = CallWas::Censored { after_ms: 45 };
+        let t = Timeline::new(vec![
+            (0, ok(25)),
+            (500, ok(30)),
+            (5_000, cut),
+            (9_000, ok(25)),
+        ]);
+        // Within a second: one of the two seen, drawn by the key.
+        let drawn: Vec<_> = (0..20).map(|k| t.at(300, k)).collect();
+        assert!(drawn.contains(&Lookup::Known(ok(25))) && drawn.contains(&Lookup::Known(ok(30))));
+        // Nothing within a second of 3 s: a good answer before, a cut call after.
+        assert_eq!(t.at(3_000, 0), Lookup::Between(ok(30), cut));
+        // Past the last observation: the last one.
+        assert_eq!(t.at(20_000, 0), Lookup::Known(ok(25)));
+        assert_eq!(Timeline::<CallWas>::new(vec![]).at(0, 0), Lookup::Unseen);
+        let cuts = Timeline::new(vec![
+            (0, CallWas::Censored { after_ms: 42 }),
+            (10, cut),
+            (5_000, cut),
+        ]);
+        assert_eq!(cuts.censored_near(20), Some(45));
+        assert_eq!(cuts.censored_near(2_500), None);
+    }
+
+    #[test]
+    fn outcomes_rank_from_a_quick_answer_to_none() {
+        let failed = CallWas::Failed {
+            reason: FailureReason::Ml5xx,
+            status: Some(503),
+            retry_after_s: None,
+            ms: 1,
+        };
+        let mut v = [CallWas::Censored { after_ms: 45 }, failed, ok(40), ok(20)];
+        v.sort_by_key(CallWas::rank);
+        assert_eq!(
+            v,
+            [ok(20), ok(40), failed, CallWas::Censored { after_ms: 45 }]
+        );
+        assert!(failed.bad() && CallWas::Censored { after_ms: 1 }.bad() && !ok(1).bad());
+        let caller = CallWas::Failed {
+            reason: FailureReason::Ml4xx,
+            status: Some(404),
+            retry_after_s: None,
+            ms: 1,
+        };
+        assert!(!caller.bad(), "a caller's 4xx is no fault of the origin");
+    }
+}

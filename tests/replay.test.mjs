@@ -1,0 +1,206 @@
+// `understudy replay` proven against the real Worker (issue 37; docs/replay.md has the
+// tolerances and the long form's figures).
+//
+// Self-consistency: seed 000's recovery drill in workerd writes its edge's log lines
+// (`drill --logs`); replayed through the same policy, they give back the drill's own
+// figures — shares, answers per tier, model calls, when the breaker opened and closed,
+// when answers were normal again — within the tolerances below.
+//
+// Prediction: the same logs replayed through a changed policy predict what a drill of that
+// policy against the same scripted origin measures, within the same tolerances; where the
+// logs cannot tell (a longer deadline: calls the logs saw cut at 45 ms), the drill's figure
+// lies within the replay's best–worst range, widened by those tolerances.
+//
+// Short form (the suite): time scale 0.1, a breaker that opens on 10 calls (known from the
+// logs) and an 80 ms deadline (a range); ~75 s. UNDERSTUDY_LONG=1: time scale 1 (185 s a
+// drill) and two more changed policies — a 35 ms deadline and the user tier removed; ~17 min. Needs the edge build and the CLI (scripts/test.sh builds both).
+
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import { readFile, writeFile, mkdir } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+
+import { EDGE_DIR, ROOT, requireEdge, understudy, tempDir, preparePolicy } from "./harness.mjs";
+
+requireEdge();
+const LONG = process.env.UNDERSTUDY_LONG === "1";
+const SCALE = LONG ? "1" : "0.1";
+const SCENARIO = join(ROOT, "scenarios", "seed-000-recovery.toml");
+
+/** How far a replay may be from the drill it replays or predicts (docs/replay.md). */
+const TOLERANCE = {
+  /** A share of answers (live, degraded, from one tier), in share points. */
+  share: 0.02,
+  /** Model calls: a tenth, or 10 calls, whichever is more. */
+  calls: (n) => Math.max(10, 0.1 * n),
+  /** When the breaker opened, and closed again. */
+  breakerMs: 300,
+  /** When answers were normal again (99% live): one stray deadline miss moves it. */
+  recoveredMs: 2000,
+};
+
+/** The changed policies. A breaker change and a longer deadline (a range) in the short
+ * form; the long form adds a shorter deadline and a tier removed. */
+const CHANGES = {
+  "breaker on 10 calls": (t) => t.replace("min_calls = 20", "min_calls = 10"),
+  "deadline 80 ms": (t) =>
+    t.replace('total = "60ms"', 'total = "100ms"').replace('deadline = "45ms"', 'deadline = "80ms"').replace('attempt_timeout = "45ms"', 'attempt_timeout = "80ms"'),
+  ...(LONG
+    ? {
+        // 35 ms, 10 over the model's 25: on a shared 2-core host the Worker sees a healthy
+        // call take 26–40 ms, and two drills of a tight deadline differ from each other by
+        // more than the tolerance (docs/replay.md): the long form only.
+        "deadline 35 ms": (t) => t.replace('deadline = "45ms"', 'deadline = "35ms"').replace('attempt_timeout = "45ms"', 'attempt_timeout = "35ms"'),
+        "no user tier": (t) => t.replace(/\[\[cascade\.tiers\]\]\nname = "user"[\s\S]*?(?=\[\[cascade\.tiers\]\])/, ""),
+      }
+    : {}),
+};
+
+/** A drill of `policy` with its log lines; its drill.json and the logs' path. */
+async function drill(dir, name, policy, scenario = SCENARIO) {
+  const report = join(dir, `report-${name}`);
+  const logs = join(dir, `${name}.ndjson`);
+  const r = understudy(
+    ["drill", policy, "--scenario", scenario, "--time-scale", SCALE, "--report", report, "--logs", logs, "--edge", EDGE_DIR],
+    { timeoutMs: LONG ? 400_000 : 120_000 },
+  );
+  const file = join(report, "drill.json");
+  assert.ok(existsSync(file), `no drill.json (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
+  return { json: JSON.parse(await readFile(file, "utf8")), logs, status: r.status };
+}
+
+/** `understudy replay CANDIDATE --logs LOGS --logged-policy LOGGED`, as JSON. */
+function replay(candidate, logs, logged) {
+  const r = understudy(["replay", candidate, "--logs", logs, "--logged-policy", logged, "--time-scale", SCALE, "--format", "json"], {
+    timeoutMs: 300_000,
+  });
+  assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+  return JSON.parse(r.stdout).replay;
+}
+
+/** A drill's figures, in the replay's terms (instants in ms after the first request). */
+function drillFigures(d) {
+  const f = d.figures;
+  const [from, to] = d.fault_window_ms;
+  const rec = d.recovery;
+  const byTier = Object.fromEntries(Object.entries(f.by_tier).map(([t, n]) => [t, n / f.requests]));
+  return {
+    live: f.live / f.requests,
+    degraded: f.degraded / f.requests,
+    byTier,
+    calls: d.model_calls,
+    degradedAt: rec.degraded_after_ms == null ? null : from + rec.degraded_after_ms,
+    healthyAt: rec.breaker_healthy_after_ms == null ? null : to + rec.breaker_healthy_after_ms,
+    recoveredAt: rec.recovered_after_ms == null ? null : to + rec.recovered_after_ms,
+  };
+}
+
+/** A replayed case's figures, in the same terms. */
+function replayFigures(c) {
+  const i = c.incidents[0] ?? {};
+  const byTier = Object.fromEntries(Object.entries(c.by_tier).map(([t, n]) => [t, n / c.answers]));
+  return {
+    live: c.live / c.answers,
+    degraded: c.degraded / c.answers,
+    byTier,
+    calls: c.model_calls,
+    degradedAt: i.degraded_at_ms ?? null,
+    healthyAt: i.breaker_healthy_at_ms ?? null,
+    recoveredAt: i.recovered_at_ms ?? null,
+  };
+}
+
+/**
+ * Where the drill's figures fall outside the replay's best–worst range widened by the
+ * tolerances: one line each (empty: all within).
+ */
+function misses(drilled, best, worst) {
+  const out = [];
+  const within = (what, x, a, b, tol) => {
+    if (x == null || a == null || b == null) {
+      if (!(x == null && a == null && b == null)) out.push(`${what}: drill ${x}, replay ${a}–${b}`);
+      return;
+    }
+    const [lo, hi] = [Math.min(a, b) - tol, Math.max(a, b) + tol];
+    if (x < lo || x > hi) out.push(`${what}: drill ${x.toFixed?.(4) ?? x}, replay ${a}–${b} ± ${tol}`);
+  };
+  within("live share", drilled.live, best.live, worst.live, TOLERANCE.share);
+  within("degraded share", drilled.degraded, best.degraded, worst.degraded, TOLERANCE.share);
+  for (const t of new Set([...Object.keys(drilled.byTier), ...Object.keys(best.byTier), ...Object.keys(worst.byTier)])) {
+    within(`share from ${t}`, drilled.byTier[t] ?? 0, best.byTier[t] ?? 0, worst.byTier[t] ?? 0, TOLERANCE.share);
+  }
+  within("model calls", drilled.calls, best.calls, worst.calls, TOLERANCE.calls(drilled.calls));
+  within("breaker opened at", drilled.degradedAt, best.degradedAt, worst.degradedAt, TOLERANCE.breakerMs);
+  within("breaker healthy at", drilled.healthyAt, best.healthyAt, worst.healthyAt, TOLERANCE.breakerMs);
+  within("recovered at", drilled.recoveredAt, best.recoveredAt, worst.recoveredAt, TOLERANCE.recoveredMs);
+  return out;
+}
+
+/**
+ * One round: the logged policy's drill with its logs, the replay of them through it, and
+ * each changed policy's replay and drill; every miss, one line each.
+ */
+async function round(t, dir) {
+  await mkdir(dir, { recursive: true });
+  const logged = await preparePolicy("recommendations", await mkdirIn(dir, "logged"));
+  const base = await drill(dir, "logged", logged);
+  const r = replay(logged, base.logs, logged);
+  assert.deepEqual(r.logged_policy.best, r.logged_policy.worst, "the logged policy meets nothing unknowable");
+  const drilled = drillFigures(base.json);
+  const replayed = replayFigures(r.logged_policy.best);
+  t.diagnostic(`self: drill ${JSON.stringify(drilled)}\nreplay ${JSON.stringify(replayed)}`);
+  const missed = misses(drilled, replayed, replayed).map((m) => `self-consistency: ${m}`);
+  for (const [name, edit] of Object.entries(CHANGES)) {
+    const sub = await mkdirIn(dir, name.replaceAll(" ", "-"));
+    const candidate = await preparePolicy("recommendations", sub, { edit });
+    // A policy without the user tier cannot be drilled with the scenario's user entries:
+    // the same incident without them.
+    let scenario = SCENARIO;
+    if (name === "no user tier") {
+      const text = await readFile(SCENARIO, "utf8");
+      scenario = join(sub, "scenario.toml");
+      await writeFile(scenario, text.split("[[kv]]").filter((p, i) => i === 0 || !p.includes('tier = "user"')).join("[[kv]]"));
+    }
+    const c = replay(candidate, base.logs, logged);
+    const d = await drill(sub, "candidate", candidate, scenario);
+    const [best, worst] = [replayFigures(c.candidate.best), replayFigures(c.candidate.worst)];
+    const episodes = d.json.breaker.transitions.map((x) => `${x.at_ms} ${x.to} ${JSON.stringify(x.evidence ?? null)}`);
+    t.diagnostic(`${name}: the drill's breaker: ${episodes.join("; ")}`);
+    t.diagnostic(`${name}: drill ${JSON.stringify(drillFigures(d.json))}\nbest ${JSON.stringify(best)}\nworst ${JSON.stringify(worst)}\nunknowable ${JSON.stringify(c.candidate.unknowable)}`);
+    if (name === "deadline 80 ms") {
+      // Calls the logs saw cut at 45 ms: what they answered by 80 ms is not in the logs.
+      assert.ok(c.candidate.unknowable.calls_past_censoring > 0, JSON.stringify(c.candidate.unknowable));
+      // Two worlds, two runs: a range (not always best above worst — an answer at 46 ms is
+      // one the breaker judges slow).
+      assert.notDeepEqual(c.candidate.best, c.candidate.worst, "a range");
+    }
+    missed.push(...misses(drillFigures(d.json), best, worst).map((m) => `${name}: ${m}`));
+  }
+  return missed;
+}
+
+async function mkdirIn(dir, name) {
+  const sub = join(dir, name);
+  await mkdir(sub, { recursive: true });
+  return sub;
+}
+
+describe(`understudy replay against the real Worker (time scale ${SCALE})`, () => {
+  test("the logged policy replayed gives the drill's own figures back; changed policies predict their drills", { timeout: LONG ? 4_000_000 : 600_000 }, async (t) => {
+    const tmp = await tempDir("understudy-replay-");
+    try {
+      // A real-time round on a shared host can meet a stall of the host at a decisive
+      // moment (a probe slow for the host's sake keeps the breaker open): a round that
+      // misses is printed and played once more; two in a row fail the test.
+      let missed = await round(t, join(tmp.dir, "round-1"));
+      if (missed.length > 0) {
+        t.diagnostic(`the first round missed (played once more): ${missed.join("; ")}`);
+        missed = await round(t, join(tmp.dir, "round-2"));
+      }
+      assert.deepEqual(missed, []);
+    } finally {
+      await tmp.cleanup();
+    }
+  });
+});
