@@ -87,6 +87,11 @@ exits! {
         "the rollout was aborted (`--abort`): the old version is back at 100%, or, with \
          `--force` over a deployment that is not the rollout's, nothing was deployed and the \
          rollout is recorded as aborted";
+    /// `releases rollout --replay`: the new release replays worse; nothing deployed.
+    ReplayWorse = 1, "`releases rollout`",
+        "with `--replay`: the new release replays worse than the old on the rollout's SLO \
+         (in both the best and the worst case the logs allow): nothing was deployed, the \
+         evidence is printed and recorded (`--force` starts anyway)";
     /// `events`: the edge refused the operator's request.
     Refused = 1, "`events`",
         "the edge refused the operator's request with a 4xx other than 401 (replay switched \

@@ -199,6 +199,7 @@ fn strand(env: &Env, old: &str, new: &str) {
         state: c.state().clone(),
         started_at_ms: epoch_ms(),
         updated_at_ms: epoch_ms(),
+        replay: None,
     };
     record::write(&reg, &rec).unwrap();
 }
@@ -725,6 +726,7 @@ fn a_heartbeat_comes_at_least_every_30_seconds_between_judgements() {
             old: None,
             slo,
             force: false,
+            replay: None,
         },
         &mut Thin(0, old, new.clone()),
         &mut Fake(1_800_000_000_000),

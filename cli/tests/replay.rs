@@ -330,3 +330,147 @@ fn bad_input_is_an_error_or_a_counted_skip_naming_file_and_line() {
     ]);
     assert_eq!(r.code, 1, "{}", r.stderr);
 }
+
+/// The semantic-search policy without its final net (the keyword tier): during an outage,
+/// every request its query cache misses gets a no-tier 503.
+fn without_final_net(env: &Env) -> PathBuf {
+    let text = std::fs::read_to_string(root(SEARCH)).unwrap();
+    let at = text.find("[[cascade.tiers]]\nname = \"keyword\"").unwrap();
+    let end = text[at..].find("\n\n").map_or(text.len(), |e| at + e + 1);
+    let text = format!("{}{}", &text[..at], &text[end..]).replacen(
+        "[[cascade.tiers]]",
+        "[cascade]\npromise = \"best_effort\"\n\n[[cascade.tiers]]",
+        1,
+    );
+    let p = env.write("worse/semantic-search.toml", &text);
+    for f in [
+        "semantic-search.catalog.json",
+        "semantic-search.inventory.json",
+    ] {
+        std::fs::copy(
+            root(&format!("../policies/{f}")),
+            env.p(&format!("worse/{f}")),
+        )
+        .unwrap();
+    }
+    p
+}
+
+#[test]
+fn a_rollout_that_replays_worse_is_refused_and_recorded_and_diff_judges_the_same() {
+    let env = Env::new("replay-rollout");
+    env.ok(&[
+        "releases",
+        "add",
+        &root(SEARCH),
+        "--registry",
+        "reg",
+        "--edge",
+        "edge",
+        "--now",
+        DAY1_NOON,
+        "--promote",
+    ]);
+    let old = env.active();
+    let worse = without_final_net(&env);
+    env.ok(&[
+        "releases",
+        "add",
+        worse.to_str().unwrap(),
+        "--registry",
+        "reg",
+        "--edge",
+        "edge",
+        "--now",
+        DAY1_NOON,
+    ]);
+    let new = env.releases().into_iter().find(|r| *r != old).unwrap();
+    // 1,800 requests (the rollout's 1,200 answers a side, and more), the model down for 20 s.
+    let scenario = env.write(
+        "outage.toml",
+        "name = \"outage\"\nstart = \"2026-11-30T12:00:00Z\"\nrate = 30\nrequests = 1800\n[params]\nq = [\"headphones\", \"keyboard\", \"backpack\"]\n[model]\nlatency = \"150ms\"\n[[model.phase]]\nfrom = \"20s\"\nto = \"40s\"\nfault = \"down\"\n",
+    );
+    let log = env.p("edge.ndjson");
+    env.ok(&[
+        "simulate",
+        &root(SEARCH),
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--logs",
+        log.to_str().unwrap(),
+    ]);
+    // Written by the active release.
+    let text = std::fs::read_to_string(&log).unwrap().replace(
+        "\"policy_version\":\"simulate\"",
+        &format!("\"policy_version\":\"{old}\""),
+    );
+    std::fs::write(&log, text).unwrap();
+    let log = log.to_str().unwrap();
+
+    let r = env.run(&[
+        "releases",
+        "rollout",
+        &new,
+        "--registry",
+        "reg",
+        "--replay",
+        log,
+    ]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(&format!("{new} is worse")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("no-tier 5xx share: new"), "{}", r.stdout);
+    assert!(r.stdout.contains("is refused"), "{}", r.stdout);
+    let rec: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.p(&format!("reg/rollouts/{new}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["state"]["phase"], "refused");
+    assert_eq!(rec["replay"]["verdict"], "worse");
+    assert_eq!(rec["replay"]["forced"], false);
+    assert_eq!(rec["replay"]["logged_release"], old.as_str());
+    // Nothing moved: the old release is still the active one; status shows the refusal.
+    assert_eq!(env.active(), old);
+    let s = env.ok(&["releases", "status", "--registry", "reg", "--id", &new]);
+    assert!(
+        s.stdout.contains("refused by the replay pre-flight"),
+        "{}",
+        s.stdout
+    );
+
+    // The same judgement without rolling anything out.
+    let d = env.ok(&[
+        "releases",
+        "diff",
+        &old,
+        &new,
+        "--registry",
+        "reg",
+        "--replay",
+        log,
+    ]);
+    assert!(
+        d.stdout.contains(&format!("{new} is worse")),
+        "{}",
+        d.stdout
+    );
+    // The old release against itself is not worse.
+    let same = env.ok(&[
+        "releases",
+        "diff",
+        &old,
+        &old,
+        "--registry",
+        "reg",
+        "--replay",
+        log,
+    ]);
+    assert!(
+        same.stdout.contains(&format!("{old} is not worse")),
+        "{}",
+        same.stdout
+    );
+}

@@ -130,6 +130,7 @@ fn start(reg: &Registry, new: &str, d: &mut Scripted, at: u64) -> Result<record:
             old: None,
             slo,
             force: false,
+            replay: None,
         },
         d,
         &mut Fake(at),
@@ -170,6 +171,7 @@ fn a_good_release_is_rolled_out_step_by_step_and_becomes_active() {
             old: None,
             slo: slo(),
             force: false,
+            replay: None,
         },
         &mut d,
         &mut Fake(1_000_000),
@@ -296,6 +298,7 @@ fn figures_that_never_come_stop_the_rollout_resumable_instead_of_waiting_for_eve
             old: None,
             slo: slo(),
             force: false,
+            replay: None,
         },
         &mut d,
         &mut Fake(1_000_000),
@@ -403,4 +406,41 @@ fn the_new_releases_rollout_table_sets_the_slo_and_the_flags_win() {
         r.stdout,
         r.stderr
     );
+}
+
+/// `releases rollout --replay … --force`: a rollout the replay found worse starts anyway, and
+/// its record keeps the evidence and that it was forced.
+#[test]
+fn a_forced_rollout_records_the_replay_it_overrode() {
+    use understudy_compiler::release::rollout::replay::{ReplayCheck, Verdict};
+    let env = Env::new("rollout-forced");
+    let (_old, new) = two(&env);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let mut d = driver(&env, &new, 0.0);
+    let check = ReplayCheck {
+        logs: vec!["edge.ndjson".into()],
+        service: "svc".into(),
+        logged_release: env.active(),
+        requests: 1800,
+        verdict: Verdict::Worse,
+        cases: Vec::new(),
+        forced: true,
+    };
+    let rec = run(
+        &reg,
+        &new,
+        Start::New {
+            old: None,
+            slo: slo(),
+            force: false,
+            replay: Some(check.clone()),
+        },
+        &mut d,
+        &mut Fake(1_000),
+        &mut Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(rec.state.phase, Phase::Done);
+    let kept = record::read(&reg, &new).unwrap().unwrap();
+    assert_eq!(kept.replay, Some(check));
 }

@@ -99,6 +99,10 @@ pub struct DiffArgs {
     pub b: String,
     #[command(flatten)]
     pub registry: RegistryArg,
+    /// Also replay these edge logs through A's policy and B's, and judge B against A as a
+    /// rollout step would (docs/replay.md).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub replay: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -174,6 +178,12 @@ pub struct RolloutArgs {
     /// version's share and the judged figures over time) into this directory at the end.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
+    /// A new rollout: first replay these edge logs (production's, exported: docs/replay.md)
+    /// through the old release's policy and the new one's, and refuse to start (exit 1, the
+    /// evidence recorded) when the new one replays worse on the rollout's SLO; --force starts
+    /// anyway and records that it did.
+    #[arg(long, num_args = 1.., value_name = "FILE", conflicts_with_all = ["resume", "abort"])]
+    pub replay: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -53,6 +53,7 @@ pub fn run(args: ReleasesArgs) -> Result<ExitCode> {
         ReleasesCommand::Rollout(a) => Ok(match super::rollouts::rollout(&a)? {
             None | Some(Phase::Done) => Exit::Ok,
             Some(Phase::Aborted | Phase::Aborting) => Exit::Aborted,
+            Some(Phase::Refused) => Exit::ReplayWorse,
             Some(_) => Exit::RolledBack,
         }
         .into()),
@@ -126,6 +127,16 @@ fn diff_cmd(args: &DiffArgs) -> Result<ExitCode> {
     let b = reg.load(&reg.resolve(&args.b)?)?;
     let (ba, bb) = (a.bake()?, b.bake()?);
     print!("{}", diff::report(&a.record, &ba, &b.record, &bb));
+    if !args.replay.is_empty() {
+        // The judgement a rollout of B from A would make, with the policy's (or default)
+        // rollout settings.
+        let slo = super::rollouts::policy_slo(&reg, b.id())?;
+        let check = super::rollouts::replay_check(&reg, a.id(), b.id(), &args.replay, &slo)?;
+        print!(
+            "\n{}",
+            understudy_compiler::release::rollout::replay::human(&check, a.id(), b.id())
+        );
+    }
     Ok(Exit::Ok.into())
 }
 

@@ -22,6 +22,7 @@ pub mod latency;
 pub mod preflight;
 pub mod progress;
 pub mod record;
+pub mod replay;
 pub mod run;
 
 use serde::{Deserialize, Serialize};
@@ -206,6 +207,9 @@ pub enum Phase {
     Aborting,
     /// `--abort` done: the old version at 100%, no judgement against the new one.
     Aborted,
+    /// Refused before its first step: the replay pre-flight found the new release worse
+    /// (`--replay`); nothing was deployed.
+    Refused,
 }
 
 impl Phase {
@@ -219,12 +223,16 @@ impl Phase {
             Phase::RolledBack => "rolled back",
             Phase::Aborting => "aborting",
             Phase::Aborted => "aborted",
+            Phase::Refused => "refused by the replay pre-flight",
         }
     }
 
     /// Whether the rollout has ended (nothing more to deploy).
     pub fn ended(self) -> bool {
-        matches!(self, Phase::Done | Phase::RolledBack | Phase::Aborted)
+        matches!(
+            self,
+            Phase::Done | Phase::RolledBack | Phase::Aborted | Phase::Refused
+        )
     }
 }
 
@@ -298,7 +306,11 @@ impl Controller {
 
     fn deploying(&self) -> Vec<Command> {
         let percent = match self.state.phase {
-            Phase::RollingBack | Phase::RolledBack | Phase::Aborting | Phase::Aborted => 0,
+            Phase::RollingBack
+            | Phase::RolledBack
+            | Phase::Aborting
+            | Phase::Aborted
+            | Phase::Refused => 0,
             _ => self.percent(),
         };
         vec![

@@ -32,6 +32,9 @@ pub struct Figures {
     pub latency_p99_ms: u64,
     pub incidents: Vec<Recovery>,
     pub windows: Vec<Window>,
+    /// Every answer's latency, sorted (what a rollout's histogram is made of).
+    #[serde(skip)]
+    pub latencies_ms: Vec<u64>,
 }
 
 impl Figures {
@@ -151,6 +154,7 @@ pub fn figures(lines: &[Line], first_ms: u64, incidents: &[Incident], window_ms:
     f.latency_p50_ms = pct(&lat, 0.50);
     f.latency_p95_ms = pct(&lat, 0.95);
     f.latency_p99_ms = pct(&lat, 0.99);
+    f.latencies_ms = lat;
     f.windows = windows
         .into_iter()
         .map(|(w, (mut win, mut wl))| {

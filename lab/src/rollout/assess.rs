@@ -300,6 +300,7 @@ mod tests {
             state,
             started_at_ms: 0,
             updated_at_ms: 0,
+            replay: None,
         }
     }
 

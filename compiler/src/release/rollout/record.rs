@@ -33,6 +33,9 @@ pub struct RolloutRecord {
     pub state: State,
     pub started_at_ms: u64,
     pub updated_at_ms: u64,
+    /// The replay pre-flight's evidence (`--replay`), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<super::replay::ReplayCheck>,
 }
 
 impl RolloutRecord {
@@ -57,6 +60,7 @@ impl RolloutRecord {
             Phase::RolledBack => format!("rolled back at step {k} of {n} ({at}%)"),
             Phase::Aborting => "aborting: the old version at 100% asked for".into(),
             Phase::Aborted => format!("aborted at step {k} of {n} ({at}%)"),
+            Phase::Refused => "refused by the replay pre-flight: nothing deployed".into(),
         }
     }
 }
@@ -213,6 +217,7 @@ mod tests {
             state: c.state().clone(),
             started_at_ms: 1,
             updated_at_ms: 1,
+            replay: None,
         };
         write(&reg, &rec).expect("written");
         assert_eq!(read(&reg, &rec.new).expect("read"), Some(rec.clone()));

@@ -64,6 +64,8 @@ pub enum Start {
         old: Option<String>,
         slo: Slo,
         force: bool,
+        /// The replay pre-flight's evidence, recorded with the rollout (`--replay`).
+        replay: Option<super::replay::ReplayCheck>,
     },
     /// `--resume`: on from the record.
     Resume,
@@ -86,7 +88,12 @@ pub fn run(
     let _deployment = guard::take(reg, "releases rollout", reg.lock_options.wait, true)?;
     let now = clock.now_ms();
     let (mut rec, mut ctrl, cmds) = match start {
-        Start::New { old, slo, force } => {
+        Start::New {
+            old,
+            slo,
+            force,
+            replay,
+        } => {
             let plan = preflight::new_rollout(
                 reg,
                 &Ask {
@@ -115,6 +122,7 @@ pub fn run(
                 state: ctrl.state().clone(),
                 started_at_ms: now,
                 updated_at_ms: now,
+                replay,
             };
             (rec, ctrl, cmds)
         }
@@ -405,6 +413,7 @@ fn rebuilt(
         state: ctrl.state().clone(),
         started_at_ms: now,
         updated_at_ms: now,
+        replay: None,
     })
 }
 
