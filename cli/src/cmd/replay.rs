@@ -115,7 +115,10 @@ fn policy_file(path: &std::path::Path, now: Millis) -> Option<Owned> {
     let loaded = load_policy(path, now);
     match (&loaded.policy, loaded.has_errors()) {
         (Some(p), false) => Some(Owned {
-            name: path.display().to_string(),
+            name: std::path::absolute(path)
+                .unwrap_or_else(|_| path.to_path_buf())
+                .display()
+                .to_string(),
             policy: p.clone(),
             catalog: loaded.catalog.clone(),
         }),

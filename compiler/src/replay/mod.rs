@@ -177,9 +177,9 @@ pub struct Replay {
     pub isolates: usize,
     pub span_ms: u64,
     pub window_ms: u64,
-    /// Calls the logs saw cut by a late timer (the isolate busy): no evidence about the
-    /// origin, left out of what it did.
-    pub calls_cut_late: u64,
+    /// Calls the logs saw cut on a busy isolate (`cut_busy`): no evidence about the origin,
+    /// left out of what it did.
+    pub calls_cut_busy: u64,
     pub incidents: Vec<Incident>,
     pub as_logged: Figures,
     pub logged_policy: Column,
@@ -254,7 +254,7 @@ pub fn replay(
         isolates: logs.isolates,
         span_ms: logs.span_ms,
         window_ms,
-        calls_cut_late: logs
+        calls_cut_busy: logs
             .lines
             .iter()
             .flat_map(|l| &l.calls)

@@ -13,7 +13,7 @@
 //!
 //! A censored observation — a call cut at 45 ms, a read timed out at 8 ms — stays
 //! censored: it says "slower than that", nothing more (`world` turns it into the best and
-//! the worst case). A call cut by a late timer (the isolate was busy: its clock ran past the
+//! the worst case). A call cut on a busy isolate (`cut_busy`: its clock ran past the
 //! deadline while the model's answer may have waited in its queue) says nothing of the
 //! origin, and is not taken as an observation of it.
 

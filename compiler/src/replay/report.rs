@@ -45,6 +45,8 @@ fn opt_range(a: Option<f64>, b: Option<f64>) -> String {
 struct Cells<'a> {
     logged: &'a Figures,
     columns: [&'a Column; 2],
+    /// The replayed columns' width.
+    w: usize,
 }
 
 impl Cells<'_> {
@@ -55,8 +57,9 @@ impl Cells<'_> {
         );
         for c in self.columns {
             out.push_str(&format!(
-                " {:>22}",
-                range(f(&c.best), f(&c.worst), unit, digits)
+                " {:>w$}",
+                range(f(&c.best), f(&c.worst), unit, digits),
+                w = self.w
             ));
         }
         out.push('\n');
@@ -70,7 +73,11 @@ impl Cells<'_> {
             opt_range(get(self.logged), get(self.logged))
         );
         for c in self.columns {
-            out.push_str(&format!(" {:>22}", opt_range(get(&c.best), get(&c.worst))));
+            out.push_str(&format!(
+                " {:>w$}",
+                opt_range(get(&c.best), get(&c.worst)),
+                w = self.w
+            ));
         }
         out.push('\n');
         out
@@ -156,10 +163,10 @@ pub fn human(logs: &Logs, r: &Replay) -> String {
             logs.other
         ));
     }
-    if r.calls_cut_late > 0 {
+    if r.calls_cut_busy > 0 {
         out.push_str(&format!(
-            "  {} calls were cut by a late timer (the isolate was busy; the answer may have waited in its queue): not taken as evidence about the origin\n",
-            r.calls_cut_late
+            "  {} calls were cut on a busy isolate (its timers ran late; the answer may have waited in its queue): not taken as evidence about the origin\n",
+            r.calls_cut_busy
         ));
     }
     for (n, i) in r.incidents.iter().enumerate() {
@@ -178,20 +185,17 @@ pub fn human(logs: &Logs, r: &Replay) -> String {
     if r.incidents.is_empty() {
         out.push_str("  no incident: the origin's calls never mostly failed for a second\n");
     }
+    let (ha, hb) = headers(r);
+    let w = ha.chars().count().max(hb.chars().count()).max(22);
     out.push_str(&format!(
-        "\n  {:<30} {:>16} {:>22} {:>22}\n",
+        "\n  {:<30} {:>16} {:>w$} {:>w$}\n",
         "", "as logged", "logged policy", "candidate"
     ));
-    out.push_str(&format!(
-        "  {:<30} {:>16} {:>22} {:>22}\n",
-        "",
-        "",
-        short(&r.logged_policy.name),
-        short(&r.candidate.name)
-    ));
+    out.push_str(&format!("  {:<30} {:>16} {ha:>w$} {hb:>w$}\n", "", ""));
     let c = Cells {
         logged: &r.as_logged,
         columns: [&r.logged_policy, &r.candidate],
+        w,
     };
     out.push_str(&c.row("answers", &|f| f.answers as f64, "", 0));
     out.push_str(&c.row("live", &|f| pct(f.live, f.answers), "%", 1));
@@ -262,7 +266,7 @@ pub fn human(logs: &Logs, r: &Replay) -> String {
         ("candidate", &r.candidate),
     ]
     .iter()
-    .filter_map(|(what, c)| unknowable(&format!("{what} ({})", short(&c.name)), &c.unknowable))
+    .filter_map(|(what, c)| unknowable(what, &c.unknowable))
     .collect();
     if !notes.is_empty() {
         out.push_str("\nWhat the logs cannot tell:\n");
@@ -287,6 +291,23 @@ fn short(name: &str) -> String {
     std::path::Path::new(name)
         .file_name()
         .map_or(name.to_string(), |f| f.to_string_lossy().into_owned())
+}
+
+/// The two replayed columns' headers: their file names, or with their directory when the
+/// file names are the same.
+fn headers(r: &Replay) -> (String, String) {
+    let (a, b) = (short(&r.logged_policy.name), short(&r.candidate.name));
+    if a != b || r.logged_policy.name == r.candidate.name {
+        return (a, b);
+    }
+    let two = |name: &str| {
+        let p = std::path::Path::new(name);
+        match (p.parent().and_then(|d| d.file_name()), p.file_name()) {
+            (Some(d), Some(f)) => format!("{}/{}", d.to_string_lossy(), f.to_string_lossy()),
+            _ => name.to_string(),
+        }
+    };
+    (two(&r.logged_policy.name), two(&r.candidate.name))
 }
 
 /// The JSON report: the input, the incidents, and every column's figures (each replayed
