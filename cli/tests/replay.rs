@@ -441,6 +441,51 @@ fn a_rollout_that_replays_worse_is_refused_and_recorded_and_diff_judges_the_same
         s.stdout
     );
 
+    // --force starts it anyway and its record says so; the refusal is kept beside it. (The
+    // front refuses every deployment: the rollout stops at its first, after the record is
+    // written — what this checks is the record.)
+    let front = refusing_front(&old, &new);
+    let forced = env.run(&[
+        "releases",
+        "rollout",
+        &new,
+        "--registry",
+        "reg",
+        "--replay",
+        log,
+        "--force",
+        "--front",
+        &front,
+    ]);
+    assert_eq!(forced.code, 2, "{}\n{}", forced.stdout, forced.stderr);
+    assert!(
+        forced
+            .stdout
+            .contains("--force: the rollout starts although it replays worse"),
+        "{}\n{}",
+        forced.stdout,
+        forced.stderr
+    );
+    let rec: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.p(&format!("reg/rollouts/{new}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_ne!(rec["state"]["phase"], "refused");
+    assert_eq!(rec["replay"]["verdict"], "worse");
+    assert_eq!(rec["replay"]["forced"], true);
+    let kept: Vec<String> = std::fs::read_dir(env.p("reg/rollouts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{new}.")) && n != &format!("{new}.json"))
+        .collect();
+    assert_eq!(kept.len(), 1, "the refusal kept beside: {kept:?}");
+    let refused: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.p(&format!("reg/rollouts/{}", kept[0]))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(refused["state"]["phase"], "refused");
+    assert_eq!(env.active(), old);
+
     // The same judgement without rolling anything out.
     let d = env.ok(&[
         "releases",
@@ -473,4 +518,40 @@ fn a_rollout_that_replays_worse_is_refused_and_recorded_and_diff_judges_the_same
         "{}",
         same.stdout
     );
+}
+
+/// A local front (scripts/rollout-front.mjs's control routes) serving `old` and `new` that
+/// answers every deployment 500; its URL.
+fn refusing_front(old: &str, new: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let state = serde_json::json!({"worker": "svc", "old": old, "new": new, "new_percent": 0, "deployments": []})
+        .to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(16) {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let mut h = String::new();
+            while reader.read_line(&mut h).is_ok_and(|n| n > 0) && !h.trim().is_empty() {
+                h.clear();
+            }
+            let (status, body) = if line.starts_with("GET /__rollout/state") {
+                ("200 OK", state.clone())
+            } else {
+                (
+                    "500 Internal Server Error",
+                    "{\"error\":\"refused\"}".to_string(),
+                )
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
 }

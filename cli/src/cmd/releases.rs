@@ -131,7 +131,13 @@ fn diff_cmd(args: &DiffArgs) -> Result<ExitCode> {
         // The judgement a rollout of B from A would make, with the policy's (or default)
         // rollout settings.
         let slo = super::rollouts::policy_slo(&reg, b.id())?;
-        let check = super::rollouts::replay_check(&reg, a.id(), b.id(), &args.replay, &slo)?;
+        let check = understudy_compiler::release::rollout::preflight::replay(
+            &reg,
+            a.id(),
+            b.id(),
+            &args.replay,
+            &slo,
+        )?;
         print!(
             "\n{}",
             understudy_compiler::release::rollout::replay::human(&check, a.id(), b.id())

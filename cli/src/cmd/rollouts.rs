@@ -12,9 +12,9 @@ use understudy_compiler::release::record::rfc3339;
 use understudy_compiler::release::registry::Registry;
 use understudy_compiler::release::rollout::cloudflare::driver::{self as cloudflare, Cloudflare};
 use understudy_compiler::release::rollout::record::{self as rollout_record, RolloutRecord};
-use understudy_compiler::release::rollout::replay::{self as rollout_replay, ReplayCheck};
+use understudy_compiler::release::rollout::replay as rollout_replay;
 use understudy_compiler::release::rollout::run::{self as rollout_run, Start, Wall};
-use understudy_compiler::release::rollout::{guard, preflight, progress, Controller, Phase, Slo};
+use understudy_compiler::release::rollout::{guard, preflight, progress, Phase};
 
 /// `releases rollout`: runs the rollout to its end; how it ended (`None` for a rehearsal).
 pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
@@ -47,12 +47,12 @@ pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
             },
         )?;
         if !args.replay.is_empty() {
-            let mut check = replay_check(&reg, &plan.old, &plan.new, &args.replay, &slo)?;
+            let mut check = preflight::replay(&reg, &plan.old, &plan.new, &args.replay, &slo)?;
             print!("{}", rollout_replay::human(&check, &plan.old, &plan.new));
             if check.verdict == rollout_replay::Verdict::Worse {
                 if !args.force {
                     if !args.dry_run {
-                        refuse(&reg, &plan, &slo, check)?;
+                        preflight::refuse(&reg, &plan, &slo, check, super::now_ms())?;
                     }
                     println!(
                         "the rollout of {} is refused: it replays worse than {} on the rollout's SLO; nothing was deployed{} (--force starts it anyway)",
@@ -126,51 +126,6 @@ pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
         println!("report: {}", dir.display());
     }
     Ok(Some(rec.state.phase))
-}
-
-/// The replay pre-flight of `new` against `old` over `logs` (their lines of `old`'s release
-/// when they hold it, else of the one release they hold).
-pub fn replay_check(
-    reg: &Registry,
-    old: &str,
-    new: &str,
-    logs: &[std::path::PathBuf],
-    slo: &Slo,
-) -> Result<ReplayCheck> {
-    use understudy_compiler::replay;
-    let of_old = replay::Select {
-        service: None,
-        release: Some(old.to_string()),
-    };
-    let read = replay::logs(logs, &of_old)
-        .or_else(|_| replay::logs(logs, &replay::Select::default()))
-        .map_err(|e| anyhow::anyhow!("--replay: {e}"))?;
-    let (o, n) = (reg.load(old)?.bake()?, reg.load(new)?.bake()?);
-    rollout_replay::check(&read, &o, &n, slo).map_err(|e| anyhow::anyhow!("--replay: {e}"))
-}
-
-/// Records the rollout of `plan` as refused by the replay pre-flight, with its evidence.
-fn refuse(reg: &Registry, plan: &preflight::Plan, slo: &Slo, check: ReplayCheck) -> Result<()> {
-    let _deployment = guard::take(reg, "releases rollout", reg.lock_options.wait, false)?;
-    let now = super::now_ms();
-    let (ctrl, _) = Controller::start(slo.clone());
-    let mut state = ctrl.state().clone();
-    state.phase = Phase::Refused;
-    rollout_record::write(
-        reg,
-        &RolloutRecord {
-            format: rollout_record::FORMAT,
-            service: plan.service.clone(),
-            old: plan.old.clone(),
-            new: plan.new.clone(),
-            driver: "none: refused before any deployment".into(),
-            slo: slo.clone(),
-            state,
-            started_at_ms: now,
-            updated_at_ms: now,
-            replay: Some(check),
-        },
-    )
 }
 
 /// The settings, by their policy keys.

@@ -4,12 +4,21 @@
 //! running or stranded. A check that must pass before anything is deployed goes here, as one
 //! more step of [`new_rollout`]; each refusal names what to do and leaves the registry and
 //! the deployment as they were.
+//!
+//! The replay pre-flight (`--replay FILE…`, [`replay`]) runs after them, once, before the
+//! controller: production's logs replayed through both releases' policies and judged as a
+//! step is. A release that replays worse is refused with its evidence kept ([`refuse`]: the
+//! one refusal that writes a record, phase `refused`), unless `--force`.
 
-use anyhow::{bail, Context as _, Result};
+use std::path::PathBuf;
 
-use super::record::{self, Listing};
-use super::Slo;
+use anyhow::{anyhow, bail, Context as _, Result};
+
+use super::record::{self, Listing, RolloutRecord};
+use super::replay::{self as judged, ReplayCheck};
+use super::{guard, Controller, Phase, Slo};
 use crate::release::registry::Registry;
+use crate::replay;
 
 /// How the command names a setting in its messages (`--dwell`, `rollout.dwell`), from the
 /// policy key's name.
@@ -138,4 +147,67 @@ pub fn keep_aside(reg: &Registry, ids: &[String], now_ms: u64) -> Result<Vec<Str
         kept.push(to.display().to_string());
     }
     Ok(kept)
+}
+
+/// The replay pre-flight of `new` against `old` (`--replay FILE…`): `logs` replayed through
+/// both releases' policies and judged with `slo` ([`judged::check`]). The logs' lines of
+/// `old` when they hold any, else of the one release they hold; lines of other services are
+/// left out.
+pub fn replay(
+    reg: &Registry,
+    old: &str,
+    new: &str,
+    logs: &[PathBuf],
+    slo: &Slo,
+) -> Result<ReplayCheck> {
+    let (o, n) = (reg.load(old)?, reg.load(new)?);
+    let service = Some(o.record.service.clone());
+    let of_old = replay::Select {
+        service: service.clone(),
+        release: Some(o.id().to_string()),
+    };
+    let read = replay::logs(logs, &of_old)
+        .or_else(|first| {
+            replay::logs(
+                logs,
+                &replay::Select {
+                    service,
+                    release: None,
+                },
+            )
+            .map_err(|_| first)
+        })
+        .map_err(|e| anyhow!("--replay: {e}"))?;
+    judged::check(&read, &o.bake()?, &n.bake()?, slo).map_err(|e| anyhow!("--replay: {e}"))
+}
+
+/// Records the rollout of `plan` as refused by the replay pre-flight, with its evidence:
+/// phase `refused`, nothing deployed. An earlier record of the same release is kept aside as
+/// a new rollout keeps it.
+pub fn refuse(
+    reg: &Registry,
+    plan: &Plan,
+    slo: &Slo,
+    check: ReplayCheck,
+    now_ms: u64,
+) -> Result<RolloutRecord> {
+    let _deployment = guard::take(reg, "releases rollout", reg.lock_options.wait, false)?;
+    super::run::keep_earlier(reg, &plan.new, now_ms)?;
+    let (ctrl, _) = Controller::start(slo.clone());
+    let mut state = ctrl.state().clone();
+    state.phase = Phase::Refused;
+    let rec = RolloutRecord {
+        format: record::FORMAT,
+        service: plan.service.clone(),
+        old: plan.old.clone(),
+        new: plan.new.clone(),
+        driver: "none: refused before any deployment".into(),
+        slo: slo.clone(),
+        state,
+        started_at_ms: now_ms,
+        updated_at_ms: now_ms,
+        replay: Some(check),
+    };
+    record::write(reg, &rec)?;
+    Ok(rec)
 }

@@ -295,7 +295,7 @@ pub fn run(
 
 /// An earlier, ended rollout of the same release is kept beside (`ID.STARTED.json`) when
 /// this one is first recorded, not overwritten.
-fn keep_earlier(reg: &Registry, new: &str, _now: u64) -> Result<()> {
+pub(super) fn keep_earlier(reg: &Registry, new: &str, _now: u64) -> Result<()> {
     let Some(e) = record::read(reg, new)? else {
         return Ok(());
     };
