@@ -33,7 +33,7 @@ const TOLERANCE = {
   /** A share of answers (live, degraded, from one tier), in share points. */
   share: 0.02,
   /** Model calls: a tenth, or 10 calls, whichever is more. */
-  calls: (n) => Math.max(10, 0.1 * n),
+  calls: { share: 0.1, min: 10 },
   /** When the breaker opened, and closed again. */
   breakerMs: 300,
   /** When answers were normal again (99% live): one stray deadline miss moves it. */
@@ -130,7 +130,7 @@ function misses(drilled, best, worst) {
   for (const t of new Set([...Object.keys(drilled.byTier), ...Object.keys(best.byTier), ...Object.keys(worst.byTier)])) {
     within(`share from ${t}`, drilled.byTier[t] ?? 0, best.byTier[t] ?? 0, worst.byTier[t] ?? 0, TOLERANCE.share);
   }
-  within("model calls", drilled.calls, best.calls, worst.calls, TOLERANCE.calls(drilled.calls));
+  within("model calls", drilled.calls, best.calls, worst.calls, Math.max(TOLERANCE.calls.min, TOLERANCE.calls.share * drilled.calls));
   within("breaker opened at", drilled.degradedAt, best.degradedAt, worst.degradedAt, TOLERANCE.breakerMs);
   within("breaker healthy at", drilled.healthyAt, best.healthyAt, worst.healthyAt, TOLERANCE.breakerMs);
   within("recovered at", drilled.recoveredAt, best.recoveredAt, worst.recoveredAt, TOLERANCE.recoveredMs);
@@ -146,11 +146,13 @@ async function round(t, dir) {
   const logged = await preparePolicy("recommendations", await mkdirIn(dir, "logged"));
   const base = await drill(dir, "logged", logged);
   const r = replay(logged, base.logs, logged);
-  assert.deepEqual(r.logged_policy.best, r.logged_policy.worst, "the logged policy meets nothing unknowable");
+  // The logged policy waits as long as the logs saw: what little it meets that the logs
+  // cannot tell (an entry another request wrote back, a read that joined another's) is a
+  // range like any other, judged with the same tolerances.
   const drilled = drillFigures(base.json);
-  const replayed = replayFigures(r.logged_policy.best);
-  t.diagnostic(`self: drill ${JSON.stringify(drilled)}\nreplay ${JSON.stringify(replayed)}`);
-  const missed = misses(drilled, replayed, replayed).map((m) => `self-consistency: ${m}`);
+  const [best, worst] = [replayFigures(r.logged_policy.best), replayFigures(r.logged_policy.worst)];
+  t.diagnostic(`self: drill ${JSON.stringify(drilled)}\nbest ${JSON.stringify(best)}\nworst ${JSON.stringify(worst)}\nunknowable ${JSON.stringify(r.logged_policy.unknowable)}; cut on a busy isolate: ${r.calls_cut_busy}`);
+  const missed = misses(drilled, best, worst).map((m) => `self-consistency: ${m}`);
   for (const [name, edit] of Object.entries(CHANGES)) {
     const sub = await mkdirIn(dir, name.replaceAll(" ", "-"));
     const candidate = await preparePolicy("recommendations", sub, { edit });
@@ -185,6 +187,16 @@ async function mkdirIn(dir, name) {
   await mkdir(sub, { recursive: true });
   return sub;
 }
+
+test("docs/replay.md states the tolerances this test applies", async () => {
+  const doc = await readFile(join(ROOT, "docs", "replay.md"), "utf8");
+  const table = doc.slice(doc.indexOf("| figure | tolerance |"));
+  const row = (figure) => table.split("\n").find((l) => l.startsWith(`| ${figure}`)) ?? `(no row "${figure}")`;
+  assert.match(row("live, degraded and each tier's share"), new RegExp(`± ${TOLERANCE.share * 100} share points`));
+  assert.match(row("model calls"), new RegExp(`± ${TOLERANCE.calls.share * 100}%, at least ± ${TOLERANCE.calls.min} calls`));
+  assert.match(row("when the breaker opened"), new RegExp(`± ${TOLERANCE.breakerMs} ms`));
+  assert.match(row("when answers were normal again"), new RegExp(`± ${TOLERANCE.recoveredMs / 1000} s`));
+});
 
 describe(`understudy replay against the real Worker (time scale ${SCALE})`, () => {
   test("the logged policy replayed gives the drill's own figures back; changed policies predict their drills", { timeout: LONG ? 4_000_000 : 600_000 }, async (t) => {

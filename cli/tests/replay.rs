@@ -520,6 +520,44 @@ fn a_rollout_that_replays_worse_is_refused_and_recorded_and_diff_judges_the_same
     );
 }
 
+/// docs/replay.md's flag table names every flag of `understudy replay`, and no other.
+#[test]
+fn the_documented_flags_are_the_commands() {
+    let out = std::process::Command::new(common::BIN)
+        .args(["replay", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let flags = |text: &str| -> std::collections::BTreeSet<String> {
+        let mut v = std::collections::BTreeSet::new();
+        for (at, _) in text.match_indices("--") {
+            let name: String = text[at + 2..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '-')
+                .collect();
+            if name.len() > 1 && !["help", "color"].contains(&name.as_str()) {
+                v.insert(name);
+            }
+        }
+        v
+    };
+    let in_help: std::collections::BTreeSet<String> = help
+        .lines()
+        .filter(|l| l.trim_start().starts_with("--"))
+        .flat_map(|l| flags(l.split_whitespace().next().unwrap_or("")))
+        .collect();
+    let doc = std::fs::read_to_string(root("../docs/replay.md")).unwrap();
+    let table: String = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("| flag |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split(" | ").next().unwrap_or("").to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_eq!(flags(&table), in_help, "docs/replay.md's flag table");
+}
+
 /// A local front (scripts/rollout-front.mjs's control routes) serving `old` and `new` that
 /// answers every deployment 500; its URL.
 fn refusing_front(old: &str, new: &str) -> String {
