@@ -83,6 +83,7 @@ impl RolloutRecord {
             Phase::RolledBack => format!("rolled back {k}/{n} ({at}%)"),
             Phase::Aborting => "aborting".into(),
             Phase::Aborted => format!("aborted {k}/{n} ({at}%)"),
+            Phase::Refused => "refused by the replay".into(),
         }
     }
 }
