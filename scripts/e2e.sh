@@ -8,7 +8,8 @@
 #     a high rate, one after another, never two at once — each drill is judged with the
 #     host's witness, but two such runs side by side would only stall each other — the
 #     runbooks' too (tests/runbook.test.mjs: five rollout drills, one of them checked line by
-#     line against the transcript in docs/rollout.md);
+#     line against the transcript in docs/rollout.md), and the replay's proofs
+#     (tests/replay.test.mjs: seed 000 drilled at 100 requests a second, three times);
 #   - the other lane runs every other file, one after another, beside it: builds, registry
 #     and CLI tests, the JS driver, the events drill (bounds of seconds), the rollout drill
 #     (old and new judged in the same window), the bench's short form (its figures are
@@ -24,7 +25,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-realtime=(tests/drill.test.mjs tests/fleet.test.mjs tests/load.test.mjs tests/runbook.test.mjs)
+realtime=(tests/drill.test.mjs tests/fleet.test.mjs tests/load.test.mjs tests/runbook.test.mjs tests/replay.test.mjs)
 other=()
 for f in tests/*.test.mjs; do
     [[ " ${realtime[*]} " == *" $f "* ]] || other+=("$f")
