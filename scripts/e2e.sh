@@ -5,16 +5,19 @@
 # Why two lanes. Run one after another the files take ~6.5 minutes, and most of it is waiting:
 # drills in real time, a request a second. The machine has two cores:
 #   - the real-time lane runs the files whose proofs are drills or load in real time at
-#     a high rate, one after another, never two at once — each drill is judged with the
-#     host's witness, but two such runs side by side would only stall each other — the
-#     runbooks' too (tests/runbook.test.mjs: five rollout drills, one of them checked line by
-#     line against the transcript in docs/rollout.md), and the replay's proofs
-#     (tests/replay.test.mjs: seed 000 drilled at 100 requests a second, three times);
+#     a high rate, or that load the host themselves, one after another, never two at once:
+#     the drills (judged with the host's witness), the fleet's coordinator faults (a p99),
+#     the load from a separate process (the breaker never opens on a healthy origin), the
+#     rollout drill (200 req/s), the bench's short form (closed loops of 64 connections),
+#     the runbooks (tests/runbook.test.mjs: five rollout drills, one of them checked line by
+#     line against the transcript in docs/rollout.md) and the replay's proofs
+#     (tests/replay.test.mjs: seed 000 drilled at 100 requests a second, three times) —
+#     beside one another they stall each other: with the rollout drill and the bench in the
+#     other lane, a good release was rolled back, and a healthy origin opened the breaker
+#     and the coordinator's faults broke their p99 in the load test;
 #   - the other lane runs every other file, one after another, beside it: builds, registry
-#     and CLI tests, the JS driver, the events drill (bounds of seconds), the rollout drill
-#     (old and new judged in the same window), the bench's short form (its figures are
-#     reported, not asserted), the resilience and edge tests (their clocks scaled for a
-#     loaded host).
+#     and CLI tests, the JS driver, the events drill (bounds of seconds), the resilience and
+#     edge tests (their clocks scaled for a loaded host).
 # Files share no port (every server takes port 0) and no lock (each test has its own
 # registry and scratch directories; the edge is built before this runs). A new test file
 # runs in the other lane unless it is named below.
@@ -25,7 +28,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-realtime=(tests/drill.test.mjs tests/fleet.test.mjs tests/load.test.mjs tests/runbook.test.mjs tests/replay.test.mjs)
+realtime=(tests/drill.test.mjs tests/fleet.test.mjs tests/load.test.mjs tests/rollout.test.mjs tests/bench.test.mjs tests/runbook.test.mjs tests/replay.test.mjs)
 other=()
 for f in tests/*.test.mjs; do
     [[ " ${realtime[*]} " == *" $f "* ]] || other+=("$f")
