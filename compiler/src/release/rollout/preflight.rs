@@ -192,7 +192,7 @@ pub fn refuse(
     now_ms: u64,
 ) -> Result<RolloutRecord> {
     let _deployment = guard::take(reg, "releases rollout", reg.lock_options.wait, false)?;
-    super::run::keep_earlier(reg, &plan.new, now_ms)?;
+    record::keep_earlier(reg, &plan.new)?;
     let (ctrl, _) = Controller::start(slo.clone());
     let mut state = ctrl.state().clone();
     state.phase = Phase::Refused;

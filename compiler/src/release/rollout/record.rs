@@ -199,6 +199,21 @@ pub fn running(reg: &Registry) -> Result<Option<RolloutRecord>> {
     Ok(l.records.into_iter().find(|r| !r.finished()))
 }
 
+/// An earlier, ended rollout of the same release is kept beside (`ID.STARTED.json`) when
+/// this one is first recorded, not overwritten.
+pub fn keep_earlier(reg: &Registry, new: &str) -> Result<()> {
+    let Some(e) = read(reg, new)? else {
+        return Ok(());
+    };
+    let _lock = reg.lock()?;
+    let kept = reg
+        .root
+        .join(DIR)
+        .join(format!("{new}.{}.json", e.started_at_ms));
+    std::fs::rename(path(reg, new), &kept)
+        .with_context(|| format!("cannot keep {}", kept.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

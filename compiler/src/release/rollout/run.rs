@@ -110,7 +110,7 @@ pub fn run(
                     "kept the record of a rollout that never ended as {kept}"
                 );
             }
-            keep_earlier(reg, &plan.new, now)?;
+            record::keep_earlier(reg, &plan.new)?;
             let (ctrl, cmds) = Controller::start(slo.clone());
             let rec = RolloutRecord {
                 format: record::FORMAT,
@@ -291,21 +291,6 @@ pub fn run(
         let _ = writeln!(out, "{line}");
     }
     Ok(rec)
-}
-
-/// An earlier, ended rollout of the same release is kept beside (`ID.STARTED.json`) when
-/// this one is first recorded, not overwritten.
-pub(super) fn keep_earlier(reg: &Registry, new: &str, _now: u64) -> Result<()> {
-    let Some(e) = record::read(reg, new)? else {
-        return Ok(());
-    };
-    let _lock = reg.lock()?;
-    let kept = reg
-        .root
-        .join(record::DIR)
-        .join(format!("{new}.{}.json", e.started_at_ms));
-    std::fs::rename(record::path(reg, new), &kept)
-        .with_context(|| format!("cannot keep {}", kept.display()))
 }
 
 /// The record of a rollout that has not ended.
