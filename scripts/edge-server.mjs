@@ -39,8 +39,8 @@ import { Miniflare, Log, LogLevel } from "miniflare";
  * `os.tmpdir()`, and workerd runs their writes on the Worker's own thread. On a disk-backed
  * /tmp those writes (write-through, the KV cache) stalled the whole isolate for 200–320 ms
  * at a time — seed 000's time-scaled drill broke LATENCY_BUDGET or RECOVER_WITHIN in 4 of 10
- * runs, and in 1 of 16 (no stall) with the storage in RAM (docs/observability.md, "The local
- * runtime's storage"). Production KV is a remote service behind its read timeout and never blocks the
+ * runs, and in 1 of 16 (no stall) with the storage in RAM (docs/history/2026-12-bench.md,
+ * "The local runtime's storage"). Production KV is a remote service behind its read timeout and never blocks the
  * isolate, so the stall is the simulator's, not the edge's: the storage goes to tmpfs
  * (`/dev/shm`) where there is one, or where UNDERSTUDY_RUNTIME_TMP says. Explicit
  * persistence (`persist`, `kvPersist`) is untouched.
@@ -372,7 +372,7 @@ const KEPT_BYTES = 8 << 20;
  * reader. Splitting and copying every line as it came (readline) was such a reader under load:
  * in `understudy bench`'s model-hung loop (the edge at ~2,700 req/s, a log line each) answers
  * waited in batches, and the edge's p99 was 305–311 ms with it against 157 ms with the output
- * discarded (docs/observability.md). A deployed Worker's logs never block it.
+ * discarded (docs/history/2026-12-bench.md). A deployed Worker's logs never block it.
  *
  * With `logFile`, every whole line of the runtime's stdout — the Worker's log lines — is
  * also appended to that file (`understudy drill --logs`: what `understudy replay` reads),

@@ -80,7 +80,7 @@ describe("the edge under load from a separate process (issue 23)", () => {
 
   test("a healthy 25 ms origin, a fresh isolate each run: the breaker never opens", { timeout: 400_000 }, async (t) => {
     // UNDERSTUDY_LOAD_RUNS / UNDERSTUDY_LOAD_SECONDS: more, shorter runs (a fresh isolate's
-    // first seconds are where the breaker opened: docs/observability.md, stop 33).
+    // first seconds are where the breaker opened: docs/outcomes.md, the listening after a timeout).
     const runs = Number(process.env.UNDERSTUDY_LOAD_RUNS ?? (LONG ? 10 : 3));
     const seconds = Number(process.env.UNDERSTUDY_LOAD_SECONDS ?? (LONG ? 12 : 6));
     const seen = [];

@@ -1,6 +1,6 @@
 // The runtime's output as scripts/edge-server.mjs keeps it (runtimeOutput): raw blocks of
 // whole lines, split only when asked — a reader that falls behind blocks workerd, whose
-// stdout is a pipe (docs/observability.md, issue 13's seventh stop). No runtime needed: the
+// stdout is a pipe (docs/history/2026-12-bench.md, "The model-hung tail"). No runtime needed: the
 // streams here are plain PassThroughs standing in for workerd's stdout and stderr.
 
 import { test } from "node:test";

@@ -3,7 +3,7 @@
 //!
 //! This module is a driver and holds no decision: it builds each scenario request as the
 //! HTTP request a client sends ([`request::plan`], the same one `drill` sends), hands it to
-//! the engine, and performs the actions the engine asks for on a virtual clock: the model
+//! the engine, and performs the commands the engine gives on a virtual clock: the model
 //! answers as the scenario scripts it ([`origin`], raw statuses and bodies the engine
 //! classifies), KV holds the scenario's entries plus what the engine writes through, the
 //! rate limiter counts fixed windows ([`limiter`]). What a request's answer was is read from

@@ -303,8 +303,8 @@ function fleetReport(f, path, binding, object, body, timeoutMs) {
 // again) and prints its log line. The put is issued from the next task, not this one: the
 // answer just resolved, and the answers of other requests already queued, go out before
 // a write that no client waits for (a fresh isolate's first wave of 10: p99 78.9 → 66.1 ms
-// and 64.2 → 58.5 ms, medians of 10 fresh runtimes, docs/observability.md "The cold first
-// wave and the write-through").
+// and 64.2 → 58.5 ms, medians of 10 fresh runtimes, docs/history/2026-12-bench.md "The cold
+// first wave and the write-through").
 function put(f, binding, key, value, meta, cid) {
   const failed = (e) => f.engine.writeFailed(binding, key, firstLine(e), cid);
   try {

@@ -1,10 +1,12 @@
 //! [R-GRADUAL] [R-STATE] [R-GUARD] `understudy releases rollout`: the controller driven
 //! against a [`Driver`] (the local front of `drill --rollout`, or Cloudflare), with its record
 //! written to the registry after every command and before the next. The deployment lock
-//! ([`guard`]) is held for the whole run (one rollout at a time; a killed controller's lock is
-//! taken over by the next, ADR 008); a new rollout passes [`preflight`] first; `--resume` and
-//! `--abort` first read the deployment serving now and refuse to deploy over one that is not
-//! the rollout's.
+//! ([`guard`], ADR 008's `flock`) is held for the whole run: one rollout at a time. A killed
+//! controller's lock is released by the kernel, but its rollout is left *stranded* (its record
+//! not ended), and until its own `--resume` or `--abort` resolves it nothing else moves the
+//! deployment ([`guard::settled`]; a new rollout over it only with `--force`, [`preflight`]).
+//! `--resume` and `--abort` first read the deployment serving now and refuse to deploy over
+//! one that is not the rollout's.
 //!
 //! When the rollout is done the new release becomes `ACTIVE` (the history's action is
 //! `rollout`) before the record says so; a rolled-back rollout leaves `ACTIVE` on the old

@@ -1,5 +1,5 @@
 //! [V-*] Event requests in the engine: the flows of [`crate::events::flow`] turned into the
-//! engine's actions, and their answers into replies with their own log line. Ingest
+//! engine's commands, and their answers into replies with their own log line. Ingest
 //! outcomes are counted per isolate (`counters.events`).
 
 use crate::disclosure::Rendered;

@@ -8,7 +8,7 @@
 //! (`written_at` travels with it). What it saves is the reads: with the model hung and the
 //! breaker open, `understudy bench` (64 connections, 200 users) sent ~200 KV reads a second
 //! with a 1 s cache, and their queue made the tail — p99 141–471 ms against 73 ms with 30 s,
-//! at 2,170–3,145 against 4,644 answers a second (docs/observability.md). In production a
+//! at 2,170–3,145 against 4,644 answers a second (docs/history/2026-12-bench.md). In production a
 //! read costs money and a round trip; a hot category key was read once a second per isolate.
 //!
 //! Hits and misses are both kept; timeouts and errors are not (the next request tries

@@ -5,13 +5,15 @@
 //! recording breaker calls, planning write-through — the copies drifted, and an origin 404
 //! opened the breaker for every tenant. Here the whole request lives in one sans-IO state
 //! machine, in the manner of quinn-proto: [`Engine::start`] and [`Engine::step`] take what
-//! happened with the time it happened and return the next [`Action`]; the drivers (the
-//! Worker, `simulate`) perform actions and hold no decision.
+//! happened with the time it happened and return an [`Output`]: the [`Command`]s to perform
+//! and when to wake the request next (docs/adr/010); the drivers (the Worker, `simulate`)
+//! perform commands and hold no decision.
 //!
 //! Order of a request: correlation and trace context → the admin endpoint → token
-//! verification → parameters (400/404/405 before any I/O) → retry-storm limit (an
-//! [`Action::Limit`]) → breaker admission → the race and the cascade ([`Exchange`]) →
-//! rendering, write-through, counters, the data point and the log line ([`Reply`]).
+//! verification → parameters (400/404/405 before any I/O) → retry-storm limit (a
+//! [`Command::Start`] of [`crate::io::Op::Limit`]) → breaker admission → the race
+//! (`race.rs`) and the cascade (`walk.rs`) → rendering, write-through, counters, the data
+//! point and the log line ([`Reply`]).
 
 mod bulkhead;
 pub mod calls;

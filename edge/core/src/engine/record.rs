@@ -39,7 +39,7 @@ const CALM_MS: u64 = 2;
 /// 25 ms model and a burst of 16 concurrent requests on a busy host gave timeouts whose
 /// timers fired 11–13 ms late — inside that tolerance (11 ms for 45 ms), so they counted
 /// as the model's; short benches opened the breaker on a healthy model in 7 runs of 12
-/// with that rule, 3 of 12 with this one (docs/observability.md).
+/// with that rule, 3 of 12 with this one (docs/history/2026-12-bench.md).
 pub const BUSY_MS: u64 = 5;
 
 /// What the breaker learns from attempt `a`, made under `admission`. `hedge_won_after`: the

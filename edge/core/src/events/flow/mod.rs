@@ -2,7 +2,7 @@
 //! envelope → seal → claim → store → `202`) and the operators' endpoints (list, inspect,
 //! replay, skip, and the events block of the status endpoint). Each is a small state
 //! machine: [`start`] and [`Flow::step`] return a [`Step`] — read the body, call shards, or
-//! answer — and the engine turns steps into its actions (docs/adr/005, 006).
+//! answer — and the engine turns steps into its commands (docs/adr/006, 010).
 //!
 //! [`ingest`] holds the producers' path, [`ops`] the operators'; this module holds the
 //! shapes they share and dispatches each step to the one that owns its state.
