@@ -243,3 +243,48 @@ fn a_stop_in_the_products_sense_is_not_a_session() {
     assert!(session_stop("The host's 50 ms with the stop's 15 (overlapping 5)").is_none());
     assert!(session_stop("when the edge first stops answering").is_none());
 }
+
+/// docs/bench.md's flag table names every flag of `understudy bench --help` but the ones
+/// every command has (`--format`, `--color`, `--help`), and no other.
+#[test]
+fn the_bench_flag_table_is_bench_help() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
+        .args(["bench", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let flags = |text: &str| -> Vec<String> {
+        let mut f: Vec<String> = text
+            .match_indices("--")
+            .map(|(at, _)| {
+                text[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect::<String>()
+            })
+            .filter(|f| {
+                f.chars().nth(2).is_some_and(|c| c.is_ascii_alphabetic())
+                    && !["--format", "--color", "--help"].contains(&f.as_str())
+            })
+            .collect();
+        f.sort();
+        f.dedup();
+        f
+    };
+    let mut in_help: Vec<String> = help
+        .lines()
+        .filter(|l| l.trim_start().starts_with("--") || l.trim_start().starts_with("-h"))
+        .flat_map(|l| flags(l.split_whitespace().next().unwrap_or("")))
+        .collect();
+    in_help.sort();
+    let doc = read("docs/bench.md");
+    let table: String = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("| flag |"))
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split(" | ").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(in_help.len() >= 8, "bench --help was read: {in_help:?}");
+    assert_eq!(flags(&table), in_help, "docs/bench.md's flag table");
+}
