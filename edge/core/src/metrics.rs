@@ -68,7 +68,7 @@ pub struct Counters {
     /// any increase — no caller can fix it.
     pub credential_refused: u64,
     /// Origin attempts the breaker did not learn from because the edge, not the model, set
-    /// their pace: started while the isolate was cold, or timed out by a late timer.
+    /// their pace: timed out while the isolate was cold, or timed out by a late timer.
     pub unrecorded: u64,
     /// Origin timeouts held against the model: at once (the isolate calm, the timer on
     /// time), and after the model stayed silent one more timeout-length (a busy isolate).

@@ -132,7 +132,8 @@ pub struct Engine<'p> {
     /// Origin attempts in flight in this isolate ([`bulkhead`]).
     bulkhead: bulkhead::Bulkhead,
     /// When the isolate's first origin attempt ended: attempts started before it ran on a
-    /// cold isolate and are not the model's to answer for ([`record`]).
+    /// cold isolate, and their timeouts and latencies are not the model's to answer for
+    /// ([`record`]).
     warm_since: Option<Millis>,
     /// Bearer tokens this isolate has verified (re-checked for time on every use).
     tokens: crate::token::Verified,

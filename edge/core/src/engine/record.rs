@@ -2,9 +2,10 @@
 //! latency window: dependency and credential failures count against the origin; a caller's
 //! 4xx is no news about it; and neither is an attempt the edge itself could not serve in
 //! time:
-//! - an attempt started while the isolate was still cold (before its first origin attempt
-//!   had ended: the first wave of a fresh isolate pays for instantiation and connection
-//!   set-up, and must not open the breaker on a healthy model);
+//! - a timeout of an attempt started while the isolate was still cold (before its first
+//!   origin attempt had ended: the first wave of a fresh isolate pays for instantiation and
+//!   connection set-up, and must not open the breaker on a healthy model), and the latency
+//!   of such an attempt's success (it counts as a success, never as a slow call);
 //! - a late timer while the model answered other calls (`EDGE_OVERLOADED`);
 //! - while the isolate is busy, a success's latency (it counts as a success, never as a slow
 //!   call: its latency is the queue's as much as the model's);
@@ -12,7 +13,7 @@
 //!   for one more timeout-length ([`super::verdict`]).
 //!
 //! What the model said is always its own: a status, a malformed body or a refused
-//! connection counts however busy the isolate, and so does a timeout after which it
+//! connection counts however busy or cold the isolate, and so does a timeout after which it
 //! answered nobody — a saturated isolate must not hide a hung model from its breaker.
 
 use crate::breaker::{Admission, Mode, Outcome as BreakerOutcome};
@@ -80,7 +81,10 @@ pub(super) fn record(
     // An isolate that knows it is busy — its timers fire more than [`BUSY_MS`] late —
     // cannot tell the model's latency from its own queue ([`busy`]).
     let queue_delay = engine.lag.recent(a.ended);
-    if cold || class.is_some_and(|c| c.breaker() == BreakerRecord::Unrecorded) {
+    // A cold isolate's timeout is its own slowness (instantiation, connection set-up), not
+    // the model's; what the model said on a cold isolate is its own like any other answer.
+    let cold_timeout = cold && a.result == Err(FailureReason::MlTimeout);
+    if cold_timeout || class.is_some_and(|c| c.breaker() == BreakerRecord::Unrecorded) {
         engine.counters.unrecorded += 1;
         engine.breaker.release(admission);
         return;
@@ -110,11 +114,15 @@ pub(super) fn record(
     // And a success came before its attempt's timer fired: by the runtime's own clock it took
     // at most the timeout. What the engine's clock adds on top is the request's start — the
     // turn that armed the timer, which workerd counts from its end — and is the edge's too.
+    //
+    // A cold isolate's answers paid for its instantiation and connection set-up: like a busy
+    // isolate's, its successes count as successes but are never judged slow, and they do not
+    // set the hedge's delay.
     let mut model_latency = latency.saturating_sub(queue_delay).min(a.timeout_ms);
-    if queue_delay > CALM_MS {
+    if queue_delay > CALM_MS || cold {
         model_latency = model_latency.min(engine.slow_call_ms());
     }
-    if a.result.is_ok() {
+    if a.result.is_ok() && !cold {
         // The hedge's delay follows the origin's own answer times: an answer the hedge won
         // took what it took from when the hedge went out. Counted from the first request's
         // start, every won hedge would push the p95 — and the next hedge — later, until the

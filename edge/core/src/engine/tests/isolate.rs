@@ -28,6 +28,82 @@ fn the_first_wave_of_a_cold_isolate_does_not_open_the_breaker() {
     assert_eq!(e.breaker_mode(at(400)), "OPEN");
 }
 
+/// Eight concurrent callers at 100 ms against seed 004's orders API whose model answers 503
+/// to every call after 5 ms: how many origin calls the isolate had made when its breaker
+/// opened, and in all.
+fn storm_of_503s(e: &mut Engine<'_>) -> (Option<u64>, u64) {
+    use super::retry::{arrival, Failing};
+    use crate::engine::virtual_io::Virtual;
+    let mut world = Failing {
+        status: 503,
+        latency_ms: 5,
+        calls: 0,
+        replies: Vec::new(),
+    };
+    let mut v = Virtual::new();
+    for i in 0..8 {
+        v.arrive((NOW + 100) * 1000, i, arrival(i + 1));
+    }
+    let mut opened_after = None;
+    while let Some(s) = v.step(e, &env(), &mut world) {
+        if opened_after.is_none() && e.breaker_mode(s.at) == "OPEN" {
+            opened_after = Some(world.calls);
+        }
+    }
+    assert_eq!(world.replies.len(), 8);
+    assert!(world.replies.iter().all(|r| r.status == 503));
+    (opened_after, world.calls)
+}
+
+#[test]
+fn a_cold_isolate_counts_the_models_statuses_and_opens_as_soon_as_a_warm_one() {
+    // A fresh isolate's first wave pays for instantiation and connection set-up, so its
+    // timeouts are no verdict; but a 503 is the model's own answer, cold or warm. Eight
+    // callers against a model answering 503: the first wave's failures open the breaker,
+    // and no retry is made. (Counted `unrecorded`, the first wave's 503s left the verdict to
+    // the retries: open after 13 calls, 15 in all.)
+    let b = bake(super::retry::orders_api());
+    let mut warm_e = Engine::new(&b).unwrap();
+    warm(&mut warm_e);
+    let (warm_opened, warm_calls) = storm_of_503s(&mut warm_e);
+    assert_eq!((warm_opened, warm_calls), (Some(8), 8));
+
+    let mut cold = Engine::new(&b).unwrap();
+    let (cold_opened, cold_calls) = storm_of_503s(&mut cold);
+    assert_eq!(
+        cold_opened, warm_opened,
+        "origin calls made when the breaker opened"
+    );
+    assert_eq!(cold_calls, warm_calls, "no retry once it is open");
+    assert_eq!(cold.counters().unrecorded, 0, "every 503 was the model's");
+}
+
+#[test]
+fn a_cold_isolates_successes_count_but_never_as_slow_calls() {
+    // Its first wave's answers took the isolate's set-up as well as the model's time: each
+    // is a success (left out, a wave of mixed answers would lean to its failures), none is
+    // judged slow.
+    let mut p = seed_policy();
+    p.breaker = BreakerCfg::Rate(quick_rate());
+    p.budget.deadline_ms = 100;
+    p.budget.total_ms = 150;
+    p.origin.attempt_timeout_ms = 100;
+    let b = bake(p);
+    let mut e = Engine::new(&b).unwrap();
+    let wave: Vec<_> = (0..10).map(|i| begin(&mut e, 0, i + 1)).collect();
+    for (mut f, out) in wave {
+        answer_ok(&mut e, &mut f, &out, 60);
+    }
+    assert_eq!(e.breaker_mode(at(100)), "PRIMARY_HEALTHY");
+    assert_eq!(e.counters().unrecorded, 0, "each answer counted");
+    // Once warm, answers that slow are slow calls.
+    for i in 1..=10 {
+        let (mut f, out) = begin(&mut e, i * 100, i + 10);
+        answer_ok(&mut e, &mut f, &out, i * 100 + 60);
+    }
+    assert_eq!(e.breaker_mode(at(1_100)), "DEGRADED_FALLBACK");
+}
+
 #[test]
 fn a_late_timer_is_the_edges_overload_while_the_model_answers_other_calls() {
     let mut p = seed_policy();
@@ -69,7 +145,7 @@ fn a_timer_a_few_ms_late_while_the_model_answers_others_blames_nobody() {
     let r = finish(&mut e, &mut f, 154, out, &Observed::TimedOut);
     assert_eq!(r.header("X-Degraded-Reason"), Some("ML_TIMEOUT"));
     assert_eq!(e.breaker_mode(at(160)), "CLOSED", "the model is not blamed");
-    assert_eq!(e.counters().unrecorded, 2, "the warm-up and this timeout");
+    assert_eq!(e.counters().unrecorded, 1, "this timeout");
 
     // The same with the timer on time (2 ms over, the arming turn): the model's timeout.
     let mut e = Engine::new(&b).unwrap();
@@ -103,7 +179,11 @@ fn a_late_timer_on_a_model_that_answered_nobody_is_the_models_timeout() {
         Some("BREAKER_OPEN"),
         "a hung model is shed"
     );
-    assert_eq!(e.counters().unrecorded, 1, "only the cold warm-up");
+    assert_eq!(
+        e.counters().unrecorded,
+        0,
+        "the model's answers all counted"
+    );
 }
 
 #[test]
@@ -127,11 +207,7 @@ fn a_stalled_isolate_whose_queued_answers_come_after_its_timers_blames_nobody() 
     let r = run(&mut e, 400, "/recommendations/bob", ok());
     assert_eq!(r.status, 200);
     assert_eq!(e.breaker_mode(at(500)), "CLOSED");
-    assert_eq!(
-        e.counters().unrecorded,
-        2,
-        "the warm-up and the acquitted timeout"
-    );
+    assert_eq!(e.counters().unrecorded, 1, "the acquitted timeout");
 }
 
 #[test]
@@ -153,7 +229,7 @@ fn a_saturated_isolate_does_not_hide_a_hung_model_from_its_breaker() {
     // Convicted one timeout-length later, when the model has still answered no one.
     let r = run(&mut e, 400, "/recommendations/alice", ok());
     assert_eq!(r.header("X-Degraded-Reason"), Some("BREAKER_OPEN"));
-    assert_eq!(e.counters().unrecorded, 1, "only the cold warm-up");
+    assert_eq!(e.counters().unrecorded, 0, "every call counted");
 
     // The same isolate and a healthy model that answers other calls meanwhile: its
     // timeouts there are the queue's, and no verdict.
@@ -169,8 +245,8 @@ fn a_saturated_isolate_does_not_hide_a_hung_model_from_its_breaker() {
         let _ = e.step(&mut f, at(t + 45), Input::Timer);
     }
     assert_eq!(e.breaker_mode(at(400)), "CLOSED");
-    // The warm-up and the three timeouts (the successes count, never as slow calls).
-    assert_eq!(e.counters().unrecorded, 4);
+    // The three timeouts (the successes count, never as slow calls).
+    assert_eq!(e.counters().unrecorded, 3);
     // What the model says is its own however busy the isolate: three 503s open it.
     for t in [500, 600, 700] {
         run(&mut e, t, "/recommendations/alice", status(503));
@@ -245,7 +321,7 @@ fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
         answer_ok(&mut e, &mut f, &out, i * 100 + 60);
     }
     assert_eq!(e.breaker_mode(at(1_100)), "PRIMARY_HEALTHY");
-    assert_eq!(e.counters().unrecorded, 1, "only the cold warm-up");
+    assert_eq!(e.counters().unrecorded, 0, "every answer counted");
     // Without the measurement, the same answers are slow calls and trip the breaker.
     let mut e = Engine::new(&b).unwrap();
     warm(&mut e);
@@ -264,7 +340,7 @@ fn the_isolates_own_queueing_is_not_counted_as_the_models_latency() {
         answer_ok(&mut e, &mut f, &out, i * 100 + 95);
     }
     assert_eq!(e.breaker_mode(at(1_100)), "PRIMARY_HEALTHY");
-    assert_eq!(e.counters().unrecorded, 1, "only the cold warm-up");
+    assert_eq!(e.counters().unrecorded, 0, "every answer counted");
 }
 
 #[test]

@@ -219,8 +219,8 @@ fn run(engine: &mut Engine<'_>, t0: u64, path: &str, origin: Observed) -> Reply 
     finish(engine, &mut f, t0, out, &origin)
 }
 
-/// One healthy request, so the isolate is no longer cold: the breaker learns from what
-/// starts after it.
+/// One healthy request, so the isolate is no longer cold: what starts after it is judged as
+/// on a warm isolate (its timeouts and latencies too).
 fn warm(engine: &mut Engine<'_>) {
     assert_eq!(run(engine, 0, "/recommendations/warm", ok()).status, 200);
 }

@@ -5,11 +5,11 @@ use super::*;
 use crate::engine::virtual_io::{Arrival, Virtual, World};
 
 /// A model that answers every call with `status` after `latency_ms`; KV misses after 1 ms.
-struct Failing {
-    status: u16,
-    latency_ms: u64,
-    calls: u64,
-    replies: Vec<Reply>,
+pub(super) struct Failing {
+    pub(super) status: u16,
+    pub(super) latency_ms: u64,
+    pub(super) calls: u64,
+    pub(super) replies: Vec<Reply>,
 }
 
 impl<'p> World<'p> for Failing {
@@ -31,7 +31,7 @@ impl<'p> World<'p> for Failing {
 
 /// Seed 004's orders API in short: 3 attempts, a 100 ms backoff base, retries on 5xx, a
 /// consecutive breaker of 5, and no tier (503 when the model fails).
-fn orders_api() -> crate::policy::Policy {
+pub(super) fn orders_api() -> crate::policy::Policy {
     let mut p = seed_policy();
     p.budget.total_ms = 10_000;
     p.budget.deadline_ms = 9_000;
@@ -49,7 +49,7 @@ fn orders_api() -> crate::policy::Policy {
     p
 }
 
-fn arrival(seed: u64) -> Arrival {
+pub(super) fn arrival(seed: u64) -> Arrival {
     Arrival {
         method: "GET".into(),
         path: format!("/recommendations/user{seed}"),
