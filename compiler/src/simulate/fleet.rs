@@ -23,17 +23,18 @@ use super::scenario::Scenario;
 use super::{arrival, bake, setup, DevBindings, RequestResult};
 
 /// What the fleet scope's figures miss of the scenario's `degrade_within` and
-/// `recover_within`. The time to degrade is met when the traffic meets it, or when the
-/// traffic within reach of the fleet's opening meets it and the traffic as a whole is no
-/// later than its floor (what the requests out of reach alone impose; `never` is later than
-/// any time).
+/// `recover_within`, and every coordinator over its capacity. The time to degrade is met
+/// when the traffic meets it, or when the traffic within reach of the fleet's opening meets
+/// it and the traffic as a whole is no later than its floor (what the requests out of reach
+/// alone impose; `never` is later than any time). A coordinator whose busiest second is over
+/// its capacity, or that refused a request, breaks the run whatever its times.
 pub fn unmet(sc: &Scenario, fleet: &Figures) -> Vec<String> {
+    let mut out: Vec<String> = fleet.coordinators.iter().filter_map(Load::over).collect();
     let Some(spec) = &sc.fleet else {
-        return Vec::new();
+        return out;
     };
     let within = |bound: u64, got: Option<f64>| got.is_some_and(|s| s * 1000.0 <= bound as f64);
     let secs = |got: Option<f64>| got.map_or("never".to_string(), |s| format!("{s:.2} s"));
-    let mut out = Vec::new();
     if let Some(bound) = spec.degrade_within_ms {
         let inf = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
         let floor = inf(fleet.degrade_floor_s).max(bound as f64 / 1000.0);
@@ -125,24 +126,32 @@ pub struct FleetRun {
     /// Watches sent, and those answered with a verdict.
     pub watches: u64,
     pub pushed: u64,
-    /// When the fleet's verdict opened or closed (ms since the start, mode).
+    /// When a region's verdict opened or closed (ms since the start, mode).
     pub fleet_moves: Vec<(u64, FleetMode)>,
+    /// Each coordinator's load: the regions' in order, then the global one.
+    pub coordinators: Vec<Load>,
 }
 
 enum Ev {
-    /// A report reaches the coordinator.
+    /// A report reaches isolate k's coordinator.
     Deliver(usize, String),
     /// Its answer (or failure) reaches isolate k.
     Answer(usize, Result<String, String>),
-    /// A watch reaches the coordinator.
+    /// A watch reaches isolate k's coordinator.
     Watch(usize, String),
     /// The coordinator answers isolate k's held watch `token` with the verdict as it
     /// stands ([`WATCH_MS`] passed).
     WatchDue(usize, u64),
     /// A watch's answer (or failure) reaches isolate k.
     Pushed(usize, Result<String, String>),
-    /// The coordinator restarts empty.
+    /// The struck coordinators restart empty.
     Reset,
+    /// Every region sends its window to the global coordinator (once per interval).
+    Tick,
+    /// Region r's window reaches the global coordinator…
+    Merge(usize, String),
+    /// …and the global verdict reaches region r.
+    Heed(usize, String),
 }
 
 /// The fleet's events in time order (ties in the order pushed).
@@ -183,37 +192,45 @@ fn note_mode(
     }
 }
 
-/// The watches the coordinator holds: the watch's token → its isolate.
+/// The watches a coordinator holds: the watch's token → its isolate.
 type Held = HashMap<u64, usize>;
 
-/// The coordinator's side of the run: its held watches, and when the fleet opened or
-/// closed (ms since the start, mode).
-struct Watches {
+/// One region's coordinator: its state (none while it is down after a reset), its server,
+/// the watches it holds, and the windows it sent the global one.
+struct Region {
+    coordinator: Option<Coordinator>,
+    server: Server,
     held: Held,
-    delay_us: u64,
+    sent: u64,
+}
+
+/// When any region's verdict opened or closed (ms since the start, mode).
+struct Moves {
     start: Millis,
+    delay_us: u64,
     moves: Vec<(u64, FleetMode)>,
 }
 
-impl Watches {
-    /// Answers every held watch with `v` (its JSON `text`) when the fleet just opened or
-    /// closed.
-    fn broadcast(
-        &mut self,
-        c: &mut Coordinator,
-        q: &mut Queue,
-        at_us: u64,
-        v: &Verdict,
-        text: &str,
-    ) {
+impl Moves {
+    /// Answers every watch `region` holds with `v` (its JSON `text`) when its fleet just
+    /// opened or closed.
+    fn broadcast(&mut self, region: &mut Region, q: &mut Queue, at_us: u64, v: &Verdict) {
+        let Some(c) = region.coordinator.as_mut() else {
+            return;
+        };
         if c.moved() {
             self.moves
                 .push((Millis(at_us / 1000).since(self.start), v.mode));
-            for (_, k) in self.held.drain() {
-                q.push(at_us + self.delay_us, Ev::Pushed(k, Ok(text.to_string())));
+            let text = json(v);
+            for (_, k) in region.held.drain() {
+                q.push(at_us + self.delay_us, Ev::Pushed(k, Ok(text.clone())));
             }
         }
     }
+}
+
+fn json(v: &Verdict) -> String {
+    serde_json::to_string(v).unwrap_or_default()
 }
 
 /// `policy` with the breaker's scope set: `fleet` keeps the policy's fleet settings (or
@@ -243,6 +260,23 @@ pub fn scoped(policy: &Policy, fleet: bool, spec: &FleetSpec) -> Result<Policy, 
     Ok(p)
 }
 
+/// Which region each of `n` isolates belongs to: by a hash of its index against the
+/// regions' shares (a Zipf split's busy isolates land in every region).
+fn regions_of(spec: &FleetSpec, n: usize) -> Vec<u16> {
+    let mut cdf = Vec::new();
+    let mut acc = 0.0;
+    for (_, share) in &spec.regions {
+        acc += share;
+        cdf.push(acc);
+    }
+    (0..n)
+        .map(|k| {
+            let u = unit(mix(k as u64) ^ 0x7e61_0a5e);
+            cdf.partition_point(|c| *c <= u).min(cdf.len() - 1) as u16
+        })
+        .collect()
+}
+
 /// Replays `sc` over `spec.isolates` isolates of `policy` (whose scope is used as is).
 pub fn run(
     policy: &Policy,
@@ -257,19 +291,43 @@ pub fn run(
         engines.push(Engine::new(&bake)?);
     }
     // A coordinator with nothing heard yet (at the start, and after a reset).
-    let fresh = || match &policy.breaker {
+    let (fresh, interval_ms) = match &policy.breaker {
         Breaker::Rate(r) => match &r.scope {
-            Scope::Fleet(f) => Some(Coordinator::new(
-                &policy.service.name,
-                &settings_hash(r),
-                r.clone(),
-                f.report_interval_ms,
-            )),
-            Scope::Isolate => None,
+            Scope::Fleet(f) => (
+                Some(|| {
+                    Coordinator::new(
+                        &policy.service.name,
+                        &settings_hash(r),
+                        r.clone(),
+                        f.report_interval_ms,
+                    )
+                }),
+                f.report_interval_ms.max(1),
+            ),
+            Scope::Isolate => (None, 1_000),
         },
-        _ => None,
+        _ => (None, 1_000),
     };
-    let mut coordinator = fresh();
+    let fresh = || fresh.as_ref().map(|f| f());
+    let start_us = sc.start_ms * 1000;
+    let mut regions: Vec<Region> = spec
+        .regions
+        .iter()
+        .map(|(name, _)| Region {
+            coordinator: fresh(),
+            server: Server::new(name, spec.capacity_rps, spec.queue, start_us),
+            held: Held::new(),
+            sent: 0,
+        })
+        .collect();
+    let merged = regions.len() > 1 && fresh().is_some();
+    let mut global = merged.then(|| {
+        (
+            fresh(),
+            Server::new("global", spec.capacity_rps, spec.queue, start_us),
+        )
+    });
+    let region_of = regions_of(spec, n);
     let (mut world, plans) = setup(policy, sc);
     let splitter = Splitter::new(spec.split, n);
     let mut virtuals: Vec<Virtual> = (0..n).map(|_| Virtual::new()).collect();
@@ -277,7 +335,7 @@ pub fn run(
     for p in &plans {
         let k = splitter.isolate(p.index);
         isolate_of[p.index as usize] = k as u32;
-        virtuals[k].arrive(sc.start_ms * 1000 + p.due_us, p.index, arrival(p));
+        virtuals[k].arrive(start_us + p.due_us, p.index, arrival(p));
     }
     drop(plans);
     let start = Millis(sc.start_ms);
@@ -287,20 +345,35 @@ pub fn run(
         .filter_map(|(k, v)| v.next_at_us().map(|t| Reverse((t, k))))
         .collect();
     let mut fleet_q = Queue::default();
-    let mut w = Watches {
-        held: Held::new(),
-        delay_us: spec.report_delay_ms * 1000,
-        start: Millis(sc.start_ms),
+    let delay_us = spec.report_delay_ms * 1000;
+    let global_us = spec.global_delay_ms * 1000;
+    let mut m = Moves {
+        start,
+        delay_us,
         moves: Vec::new(),
     };
     if let Some((from, _, Down::Reset)) = spec.down {
-        fleet_q.push((sc.start_ms + from) * 1000, Ev::Reset);
+        fleet_q.push(start_us + from * 1000, Ev::Reset);
     }
+    if merged {
+        fleet_q.push(start_us + interval_ms * 1000, Ev::Tick);
+    }
+    let struck = |r: Option<usize>| match (&spec.struck, r) {
+        (Struck::Regions, Some(_)) | (Struck::Global, None) => true,
+        (Struck::Region(name), Some(r)) => spec.regions[r].0 == *name,
+        _ => false,
+    };
+    let down_at = |t_ms: u64, r: Option<usize>| {
+        spec.down
+            .filter(|(from, to, how)| *how != Down::Reset && (*from..*to).contains(&t_ms))
+            .filter(|_| struck(r))
+            .map(|d| d.2)
+    };
     let mut last: Vec<&'static str> = engines.iter_mut().map(|e| e.breaker_mode(start)).collect();
     let mut changes: Vec<Changes> = vec![Vec::new(); n];
     let mut seen = vec![false; isolate_of.len()];
     let (mut reports, mut report_failures, mut watches, mut pushed) = (0u64, 0u64, 0u64, 0u64);
-    let delay_us = spec.report_delay_ms * 1000;
+    let mut last_arrival_us = start_us;
     loop {
         let tv = due.peek().map(|Reverse((t, _))| *t);
         let tf = fleet_q.next_at();
@@ -314,65 +387,125 @@ pub fn run(
                 continue;
             };
             let now = Millis(at_us / 1000);
-            let json = |v: &Verdict| serde_json::to_string(v).unwrap_or_default();
             match ev {
                 Ev::Reset => {
-                    coordinator = fresh();
-                    for (_, k) in w.held.drain() {
-                        let e = Err("the coordinator was reset".to_string());
-                        fleet_q.push(at_us + delay_us, Ev::Pushed(k, e));
+                    for (r, region) in regions.iter_mut().enumerate() {
+                        if struck(Some(r)) {
+                            region.coordinator = fresh();
+                            for (_, k) in region.held.drain() {
+                                let e = Err("the coordinator was reset".to_string());
+                                fleet_q.push(at_us + delay_us, Ev::Pushed(k, e));
+                            }
+                        }
+                    }
+                    if let Some(g) = global.as_mut().filter(|_| struck(None)) {
+                        g.0 = fresh();
+                    }
+                }
+                Ev::Tick => {
+                    let t_ms = now.since(start);
+                    for (r, region) in regions.iter_mut().enumerate() {
+                        let Some(c) = region.coordinator.as_mut() else {
+                            continue;
+                        };
+                        region.sent += 1;
+                        let report = c.window_report(now, &spec.regions[r].0, region.sent);
+                        // The global one down: the region hears nothing and decides alone.
+                        if down_at(t_ms, None).is_none() {
+                            let text = serde_json::to_string(&report).unwrap_or_default();
+                            fleet_q.push(at_us + global_us, Ev::Merge(r, text));
+                        }
+                    }
+                    if !due.is_empty() {
+                        fleet_q.push(at_us + interval_ms * 1000, Ev::Tick);
+                    }
+                }
+                Ev::Merge(r, text) => {
+                    let Some((Some(g), server)) = global.as_mut() else {
+                        continue;
+                    };
+                    let Some(done) = server.admit(at_us) else {
+                        continue;
+                    };
+                    let at = Millis(done / 1000);
+                    if let Ok(v) = Coordinator::parse(&text).and_then(|x| g.report(at, x)) {
+                        fleet_q.push(done + global_us, Ev::Heed(r, json(&v)));
+                    }
+                }
+                Ev::Heed(r, text) => {
+                    let region = &mut regions[r];
+                    let Some(c) = region.coordinator.as_mut() else {
+                        continue;
+                    };
+                    if let Ok(v) = serde_json::from_str::<Verdict>(&text) {
+                        c.heed(v);
+                        let v = c.verdict(now);
+                        m.broadcast(region, &mut fleet_q, at_us, &v);
                     }
                 }
                 Ev::Deliver(k, text) => {
-                    let answer = match coordinator.as_mut() {
+                    let region = &mut regions[region_of[k] as usize];
+                    let Some(done) = region.server.admit(at_us) else {
+                        let e = Err("the coordinator is overloaded".to_string());
+                        fleet_q.push(at_us + delay_us, Ev::Answer(k, e));
+                        continue;
+                    };
+                    let at = Millis(done / 1000);
+                    let answer = match region.coordinator.as_mut() {
                         None => Err("no coordinator".to_string()),
-                        Some(c) => match Coordinator::parse(&text).and_then(|r| c.report(now, r)) {
-                            Ok(v) => {
-                                let text = json(&v);
-                                w.broadcast(c, &mut fleet_q, at_us, &v, &text);
-                                Ok(text)
-                            }
+                        Some(c) => match Coordinator::parse(&text).and_then(|r| c.report(at, r)) {
+                            Ok(v) => Ok((json(&v), v)),
                             Err(refusal) => Err(format!("refused: {refusal:?}")),
                         },
                     };
-                    fleet_q.push(at_us + delay_us, Ev::Answer(k, answer));
+                    let answer = answer.map(|(text, v)| {
+                        m.broadcast(region, &mut fleet_q, done, &v);
+                        text
+                    });
+                    fleet_q.push(done + delay_us, Ev::Answer(k, answer));
                 }
                 Ev::Watch(k, text) => {
                     // As the Durable Object does: hold the watch first, then answer every
                     // held watch if the verdict this arrival computed moved the fleet.
-                    let Some(c) = coordinator.as_mut() else {
-                        let e = Err("no coordinator".to_string());
+                    let region = &mut regions[region_of[k] as usize];
+                    let Some(done) = region.server.admit(at_us) else {
+                        let e = Err("the coordinator is overloaded".to_string());
                         fleet_q.push(at_us + delay_us, Ev::Pushed(k, e));
                         continue;
                     };
-                    let got = Coordinator::parse_watch(&text).and_then(|x| c.watch(now, &x));
+                    let at = Millis(done / 1000);
+                    let Some(c) = region.coordinator.as_mut() else {
+                        let e = Err("no coordinator".to_string());
+                        fleet_q.push(done + delay_us, Ev::Pushed(k, e));
+                        continue;
+                    };
+                    let got = Coordinator::parse_watch(&text).and_then(|x| c.watch(at, &x));
                     match got {
                         Ok(None) => {
                             let token = fleet_q.seq + 1;
-                            fleet_q.push(at_us + WATCH_MS * 1000, Ev::WatchDue(k, token));
-                            w.held.insert(token, k);
-                            let v = c.verdict(now);
-                            w.broadcast(c, &mut fleet_q, at_us, &v, &json(&v));
+                            fleet_q.push(done + WATCH_MS * 1000, Ev::WatchDue(k, token));
+                            let v = c.verdict(at);
+                            region.held.insert(token, k);
+                            m.broadcast(region, &mut fleet_q, done, &v);
                         }
                         Ok(Some(v)) => {
-                            let text = json(&v);
-                            w.broadcast(c, &mut fleet_q, at_us, &v, &text);
-                            fleet_q.push(at_us + delay_us, Ev::Pushed(k, Ok(text)));
+                            m.broadcast(region, &mut fleet_q, done, &v);
+                            fleet_q.push(done + delay_us, Ev::Pushed(k, Ok(json(&v))));
                         }
                         Err(refusal) => {
                             let e = Err(format!("refused: {refusal:?}"));
-                            fleet_q.push(at_us + delay_us, Ev::Pushed(k, e));
+                            fleet_q.push(done + delay_us, Ev::Pushed(k, e));
                         }
                     }
                 }
                 Ev::WatchDue(k, token) => {
-                    if w.held.remove(&token).is_some() {
-                        let answer = match coordinator.as_mut() {
+                    let region = &mut regions[region_of[k] as usize];
+                    if region.held.remove(&token).is_some() {
+                        let answer = match region.coordinator.as_mut() {
                             Some(c) => {
                                 let v = c.verdict(now);
-                                let text = json(&v);
-                                w.broadcast(c, &mut fleet_q, at_us, &v, &text);
-                                Ok(text)
+                                m.broadcast(region, &mut fleet_q, at_us, &v);
+                                Ok(json(&v))
                             }
                             None => Err("no coordinator".to_string()),
                         };
@@ -413,6 +546,7 @@ pub fn run(
             continue;
         };
         let now = stepped.at;
+        last_arrival_us = last_arrival_us.max(now.0 * 1000);
         let i = stepped.request as usize;
         let mode = engines[k].breaker_mode(now);
         if let Some(s) = seen.get_mut(i).filter(|s| !**s) {
@@ -435,12 +569,8 @@ pub fn run(
             }
             let k = isolate_of[request as usize] as usize;
             let at_us = at.0 * 1000;
-            let t_ms = at.since(start);
             let lost = unit(mix(request) ^ (reports + watches)) < spec.report_loss;
-            let down = spec
-                .down
-                .filter(|(from, to, how)| *how != Down::Reset && (*from..*to).contains(&t_ms))
-                .map(|d| d.2);
+            let down = down_at(at.since(start), Some(region_of[k] as usize));
             let failed = |e: String| {
                 if watch {
                     Ev::Pushed(k, Err(e))
@@ -462,6 +592,14 @@ pub fn run(
             }
         }
     }
+    let run_s = last_arrival_us.saturating_sub(start_us) as f64 / 1e6;
+    let mut coordinators: Vec<Load> = regions.iter().map(|r| r.server.load(run_s)).collect();
+    if fresh().is_none() {
+        coordinators.clear();
+    }
+    coordinators.extend(global.iter().map(|g| g.1.load(run_s)));
+    let mut moves = m.moves;
+    moves.sort_by_key(|(t, _)| *t);
     Ok(FleetRun {
         results: world.results.into_iter().flatten().collect(),
         isolate_of,
@@ -472,14 +610,17 @@ pub fn run(
         report_failures,
         watches,
         pushed,
-        fleet_moves: w.moves,
+        fleet_moves: moves,
+        coordinators,
     })
 }
 
+mod capacity;
 mod figures;
 pub mod spec;
+pub use capacity::{Load, Server};
 pub use figures::{fault_span, figures, human, Figures};
-pub use spec::{spec, Down, FleetSpec, RawDown, RawFleet, Split, MAX_ISOLATES};
+pub use spec::{spec, Down, FleetSpec, RawDown, RawFleet, Split, Struck, MAX_ISOLATES};
 
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::super::scenario::{ModelFault, Scenario};
 use super::super::{RequestResult, Source};
-use super::FleetRun;
+use super::{FleetRun, Load};
 use understudy_core::breaker::fleet::FleetMode;
 
 /// One scope's figures (docs/scenarios.md, "The fleet").
@@ -59,6 +59,8 @@ pub struct Figures {
     pub watches: u64,
     pub pushed: u64,
     pub requests: u64,
+    /// Each coordinator's load (fleet scope): the regions' in order, then the global one.
+    pub coordinators: Vec<Load>,
 }
 
 /// The fault's span in ms after the start: the first faulty phase's start to the last's end
@@ -236,6 +238,7 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         watches: run.watches,
         pushed: run.pushed,
         requests: run.results.len() as u64,
+        coordinators: run.coordinators.clone(),
     }
 }
 
@@ -312,5 +315,26 @@ pub fn human(title: &str, rows: &[Figures]) -> String {
         format!("{} ({})", r.watches, r.pushed)
     });
     out += &line("requests", &|r| r.requests.to_string());
+    for r in rows.iter().filter(|r| !r.coordinators.is_empty()) {
+        out += &format!(
+            "\ncoordinators (scope = {}): requests a second, mean and busiest; queue wait p99\n",
+            r.scope
+        );
+        out += &format!(
+            "  {:<10}{:>10}{:>10}{:>16}{:>14}{:>10}\n",
+            "", "capacity", "mean", "busiest (at)", "wait p99", "refused"
+        );
+        for c in &r.coordinators {
+            out += &format!(
+                "  {:<10}{:>10}{:>10.0}{:>16}{:>14}{:>10}\n",
+                c.coordinator,
+                c.capacity_rps,
+                c.mean_rps,
+                format!("{} ({} s)", c.busiest_second_rps, c.busiest_second_at_s),
+                format!("{:.1} ms", c.queue_wait_p99_ms),
+                c.refused
+            );
+        }
+    }
     out
 }

@@ -1,5 +1,7 @@
 //! The scenario's `[fleet]` table (docs/scenarios.md, "The fleet"), checked.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use understudy_core::time::parse_duration;
 
@@ -24,6 +26,15 @@ pub struct RawFleet {
     pub report_delay: Option<String>,
     /// A stretch with the coordinator failing.
     pub coordinator_down: Option<RawDown>,
+    /// Requests a second one coordinator serves (default 1000: one Durable Object), and
+    /// how many may wait before it refuses one (default 1000).
+    pub coordinator_capacity: Option<u64>,
+    pub coordinator_queue: Option<u64>,
+    /// The traffic's split over regions: a share per region (location hints such as
+    /// `enam`, `weur`); one coordinator per region and a global one. Default: one region.
+    pub regions: Option<BTreeMap<String, f64>>,
+    /// One way, a region's coordinator to the global one (default 60ms).
+    pub global_delay: Option<String>,
     /// What the fleet scope must achieve (seed 000: `3s` and `45s`).
     pub degrade_within: Option<String>,
     pub recover_within: Option<String>,
@@ -37,6 +48,17 @@ pub struct RawDown {
     /// `error` (answers 500), `hang` (never answers: the driver's timeout), or `reset` (at
     /// `from` the coordinator restarts with nothing; `to` is ignored).
     pub how: String,
+    /// Which: `regions` (every region's coordinator, the default), `global`, or one
+    /// region by name.
+    pub coordinator: Option<String>,
+}
+
+/// Which coordinator a stretch down strikes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Struck {
+    Regions,
+    Global,
+    Region(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -62,6 +84,13 @@ pub struct FleetSpec {
     pub report_delay_ms: u64,
     /// `[from, to)` in ms after the start.
     pub down: Option<(u64, u64, Down)>,
+    pub struck: Struck,
+    pub capacity_rps: u64,
+    pub queue: u64,
+    /// (region, share of the isolates), shares summing to 1; one `("fleet", 1.0)` without
+    /// regions.
+    pub regions: Vec<(String, f64)>,
+    pub global_delay_ms: u64,
     pub degrade_within_ms: Option<u64>,
     pub recover_within_ms: Option<u64>,
 }
@@ -75,6 +104,11 @@ impl FleetSpec {
             report_loss: 0.0,
             report_delay_ms: 20,
             down: None,
+            struck: Struck::Regions,
+            capacity_rps: 1_000,
+            queue: 1_000,
+            regions: vec![("fleet".into(), 1.0)],
+            global_delay_ms: 60,
             degrade_within_ms: None,
             recover_within_ms: None,
         }
@@ -114,6 +148,50 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
             "[fleet] report_loss: {report_loss} is not a share 0..=1"
         ));
     }
+    let regions = match &raw.regions {
+        None => vec![("fleet".to_string(), 1.0)],
+        Some(m) => {
+            let total: f64 = m.values().sum();
+            if m.is_empty() || m.len() > 32 {
+                return Err("[fleet] regions: name 1 to 32 regions".into());
+            }
+            if let Some((name, s)) = m.iter().find(|(_, s)| !(s.is_finite() && **s > 0.0)) {
+                return Err(format!(
+                    "[fleet] regions: {name} = {s} is not a positive share"
+                ));
+            }
+            if let Some(name) = m.keys().find(|n| n.as_str() == "global" || n.is_empty()) {
+                return Err(format!("[fleet] regions: `{name}` cannot name a region"));
+            }
+            m.iter().map(|(n, s)| (n.clone(), s / total)).collect()
+        }
+    };
+    let struck = match raw
+        .coordinator_down
+        .as_ref()
+        .and_then(|d| d.coordinator.as_deref())
+    {
+        None | Some("regions") => Struck::Regions,
+        Some("global") => Struck::Global,
+        Some(r) if regions.iter().any(|(n, _)| n == r) => Struck::Region(r.to_string()),
+        Some(r) => {
+            return Err(format!(
+                "[fleet.coordinator_down] coordinator: `{r}` is not `regions`, `global` or a region of [fleet] regions"
+            ))
+        }
+    };
+    let capacity_rps = raw.coordinator_capacity.unwrap_or(1_000);
+    if !(1..=1_000_000).contains(&capacity_rps) {
+        return Err(format!(
+            "[fleet] coordinator_capacity: {capacity_rps} is out of range 1..=1000000"
+        ));
+    }
+    let queue = raw.coordinator_queue.unwrap_or(1_000);
+    if queue > 1_000_000 {
+        return Err(format!(
+            "[fleet] coordinator_queue: {queue} is out of range 0..=1000000"
+        ));
+    }
     let down = match &raw.coordinator_down {
         None => None,
         Some(d) => {
@@ -151,6 +229,14 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
             .as_deref()
             .map_or(Ok(20), |s| dur("report_delay", s))?,
         down,
+        struck,
+        capacity_rps,
+        queue,
+        regions,
+        global_delay_ms: raw
+            .global_delay
+            .as_deref()
+            .map_or(Ok(60), |s| dur("global_delay", s))?,
         degrade_within_ms: raw
             .degrade_within
             .as_deref()

@@ -260,6 +260,7 @@ fn synthetic(others: &[(u32, u64, &'static str)]) -> FleetRun {
         watches: 0,
         pushed: 0,
         fleet_moves: vec![(40_500, FleetMode::Open)],
+        coordinators: Vec::new(),
     }
 }
 

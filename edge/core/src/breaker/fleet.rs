@@ -92,6 +92,10 @@ pub struct Report {
     pub isolate: String,
     pub seq: u64,
     pub buckets: Vec<Counts>,
+    /// The period the isolate reports at now (the coordinator's pace or heartbeat; 0: the
+    /// report interval): the report stands for that much of the fleet in the recent sample.
+    #[serde(default)]
+    pub period_ms: u64,
 }
 
 /// An isolate's watch (ADR 011, "The verdict pushed"): held by the coordinator until the
@@ -177,6 +181,13 @@ pub struct Verdict {
     /// recovers with the fleet, one that opened after keeps its own mode.
     pub opened_at: Option<u64>,
     pub probing_since: Option<u64>,
+    /// The report period asked of an isolate with something to tell, and the heartbeat of
+    /// a healthy one (0: the policy's interval and ten of them), set by how many isolates
+    /// the coordinator keeps ([`sample::pace_ms`]).
+    #[serde(default)]
+    pub pace_ms: u64,
+    #[serde(default)]
+    pub heartbeat_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -216,6 +227,10 @@ pub struct Coordinator {
     /// [`Coordinator::moved`] was last asked (the watches to answer).
     closed: bool,
     moved: bool,
+    /// The reports of the last interval, weighted ([`sample`]).
+    recent: Sample,
+    /// A regional coordinator's last verdict from the global one ([`region`]).
+    global: Option<Verdict>,
 }
 
 impl Coordinator {
@@ -233,6 +248,8 @@ impl Coordinator {
             recovered_from: None,
             closed: true,
             moved: false,
+            recent: Sample::default(),
+            global: None,
         }
     }
 
@@ -290,6 +307,10 @@ impl Coordinator {
             Some(known) if report.seq <= known.seq => known.heard = now,
             None if full => return Err(Refusal::Full),
             _ => {
+                let span = self.report_interval_ms;
+                let who = (report.isolate.as_str(), report.seq);
+                let period = (report.period_ms, span);
+                self.recent.heard(now, who, &report.buckets, period);
                 for b in &report.buckets {
                     self.add(b, true);
                 }
@@ -358,6 +379,7 @@ impl Coordinator {
     pub fn verdict(&mut self, now: Millis) -> Verdict {
         let bucket_ms = self.bucket_ms();
         let epoch_of = |m: Millis| m.0 / bucket_ms;
+        self.recover_with_global(now);
         if let State::Open { since, until } = self.state {
             if now >= until {
                 self.state = State::Probing {
@@ -372,7 +394,7 @@ impl Coordinator {
                 let trips = t.calls >= self.cfg.min_calls.max(1)
                     && (f64::from(t.failures) >= self.cfg.failure_ratio * f64::from(t.calls)
                         || p95_exceeded(t.slow, t.calls));
-                if trips {
+                if trips || self.sample_trips(now) {
                     self.state = State::Open {
                         since: now,
                         until: now.plus(self.cfg.hold_down_ms),
@@ -397,6 +419,7 @@ impl Coordinator {
                         self.state = State::Closed;
                         self.recovered_from = Some(since);
                         self.fresh_from = epoch_of(now) + 1;
+                        self.recent.clear();
                     } else {
                         self.state = State::Open {
                             since: opened,
@@ -408,7 +431,10 @@ impl Coordinator {
             }
         };
         let (mode, opened_at, probing_since) = match self.state {
-            State::Closed => (FleetMode::Closed, None, self.recovered_from.map(|m| m.0)),
+            State::Closed => match self.followed(now) {
+                Some(g) => (g.mode, g.opened_at, g.probing_since),
+                None => (FleetMode::Closed, None, self.recovered_from.map(|m| m.0)),
+            },
             State::Open { since, .. } => (FleetMode::Open, Some(since.0), None),
             State::Probing { since, opened } => (FleetMode::Probing, Some(opened.0), Some(since.0)),
         };
@@ -428,9 +454,50 @@ impl Coordinator {
             expires_at: now.0 + 3 * self.report_interval_ms,
             opened_at,
             probing_since,
+            pace_ms: self.pace_ms(),
+            heartbeat_ms: sample::heartbeat_ms(
+                self.isolates.len(),
+                self.report_interval_ms,
+                self.cfg.window_ms,
+            ),
         }
     }
+
+    /// The report period this coordinator asks of isolates with something to tell.
+    pub fn pace_ms(&self) -> u64 {
+        sample::pace_ms(
+            self.isolates.len(),
+            self.report_interval_ms,
+            self.cfg.window_ms,
+        )
+    }
+
+    /// Whether seed 000's rule trips on the recent sample: the reports of the last
+    /// interval, each weighted by its period, hold `min_calls` calls of their own and come
+    /// from [`sample::MIN_REPORTS`] isolates (every one kept, in a smaller fleet).
+    fn sample_trips(&mut self, now: Millis) -> bool {
+        self.recent.expire(now);
+        if self.recent.len() < sample::MIN_REPORTS.min(self.isolates.len()).max(1) {
+            return false;
+        }
+        let current = now.0 / self.bucket_ms();
+        let oldest = current
+            .saturating_sub(BUCKETS as u64 - 1)
+            .max(self.fresh_from);
+        let t = self.recent.totals(oldest, current + 1);
+        if t.seen < f64::from(self.cfg.min_calls.max(1)) || t.calls <= 0.0 {
+            return false;
+        }
+        // The evidence is as strong as the calls the sample holds, at the weighted share.
+        let seen = t.seen.round() as u32;
+        let slow = (t.slow / t.calls * t.seen).round() as u32;
+        t.failures >= self.cfg.failure_ratio * t.calls || p95_exceeded(slow, seen)
+    }
 }
+
+mod region;
+pub mod sample;
+use sample::Sample;
 
 #[cfg(test)]
 mod tests;

@@ -161,6 +161,17 @@ pub struct Member {
     /// The mode answers last carried, and its changes.
     mode: Mode,
     log: Vec<Transition>,
+    /// The report period and heartbeat the coordinator last asked for (0: the policy's
+    /// interval and [`HEARTBEAT_FACTOR`] of them); this isolate's phase in them, a share
+    /// of the period from its ID, and when it first had a report to make.
+    pace_ms: u64,
+    heartbeat_ms: u64,
+    phase: Option<f64>,
+    born: Option<Millis>,
+    /// When this isolate last answered without the model (a fallback or a refusal).
+    noticed: Option<Millis>,
+    /// Its last answer came [`THIN_GAP_MS`] or more after the one before.
+    seen_thin: bool,
 }
 
 impl Member {
@@ -193,6 +204,12 @@ impl Member {
             last_error: None,
             mode: Mode::Healthy,
             log: Vec::new(),
+            pace_ms: 0,
+            heartbeat_ms: 0,
+            phase: None,
+            born: None,
+            noticed: None,
+            seen_thin: false,
         }
     }
 
@@ -200,7 +217,19 @@ impl Member {
     pub fn identify(&mut self, random: u64) {
         if self.isolate.is_empty() {
             self.isolate = format!("{random:016x}");
+            // splitmix64's finaliser: seeds that differ little still spread over the period.
+            let mut x = random.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            let drawn = ((x ^ (x >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
+            self.phase.get_or_insert(drawn);
         }
+    }
+
+    /// Sets this isolate's phase in its report periods (a share, 0..1).
+    #[cfg(test)]
+    pub fn set_phase(&mut self, phase: f64) {
+        self.phase = Some(phase);
     }
 
     pub fn settings(&self) -> &FleetScope {
@@ -302,14 +331,17 @@ impl Member {
     }
 
     /// Whether this isolate has anything to tell or to learn soon: a failure or slow call
-    /// lately, a breaker or verdict not closed, a coordinator that has not answered.
+    /// lately, a breaker or verdict not closed, a coordinator that stopped answering.
     fn abnormal(&mut self, now: Millis) -> bool {
         let verdict_open = self
             .verdict(now)
             .is_some_and(|h| h.verdict.mode != FleetMode::Closed);
         verdict_open
-            || self.health != Health::Ok
+            || matches!(self.health, Health::Failing | Health::Expired)
             || self.ledger.troubled(now)
+            || self
+                .noticed
+                .is_some_and(|t| now.since(t) < self.fleet.report_interval_ms.max(1))
             || self.local.mode(now) != Mode::Healthy
     }
 
@@ -327,16 +359,27 @@ impl Member {
             let _ = self.failed(now, "the last report was never answered");
         }
         let interval = self.fleet.report_interval_ms.max(1);
+        let pace = self.pace_ms.max(interval);
+        let heartbeat = if self.heartbeat_ms == 0 {
+            interval * HEARTBEAT_FACTOR
+        } else {
+            self.heartbeat_ms.max(pace)
+        };
         // A probe's outcome goes out at once (one report in flight still): the fleet decides
         // to close on the probes it has heard, and probes are 2% of the traffic at most.
+        let abnormal = self.abnormal(now);
         let every = if self.unreported_probe {
             0
-        } else if self.abnormal(now) {
-            interval
+        } else if abnormal {
+            pace
         } else {
-            interval * HEARTBEAT_FACTOR
+            heartbeat
         };
-        if self.last_report.is_some_and(|t| now.since(t) < every) {
+        let born = *self.born.get_or_insert(now);
+        // The first report goes at once with something to tell, or from a thin isolate (its
+        // requests are spread already, and its next may be long after its phase).
+        let first_at_once = (abnormal || self.seen_thin) && self.last_report.is_none();
+        if !first_at_once && !self.due(now, born, every, self.pace_ms > interval) {
             return None;
         }
         self.seq += 1;
@@ -349,8 +392,34 @@ impl Member {
             isolate: self.isolate.clone(),
             seq: self.seq,
             buckets: self.ledger.buckets(now),
+            period_ms: if every == 0 { pace } else { every },
         };
         self.call("/report", &report, REPORT_TIMEOUT_MS)
+    }
+
+    /// Whether a report `every` ms is due at `now`. The first goes `phase` of a period
+    /// after this isolate first had one to make (at once when it has something to tell,
+    /// or its requests come [`THIN_GAP_MS`] apart): a fleet of busy isolates that starts
+    /// at once spreads its first reports over a heartbeat. On `slots` —
+    /// when the coordinator asks for a longer period than the policy's interval (many
+    /// isolates share it) — each goes at this isolate's next slot, `phase` of a period past
+    /// a multiple of it: a fleet that turns abnormal at once spreads its reports over the
+    /// period instead of sending them in the same second.
+    fn due(&self, now: Millis, born: Millis, every: u64, slots: bool) -> bool {
+        let last = self.last_report;
+        if every == 0 {
+            return true;
+        }
+        let phase = self.phase.unwrap_or(0.0);
+        if last.is_none() {
+            return now.since(born) as f64 >= phase * every as f64;
+        }
+        if !slots {
+            return last.is_none_or(|t| now.since(t) >= every);
+        }
+        let offset = (phase * every as f64) as u64;
+        let slot = |t: Millis| (t.0 + every - offset) / every;
+        slot(now) > slot(last.unwrap_or(born)) || last.is_some_and(|t| now.since(t) >= every)
     }
 
     /// A call to this isolate's coordinator at `path` with `body` as JSON.
@@ -367,6 +436,12 @@ impl Member {
             body: serde_json::to_string(body).ok()?,
             timeout_ms,
         })
+    }
+
+    /// This isolate answered a request at `now` without the model (a fallback, a refusal):
+    /// it has something to tell or to learn, whatever its breaker recorded.
+    pub fn noticed(&mut self, now: Millis) {
+        self.noticed = Some(now);
     }
 
     /// The coordinator answered the report in flight with `verdict` at `now`.
@@ -387,6 +462,8 @@ impl Member {
             self.health = Health::Ok;
             return None;
         }
+        self.pace_ms = verdict.pace_ms;
+        self.heartbeat_ms = verdict.heartbeat_ms;
         let regained = matches!(self.health, Health::Failing | Health::Expired);
         let moved = self.last_verdict != Some(verdict.mode);
         let change = (regained || moved).then_some(FleetChange {

@@ -256,7 +256,7 @@ pub fn wilson(k: u32, n: u32) -> (f64, f64) {
 }
 
 /// The share of slow calls a p95 allows.
-const SLOW_SHARE: f64 = 0.05;
+pub(crate) const SLOW_SHARE: f64 = 0.05;
 /// The one-sided 99% normal quantile.
 const Z: f64 = 2.326;
 

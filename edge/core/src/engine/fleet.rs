@@ -14,6 +14,11 @@ pub struct FleetHeard {
 }
 
 impl Engine<'_> {
+    /// What the status endpoint shows of the fleet, when the breaker is fleet-scoped.
+    pub fn fleet_status(&mut self, now: Millis) -> Option<serde_json::Value> {
+        self.breaker.member().map(|m| m.status(now))
+    }
+
     /// [F-SCOPE] The coordinator answered the report a [`super::Reply`] carried (`Ok`: the
     /// answer's body), or the report failed — unreachable, over its timeout, a refusal, an
     /// answer that is no verdict (`Err`: why). Returns the log line to print when it

@@ -407,10 +407,17 @@ impl<'p> Engine<'p> {
             writes: facts.writes,
             log,
             point,
-            fleet: self
-                .breaker
-                .member()
-                .map_or_else(Vec::new, |m| m.calls_due(now)),
+            fleet: self.breaker.member().map_or_else(Vec::new, |m| {
+                // An answer the model did not give is something to tell or to learn,
+                // whatever the breaker recorded (a cold isolate's timeouts are not).
+                if matches!(
+                    facts.outcome,
+                    Outcome::Fallback { .. } | Outcome::Unavailable { .. }
+                ) {
+                    m.noticed(now);
+                }
+                m.calls_due(now)
+            }),
         }
     }
 }

@@ -57,6 +57,7 @@ impl Sim {
             isolate: self.id.clone(),
             seq: self.seq,
             buckets: self.buckets.values().copied().collect(),
+            period_ms: 0,
         }
     }
 }
@@ -330,5 +331,55 @@ fn watches_move_on_opening_and_closing_only() {
     assert_eq!(
         c.watch(Millis(3_000 + cfg.hold_down_ms), &w(Some(FleetMode::Open))),
         Ok(None)
+    );
+}
+
+use super::sample::MIN_REPORTS;
+
+/// The recent sample trips the fleet when the full window still lags: 600 isolates that
+/// report every 8 s, a quarter of them heard since the onset, all slow since then.
+#[test]
+fn the_recent_sample_trips_before_the_lagging_window_does() {
+    let mut c = coordinator();
+    let mut sims: Vec<Sim> = (0..600).map(Sim::new).collect();
+    // 30 s of healthy calls, one a second each, every isolate heard once at its slot.
+    for t in (0..30_000u64).step_by(1_000) {
+        for s in sims.iter_mut() {
+            s.call(Millis(t), true, 25);
+        }
+    }
+    for (k, s) in sims.iter_mut().enumerate() {
+        let at = Millis(22_000 + (k as u64 % 8) * 1_000);
+        let mut r = s.report(at);
+        r.period_ms = 8_000;
+        c.report(at, r).unwrap();
+    }
+    // From 30 s every call is slow; 150 isolates report in the next second.
+    for t in [30_000u64, 30_500, 31_000, 31_500] {
+        for s in sims.iter_mut() {
+            s.call(Millis(t), true, 500);
+        }
+    }
+    let mut open = None;
+    for (k, s) in sims.iter_mut().enumerate().take(150) {
+        let at = Millis(31_500 + k as u64 * 5);
+        let mut r = s.report(at);
+        r.period_ms = 8_000;
+        let v = c.report(at, r).unwrap();
+        if v.mode == FleetMode::Open && open.is_none() {
+            open = Some(k);
+        }
+    }
+    // The window alone holds 600 slow calls of ~18,600 — 3% of the fleet's window, under
+    // the p95 rule's 5% — the sample, a quarter of the fleet's reports weighted alike, 13%.
+    let k = open.expect("the sample trips within 150 reports");
+    assert!(
+        k + 1 >= MIN_REPORTS,
+        "not on a handful: opened after {k} reports"
+    );
+    assert!(
+        c.pace_ms() > 1_000,
+        "600 isolates: a pace of {} ms",
+        c.pace_ms()
     );
 }

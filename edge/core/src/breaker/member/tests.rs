@@ -16,6 +16,9 @@ fn scope() -> FleetScope {
 fn member() -> Member {
     let mut m = Member::new("svc", seed_rate_breaker(), scope());
     m.identify(7);
+    // Its first report goes at once (a fleet's first reports spread over a heartbeat:
+    // `a_healthy_isolates_first_report_goes_at_its_phase_of_a_heartbeat`).
+    m.set_phase(0.0);
     m
 }
 
@@ -32,6 +35,8 @@ fn verdict(mode: FleetMode, issued_at: u64) -> Verdict {
         expires_at: issued_at + 3_000,
         opened_at: (mode != FleetMode::Closed).then_some(issued_at),
         probing_since: None,
+        pace_ms: 0,
+        heartbeat_ms: 0,
     }
 }
 
@@ -179,6 +184,7 @@ fn reports_come_every_interval_when_troubled_every_ten_when_healthy_one_at_a_tim
     );
     m.identify(1);
     m.identify(2);
+    m.set_phase(0.0);
     assert!(m.report_due(Millis(0)).is_some());
     assert!(m.report_due(Millis(2_000)).is_none(), "one in flight");
     m.heard(Millis(20), verdict(FleetMode::Closed, 20));
@@ -281,7 +287,8 @@ fn a_probes_outcome_is_reported_with_the_next_answer_whatever_the_interval() {
 }
 
 /// Watches: a thin isolate renews a third of WATCH_MS apart (up to three open), a busy one
-/// keeps two; none while reports fail, and a failed watch waits a report interval.
+/// keeps one; none before the first report or while reports fail, and a failed watch waits
+/// a report interval.
 #[test]
 fn watches_are_renewed_by_requests_and_stop_while_the_coordinator_fails() {
     let mut m = member();
@@ -300,14 +307,16 @@ fn watches_are_renewed_by_requests_and_stop_while_the_coordinator_fails() {
         None
     );
     assert!(m.watch_due(Millis(29_100), true).is_some());
-    // Busy: two open at most, a new one only once the newest is WATCH_MS / 4 old.
+    // Busy: one open, renewed once it ended; none before the first report.
     let mut b = member();
-    assert!(b.watch_due(Millis(0), false).is_some());
-    assert!(b.watch_due(Millis(100), false).is_none());
-    assert!(b.watch_due(Millis(WATCH_MS / 4), false).is_some());
+    assert!(b.watch_due(Millis(0), false).is_none(), "no report yet");
+    b.report_due(Millis(0)).unwrap();
+    b.heard(Millis(10), verdict(FleetMode::Closed, 10));
+    assert!(b.watch_due(Millis(100), false).is_some());
+    assert!(b.watch_due(Millis(200), false).is_none());
     assert!(
         b.watch_due(Millis(WATCH_MS / 2), false).is_none(),
-        "two open"
+        "one open"
     );
     // A watch that failed: the next one waits a report interval.
     assert_eq!(b.watched(Millis(WATCH_MS), None), None);
@@ -394,4 +403,47 @@ fn an_isolate_back_from_idle_watches_and_the_close_reaches_it() {
     assert!(m.watched(Millis(64_000), Some(closed)).is_some());
     assert_eq!(m.admit(Millis(64_100)), Admission::Call);
     assert_eq!(m.mode(Millis(64_100)), Mode::Healthy);
+}
+
+/// A fleet that starts at once spreads its first reports over a heartbeat: a healthy
+/// isolate's first goes at its phase of one, a troubled one's at once.
+#[test]
+fn a_healthy_isolates_first_report_goes_at_its_phase_of_a_heartbeat() {
+    let mut m = member();
+    m.set_phase(0.4);
+    assert!(m.report_due(Millis(1_000)).is_none(), "born at 1 s");
+    assert!(m.report_due(Millis(4_999)).is_none());
+    assert!(
+        m.report_due(Millis(5_000)).is_some(),
+        "0.4 of a 10 s heartbeat"
+    );
+    let mut t = member();
+    t.set_phase(0.9);
+    t.report_due(Millis(1_000));
+    let a = t.admit(Millis(1_200));
+    t.record(Millis(1_200), a, Outcome::failure(3));
+    assert!(t.report_due(Millis(1_300)).is_some(), "troubled: at once");
+}
+
+/// When the coordinator asks for a longer period than the interval (many isolates share
+/// it), reports go on this isolate's slots: a fleet turning abnormal together spreads.
+#[test]
+fn under_the_coordinators_pace_reports_go_on_the_isolates_slots() {
+    let mut m = member();
+    m.set_phase(0.5);
+    m.report_due(Millis(0));
+    assert!(m.report_due(Millis(5_000)).is_some());
+    let mut v = verdict(FleetMode::Closed, 5_010);
+    v.pace_ms = 8_000;
+    v.heartbeat_ms = 20_000;
+    m.heard(Millis(5_010), v);
+    let a = m.admit(Millis(6_000));
+    m.record(Millis(6_000), a, Outcome::failure(3));
+    // Slots of 8 s, half a period in: 4 s, 12 s, 20 s…
+    assert!(m.report_due(Millis(6_100)).is_none(), "not at once");
+    assert!(m.report_due(Millis(11_999)).is_none());
+    let a = m.admit(Millis(11_999));
+    m.record(Millis(11_999), a, Outcome::failure(3));
+    let r = m.report_due(Millis(12_000)).expect("its slot");
+    assert!(r.body.contains("\"period_ms\":8000"), "{}", r.body);
 }

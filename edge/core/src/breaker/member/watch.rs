@@ -5,7 +5,7 @@ use super::{FleetChange, FleetReport, Health, Member, REPORT_TIMEOUT_MS};
 use crate::breaker::fleet::{Verdict, Watch, WATCH_MS};
 use crate::time::Millis;
 
-/// Most watches a thin isolate keeps open at once (a busy one keeps two).
+/// Most watches a thin isolate keeps open at once (a busy one keeps one).
 pub const MAX_WATCHES: u8 = 3;
 /// An isolate whose requests come this far apart or more is thin: each renews its watch.
 pub const THIN_GAP_MS: u64 = 2_000;
@@ -13,6 +13,8 @@ impl Member {
     /// The report and the watch due at `now` (either, both or none).
     pub fn calls_due(&mut self, now: Millis) -> Vec<FleetReport> {
         let thin = self.last_answer.is_none_or(|t| now.since(t) >= THIN_GAP_MS);
+        // Seen thin: a request after a gap, not merely the first one.
+        self.seen_thin = thin && self.last_answer.is_some();
         self.last_answer = Some(now);
         let report = self.report_due(now);
         report
@@ -24,18 +26,25 @@ impl Member {
     /// The watch to send now, when one is due: the coordinator answers it when the fleet
     /// opens or closes (or after [`WATCH_MS`]), so this isolate learns it between its
     /// requests. A watch lives only as long as the request that sent it may (its
-    /// `waitUntil`), so requests renew it: a busy isolate keeps two open (a new one when the
-    /// newest is a quarter of [`WATCH_MS`] old), a `thin` one — [`THIN_GAP_MS`] or more
+    /// `waitUntil`), so requests renew it: a busy isolate keeps one open (a new one with its
+    /// first request after the last ended), a `thin` one — [`THIN_GAP_MS`] or more
     /// since its last answer — up to [`MAX_WATCHES`], a new one when the newest is a third
     /// of [`WATCH_MS`] old, so it stays watched at least two thirds of [`WATCH_MS`] after
     /// its last request (all of it when its requests are further apart than that). None
-    /// while reports fail (an expired verdict is no failure), nor within a report interval
-    /// of a failed watch.
+    /// before this isolate's first report (a fleet that starts at once spreads its first
+    /// reports over a heartbeat, and its watches with them), while reports fail (an expired
+    /// verdict is no failure), within a report interval of a failed watch, nor within this
+    /// isolate's share of a third of [`WATCH_MS`] after news (every watch the coordinator
+    /// held was answered at once: their renewals spread instead of arriving together).
     pub fn watch_due(&mut self, now: Millis, thin: bool) -> Option<FleetReport> {
         // Failing reports stop watches; an expired verdict does not (an idle isolate's
         // verdict expires while the coordinator is fine, and its first request back is when
         // a watch matters most: the fleet may be probing, and only a watch brings the close).
-        if self.isolate.is_empty() || self.health == Health::Failing || now < self.watch_after {
+        if self.isolate.is_empty()
+            || self.seq == 0
+            || self.health == Health::Failing
+            || now < self.watch_after
+        {
             return None;
         }
         let timeout_ms = WATCH_MS + REPORT_TIMEOUT_MS;
@@ -47,7 +56,7 @@ impl Member {
             let (cap, after) = if thin {
                 (MAX_WATCHES, WATCH_MS / u64::from(MAX_WATCHES))
             } else {
-                (2, WATCH_MS / 4)
+                (1, 0)
             };
             if self.watching >= cap || now.since(newest) < after {
                 return None;
@@ -81,6 +90,8 @@ impl Member {
             // has not heard yet keeps this isolate open only while the fleet still probes.
             self.pushed += 1;
             self.probe_failed = false;
+            let spread = (self.phase.unwrap_or(0.0) * (WATCH_MS / 3) as f64) as u64;
+            self.watch_after = self.watch_after.max(now.plus(spread));
         }
         self.apply(now, verdict)
     }

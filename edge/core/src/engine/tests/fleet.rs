@@ -21,6 +21,13 @@ fn fleet_policy() -> crate::policy::Policy {
     p
 }
 
+/// A healthy isolate's first report goes at its phase of a heartbeat: here, at once.
+fn first_report_at_once(e: &mut Engine<'_>) {
+    if let Some(m) = e.breaker.member() {
+        m.set_phase(0.0);
+    }
+}
+
 fn report_of(r: &Reply) -> Option<&FleetReport> {
     r.fleet.iter().find(|f| f.path == "/report")
 }
@@ -41,6 +48,7 @@ fn a_held_watch_brings_the_opening_to_an_isolate_between_its_requests() {
     let mut c = Coordinator::new(&p.service.name, &settings_hash(rate), rate.clone(), 1_000);
     let b = bake(p.clone());
     let mut thin = Engine::new(&b).unwrap();
+    first_report_at_once(&mut thin);
     let r = run(&mut thin, 0, "/recommendations/alice", ok());
     let report = report_of(&r).expect("the first answer reports");
     let watch = watch_of(&r).expect("and watches");
@@ -70,6 +78,7 @@ fn a_held_watch_brings_the_opening_to_an_isolate_between_its_requests() {
             slow: 40,
             ..Default::default()
         }],
+        period_ms: 0,
     };
     let opened = c.report(at(1_000), busy).unwrap();
     assert_eq!(opened.mode, crate::breaker::fleet::FleetMode::Open);
@@ -96,6 +105,7 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
     let mut c = Coordinator::new(&p.service.name, &config, rate.clone(), 1_000);
     let b = bake(p.clone());
     let mut e = Engine::new(&b).unwrap();
+    first_report_at_once(&mut e);
     let r = run(&mut e, 0, "/recommendations/alice", ok());
     assert_eq!(r.status, 200);
     let report = report_of(&r).expect("the first answer reports");
@@ -157,6 +167,7 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
 fn an_isolate_scope_engine_reports_nothing_and_ignores_answers() {
     let b = bake(seed_policy());
     let mut e = Engine::new(&b).unwrap();
+    first_report_at_once(&mut e);
     let r = run(&mut e, 0, "/recommendations/alice", ok());
     assert_eq!(r.fleet, Vec::new());
     assert_eq!(e.fleet_heard(at(5), Err("x")), FleetHeard::default());
