@@ -22,95 +22,6 @@ use understudy_core::Millis;
 use super::scenario::Scenario;
 use super::{arrival, bake, setup, DevBindings, RequestResult};
 
-/// What the fleet scope's figures miss of the scenario's `degrade_within` and
-/// `recover_within`, and every coordinator over its capacity. The time to degrade is met
-/// when the traffic meets it, or when the traffic within reach of the fleet's opening meets
-/// it and the traffic as a whole is no later than its floor (what the requests out of reach
-/// alone impose; `never` is later than any time). A coordinator whose busiest second is over
-/// its capacity, or that refused a request, breaks the run whatever its times.
-pub fn unmet(sc: &Scenario, fleet: &Figures) -> Vec<String> {
-    let mut out: Vec<String> = fleet.coordinators.iter().filter_map(Load::over).collect();
-    let Some(spec) = &sc.fleet else {
-        return out;
-    };
-    let within = |bound: u64, got: Option<f64>| got.is_some_and(|s| s * 1000.0 <= bound as f64);
-    let secs = |got: Option<f64>| got.map_or("never".to_string(), |s| format!("{s:.2} s"));
-    if let Some(bound) = spec.degrade_within_ms {
-        let inf = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
-        let floor = inf(fleet.degrade_floor_s).max(bound as f64 / 1000.0);
-        let met = within(bound, fleet.degrade_s)
-            || (within(bound, fleet.degrade_in_reach_s) && inf(fleet.degrade_s) <= floor);
-        if !met {
-            out.push(format!(
-                "fleet scope: time to degrade {} (within reach {}, floor {}), over {:.1} s",
-                secs(fleet.degrade_s),
-                secs(fleet.degrade_in_reach_s),
-                secs(fleet.degrade_floor_s),
-                bound as f64 / 1000.0
-            ));
-        }
-    }
-    if let Some(bound) = spec.recover_within_ms {
-        if !within(bound, fleet.recover_s) {
-            out.push(format!(
-                "fleet scope: time to recover {}, over {:.1} s",
-                secs(fleet.recover_s),
-                bound as f64 / 1000.0
-            ));
-        }
-    }
-    out
-}
-
-/// A 64-bit mix of `x` (splitmix64's finaliser): the split's and the losses' dice.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-/// A uniform draw in [0, 1) from `x`.
-fn unit(x: u64) -> f64 {
-    (mix(x) >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Which isolate request `i` goes to (`simulate --isolates` and `drill --isolates` split
-/// the same way).
-pub struct Splitter {
-    /// Cumulative shares (Zipf), empty for uniform.
-    cdf: Vec<f64>,
-    n: usize,
-}
-
-impl Splitter {
-    pub fn new(split: Split, n: usize) -> Splitter {
-        let cdf = match split {
-            Split::Uniform => Vec::new(),
-            Split::Zipf(s) => {
-                let w: Vec<f64> = (0..n).map(|k| 1.0 / ((k + 1) as f64).powf(s)).collect();
-                let total: f64 = w.iter().sum();
-                let mut acc = 0.0;
-                w.iter()
-                    .map(|x| {
-                        acc += x / total;
-                        acc
-                    })
-                    .collect()
-            }
-        };
-        Splitter { cdf, n }
-    }
-
-    pub fn isolate(&self, i: u64) -> usize {
-        let u = unit(i ^ 0x5eed);
-        if self.cdf.is_empty() {
-            return ((u * self.n as f64) as usize).min(self.n - 1);
-        }
-        self.cdf.partition_point(|c| *c <= u).min(self.n - 1)
-    }
-}
-
 /// One isolate's mode changes: (ms after the start, new mode).
 type Changes = Vec<(u64, &'static str)>;
 
@@ -130,53 +41,6 @@ pub struct FleetRun {
     pub fleet_moves: Vec<(u64, FleetMode)>,
     /// Each coordinator's load: the regions' in order, then the global one.
     pub coordinators: Vec<Load>,
-}
-
-enum Ev {
-    /// A report reaches isolate k's coordinator.
-    Deliver(usize, String),
-    /// Its answer (or failure) reaches isolate k.
-    Answer(usize, Result<String, String>),
-    /// A watch reaches isolate k's coordinator.
-    Watch(usize, String),
-    /// The coordinator answers isolate k's held watch `token` with the verdict as it
-    /// stands ([`WATCH_MS`] passed).
-    WatchDue(usize, u64),
-    /// A watch's answer (or failure) reaches isolate k.
-    Pushed(usize, Result<String, String>),
-    /// The struck coordinators restart empty.
-    Reset,
-    /// Every region sends its window to the global coordinator (once per interval).
-    Tick,
-    /// Region r's window reaches the global coordinator…
-    Merge(usize, String),
-    /// …and the global verdict reaches region r.
-    Heed(usize, String),
-}
-
-/// The fleet's events in time order (ties in the order pushed).
-#[derive(Default)]
-struct Queue {
-    q: BinaryHeap<Reverse<(u64, u64)>>,
-    evs: HashMap<u64, Ev>,
-    seq: u64,
-}
-
-impl Queue {
-    fn push(&mut self, at_us: u64, e: Ev) {
-        self.seq += 1;
-        self.q.push(Reverse((at_us, self.seq)));
-        self.evs.insert(self.seq, e);
-    }
-
-    fn next_at(&self) -> Option<u64> {
-        self.q.peek().map(|Reverse((t, _))| *t)
-    }
-
-    fn pop(&mut self) -> Option<(u64, Ev)> {
-        let Reverse((at, id)) = self.q.pop()?;
-        Some((at, self.evs.remove(&id)?))
-    }
 }
 
 /// Notes isolate `e`'s mode at `now` when it changed.
@@ -258,23 +122,6 @@ pub fn scoped(policy: &Policy, fleet: bool, spec: &FleetSpec) -> Result<Policy, 
         Scope::Isolate
     };
     Ok(p)
-}
-
-/// Which region each of `n` isolates belongs to: by a hash of its index against the
-/// regions' shares (a Zipf split's busy isolates land in every region).
-fn regions_of(spec: &FleetSpec, n: usize) -> Vec<u16> {
-    let mut cdf = Vec::new();
-    let mut acc = 0.0;
-    for (_, share) in &spec.regions {
-        acc += share;
-        cdf.push(acc);
-    }
-    (0..n)
-        .map(|k| {
-            let u = unit(mix(k as u64) ^ 0x7e61_0a5e);
-            cdf.partition_point(|c| *c <= u).min(cdf.len() - 1) as u16
-        })
-        .collect()
 }
 
 /// Replays `sc` over `spec.isolates` isolates of `policy` (whose scope is used as is).
@@ -617,10 +464,15 @@ pub fn run(
 
 mod capacity;
 mod figures;
+mod queue;
 pub mod spec;
+mod split;
 pub use capacity::{Load, Server};
-pub use figures::{fault_span, figures, human, Figures};
+pub use figures::{fault_span, figures, human, unmet, Figures};
+use queue::{Ev, Queue};
 pub use spec::{spec, Down, FleetSpec, RawDown, RawFleet, Split, Struck, MAX_ISOLATES};
+pub use split::Splitter;
+use split::{mix, regions_of, unit};
 
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::super::scenario::{ModelFault, Scenario};
 use super::super::{RequestResult, Source};
 use super::{FleetRun, Load};
+
 use understudy_core::breaker::fleet::FleetMode;
 
 /// One scope's figures (docs/scenarios.md, "The fleet").
@@ -334,6 +335,46 @@ pub fn human(title: &str, rows: &[Figures]) -> String {
                 format!("{:.1} ms", c.queue_wait_p99_ms),
                 c.refused
             );
+        }
+    }
+    out
+}
+
+/// What the fleet scope's figures miss of the scenario's `degrade_within` and
+/// `recover_within`, and every coordinator over its capacity. The time to degrade is met
+/// when the traffic meets it, or when the traffic within reach of the fleet's opening meets
+/// it and the traffic as a whole is no later than its floor (what the requests out of reach
+/// alone impose; `never` is later than any time). A coordinator whose busiest second is over
+/// its capacity, or that refused a request, breaks the run whatever its times.
+pub fn unmet(sc: &Scenario, fleet: &Figures) -> Vec<String> {
+    let mut out: Vec<String> = fleet.coordinators.iter().filter_map(Load::over).collect();
+    let Some(spec) = &sc.fleet else {
+        return out;
+    };
+    let within = |bound: u64, got: Option<f64>| got.is_some_and(|s| s * 1000.0 <= bound as f64);
+    let secs = |got: Option<f64>| got.map_or("never".to_string(), |s| format!("{s:.2} s"));
+    if let Some(bound) = spec.degrade_within_ms {
+        let inf = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
+        let floor = inf(fleet.degrade_floor_s).max(bound as f64 / 1000.0);
+        let met = within(bound, fleet.degrade_s)
+            || (within(bound, fleet.degrade_in_reach_s) && inf(fleet.degrade_s) <= floor);
+        if !met {
+            out.push(format!(
+                "fleet scope: time to degrade {} (within reach {}, floor {}), over {:.1} s",
+                secs(fleet.degrade_s),
+                secs(fleet.degrade_in_reach_s),
+                secs(fleet.degrade_floor_s),
+                bound as f64 / 1000.0
+            ));
+        }
+    }
+    if let Some(bound) = spec.recover_within_ms {
+        if !within(bound, fleet.recover_s) {
+            out.push(format!(
+                "fleet scope: time to recover {}, over {:.1} s",
+                secs(fleet.recover_s),
+                bound as f64 / 1000.0
+            ));
         }
     }
     out

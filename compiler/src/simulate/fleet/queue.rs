@@ -1,0 +1,51 @@
+//! [F-SCOPE] The fleet's events in `simulate --isolates`, in time order.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+pub enum Ev {
+    /// A report reaches isolate k's coordinator.
+    Deliver(usize, String),
+    /// Its answer (or failure) reaches isolate k.
+    Answer(usize, Result<String, String>),
+    /// A watch reaches isolate k's coordinator.
+    Watch(usize, String),
+    /// The coordinator answers isolate k's held watch `token` with the verdict as it
+    /// stands ([`WATCH_MS`] passed).
+    WatchDue(usize, u64),
+    /// A watch's answer (or failure) reaches isolate k.
+    Pushed(usize, Result<String, String>),
+    /// The struck coordinators restart empty.
+    Reset,
+    /// Every region sends its window to the global coordinator (once per interval).
+    Tick,
+    /// Region r's window reaches the global coordinator…
+    Merge(usize, String),
+    /// …and the global verdict reaches region r.
+    Heed(usize, String),
+}
+
+/// The fleet's events in time order (ties in the order pushed).
+#[derive(Default)]
+pub struct Queue {
+    q: BinaryHeap<Reverse<(u64, u64)>>,
+    evs: HashMap<u64, Ev>,
+    pub seq: u64,
+}
+
+impl Queue {
+    pub fn push(&mut self, at_us: u64, e: Ev) {
+        self.seq += 1;
+        self.q.push(Reverse((at_us, self.seq)));
+        self.evs.insert(self.seq, e);
+    }
+
+    pub fn next_at(&self) -> Option<u64> {
+        self.q.peek().map(|Reverse((t, _))| *t)
+    }
+
+    pub fn pop(&mut self) -> Option<(u64, Ev)> {
+        let Reverse((at, id)) = self.q.pop()?;
+        Some((at, self.evs.remove(&id)?))
+    }
+}
