@@ -312,3 +312,40 @@ fn the_time_to_degrade_separates_the_traffic_nothing_could_reach() {
     assert_eq!((i.degrade_in_reach_s, i.degrade_floor_s), (None, None));
     assert_eq!(i.out_of_reach, 0);
 }
+
+/// A fleet of one (issue 34, point 5): the coordinator's verdict stands on the lone
+/// isolate's reports alone, a report late, so its own breaker decides — fleet scope
+/// degrades and recovers when isolate scope does, to the millisecond. (Before, the verdict
+/// led: the hold-down counted from the report that opened the fleet and the probing and
+/// closing heard a report later made it recover later.)
+#[test]
+fn one_isolate_in_fleet_scope_degrades_and_recovers_no_later_than_in_isolate_scope() {
+    let p = policy();
+    let sc = scenario(&p, "isolates = 1\nreport_delay = \"20ms\"");
+    let (iso, fleet, run) = both(&p, &sc);
+    assert!(
+        fleet.reports > 0 && fleet.fleet_opened_s.is_some(),
+        "{fleet:?}"
+    );
+    assert!(
+        fleet.fleet_closed_s.is_some(),
+        "the fleet closes with it: {fleet:?}"
+    );
+    let pairs = [
+        (fleet.degrade_s, iso.degrade_s),
+        (fleet.recover_s, iso.recover_s),
+        (
+            fleet.isolate_degrade_slowest_s,
+            iso.isolate_degrade_slowest_s,
+        ),
+        (
+            fleet.isolate_recover_slowest_s,
+            iso.isolate_recover_slowest_s,
+        ),
+    ];
+    for (f, i) in pairs {
+        let (f, i) = (f.expect("fleet"), i.expect("isolate"));
+        assert!(f <= i, "fleet {f} s, isolate {i} s\n{fleet:?}\n{iso:?}");
+    }
+    assert!(run.results.iter().all(|r| r.status < 500), "no 5xx");
+}

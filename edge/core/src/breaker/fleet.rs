@@ -188,6 +188,11 @@ pub struct Verdict {
     pub pace_ms: u64,
     #[serde(default)]
     pub heartbeat_ms: u64,
+    /// The isolate whose reports alone make the fleet's window, when one does and no global
+    /// verdict is heard (a fleet of one): the verdict holds nothing its own breaker does not
+    /// know a report sooner, and that breaker decides ([`super::member`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sole: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -380,6 +385,10 @@ impl Coordinator {
         let bucket_ms = self.bucket_ms();
         let epoch_of = |m: Millis| m.0 / bucket_ms;
         self.recover_with_global(now);
+        // One isolate's reports alone, and no word from the other regions (the global
+        // verdict may open or close this one on theirs).
+        let alone =
+            self.isolates.len() == 1 && self.global.as_ref().is_none_or(|g| now.0 >= g.expires_at);
         if let State::Open { since, until } = self.state {
             if now >= until {
                 self.state = State::Probing {
@@ -406,16 +415,26 @@ impl Coordinator {
             State::Probing { since, opened } => {
                 // Probes sent since probing began, pooled across the fleet.
                 let t = self.totals(now, epoch_of(since));
-                let bad = t.probes.saturating_sub(t.probe_ok);
+                let mut p = t;
+                if alone {
+                    // A lone isolate's breaker decides for it (`Verdict::sole`): a call it
+                    // made since is one that breaker let through after its own probes, and
+                    // counts as a probe — the fleet closes with it, not stuck probing.
+                    let ok = t.calls.saturating_sub(t.failures).saturating_sub(t.slow);
+                    p.probes = p.probes.saturating_add(t.calls);
+                    p.probe_ok = p.probe_ok.saturating_add(ok);
+                    p.probe_slow = p.probe_slow.saturating_add(t.slow);
+                }
+                let bad = p.probes.saturating_sub(p.probe_ok);
                 if bad > 0 {
                     self.state = State::Open {
                         since: opened,
                         until: now.plus(self.cfg.failed_probe_hold_ms),
                     };
-                } else if t.probes >= self.cfg.probe_min_calls.max(1) {
-                    let allowed_slow = t.probes - (0.95 * f64::from(t.probes)).ceil() as u32;
-                    let ratio = f64::from(t.probe_ok) / f64::from(t.probes);
-                    if ratio >= self.cfg.probe_success_ratio && t.probe_slow <= allowed_slow {
+                } else if p.probes >= self.cfg.probe_min_calls.max(1) {
+                    let allowed_slow = p.probes - (0.95 * f64::from(p.probes)).ceil() as u32;
+                    let ratio = f64::from(p.probe_ok) / f64::from(p.probes);
+                    if ratio >= self.cfg.probe_success_ratio && p.probe_slow <= allowed_slow {
                         self.state = State::Closed;
                         self.recovered_from = Some(since);
                         self.fresh_from = epoch_of(now) + 1;
@@ -430,6 +449,9 @@ impl Coordinator {
                 t
             }
         };
+        let sole = alone
+            .then(|| self.isolates.keys().next().cloned())
+            .flatten();
         let (mode, opened_at, probing_since) = match self.state {
             State::Closed => match self.followed(now) {
                 Some(g) => (g.mode, g.opened_at, g.probing_since),
@@ -460,6 +482,7 @@ impl Coordinator {
                 self.report_interval_ms,
                 self.cfg.window_ms,
             ),
+            sole,
         }
     }
 

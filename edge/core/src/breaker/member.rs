@@ -11,7 +11,11 @@
 //! - `PROBING` makes it probe `probe_fraction` of its own traffic — the fleet's 2% is the
 //!   sum — unless it opened on its own evidence after the fleet's probing began;
 //! - `CLOSED` after a recovery closes an isolate whose own opening is older than the
-//!   fleet's probing; an isolate that opened later keeps its own mode.
+//!   fleet's probing; an isolate that opened later keeps its own mode;
+//! - a verdict that names this isolate `sole` (its reports alone make the fleet's window)
+//!   leaves every decision to its own breaker: the coordinator holds the same evidence a
+//!   report later, and a lone isolate in fleet scope degrades and recovers when it would
+//!   in isolate scope.
 //!
 //! A verdict holds for the shorter of the policy's `verdict_ttl` and the coordinator's own
 //! expiry, measured from its arrival on this isolate's clock, and past it only while the
@@ -102,6 +106,8 @@ struct Heard {
     at: Millis,
     /// Until when it holds, on this isolate's clock.
     until: Millis,
+    /// It stands on this isolate's reports alone ([`Verdict::sole`]).
+    sole: bool,
 }
 
 impl Heard {
@@ -267,6 +273,8 @@ impl Member {
             return Lead::Local;
         };
         match h.verdict.mode {
+            // The fleet's evidence is this isolate's own, a report late: its breaker decides.
+            _ if h.sole => Lead::Local,
             FleetMode::Closed => Lead::Local,
             FleetMode::Open => Lead::Fleet(Mode::Open),
             FleetMode::Probing if probe_failed => Lead::Fleet(Mode::Open),
@@ -481,12 +489,15 @@ impl Member {
         let h = Heard {
             until: now.plus(ttl),
             at: now,
+            sole: verdict.sole.as_deref() == Some(self.isolate.as_str()),
             verdict,
         };
+        // A verdict on this isolate's reports alone moves nothing its breaker has not
+        // decided already (an opening it recovered from since, a recovery it made itself).
         let recovery = h
             .verdict
             .probing_since
-            .filter(|_| h.verdict.mode == FleetMode::Closed);
+            .filter(|_| h.verdict.mode == FleetMode::Closed && !h.sole);
         if recovery.is_some() && recovery != self.recovered {
             // A recovery this isolate has not applied yet: seed 000's fresh window, so the
             // outage's calls in it cannot trip it again on a model that is back.
@@ -504,8 +515,8 @@ impl Member {
                 }
             }
         }
-        if let (FleetMode::Open | FleetMode::Probing, Some(opened)) =
-            (h.verdict.mode, h.verdict.opened_at)
+        if let (FleetMode::Open | FleetMode::Probing, Some(opened), false) =
+            (h.verdict.mode, h.verdict.opened_at, h.sole)
         {
             let evidence = Evidence {
                 calls: h.verdict.calls,

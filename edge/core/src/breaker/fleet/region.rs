@@ -216,6 +216,7 @@ mod tests {
             probing_since: Some(probing),
             pace_ms: 0,
             heartbeat_ms: 0,
+            sole: None,
         };
         region.heed(closed(500, 5_000));
         assert_eq!(

@@ -383,3 +383,54 @@ fn the_recent_sample_trips_before_the_lagging_window_does() {
         c.pace_ms()
     );
 }
+
+/// A fleet of one: the verdict names the isolate whose reports alone make the window, and a
+/// second isolate (or none) names nobody. While the fleet probes, the lone isolate's own
+/// breaker decides for it (`Verdict::sole`): once that closed, its calls count as probes and
+/// the fleet closes with it instead of probing on probes nobody sends.
+#[test]
+fn a_lone_isolate_is_named_sole_and_its_calls_close_the_fleets_probing() {
+    let mut c = coordinator();
+    let mut a = Sim::new(0);
+    for i in 0..40u64 {
+        a.call(Millis(1_000 + i * 10), false, 500);
+    }
+    let v = c.report(Millis(1_500), a.report(Millis(1_500))).unwrap();
+    assert_eq!(v.mode, FleetMode::Open);
+    assert_eq!(v.sole.as_deref(), Some("iso-0"));
+    let v = c.verdict(Millis(31_600));
+    assert_eq!(
+        (v.mode, v.sole.as_deref()),
+        (FleetMode::Probing, Some("iso-0"))
+    );
+    // Its own breaker closed on its own probes: it calls the model again, and reports it.
+    for i in 0..30u64 {
+        a.call(Millis(33_000 + i * 10), true, 20);
+    }
+    let v = c.report(Millis(33_500), a.report(Millis(33_500))).unwrap();
+    assert_eq!(v.mode, FleetMode::Closed, "{v:?}");
+    // A region of one that hears the global verdict: the other regions' evidence may move
+    // it, and it names nobody.
+    let mut global = c.verdict(Millis(34_000));
+    global.sole = None;
+    c.heed(global);
+    assert_eq!(c.verdict(Millis(34_100)).sole, None);
+
+    // Two isolates: neither is sole, and calls while probing are no probes.
+    let mut c = coordinator();
+    let (mut a, mut b) = (Sim::new(0), Sim::new(1));
+    for i in 0..40u64 {
+        a.call(Millis(1_000 + i * 10), false, 500);
+    }
+    b.call(Millis(1_000), true, 20);
+    c.report(Millis(1_400), b.report(Millis(1_400))).unwrap();
+    let v = c.report(Millis(1_500), a.report(Millis(1_500))).unwrap();
+    assert_eq!((v.mode, v.sole), (FleetMode::Open, None));
+    assert_eq!(c.verdict(Millis(31_600)).mode, FleetMode::Probing);
+    for i in 0..30u64 {
+        a.call(Millis(33_000 + i * 10), true, 20);
+    }
+    c.report(Millis(33_400), b.report(Millis(33_400))).unwrap();
+    let v = c.report(Millis(33_500), a.report(Millis(33_500))).unwrap();
+    assert_eq!((v.mode, v.sole), (FleetMode::Probing, None));
+}

@@ -37,6 +37,7 @@ fn verdict(mode: FleetMode, issued_at: u64) -> Verdict {
         probing_since: None,
         pace_ms: 0,
         heartbeat_ms: 0,
+        sole: None,
     }
 }
 
@@ -446,4 +447,61 @@ fn under_the_coordinators_pace_reports_go_on_the_isolates_slots() {
     m.record(Millis(11_999), a, Outcome::failure(3));
     let r = m.report_due(Millis(12_000)).expect("its slot");
     assert!(r.body.contains("\"period_ms\":8000"), "{}", r.body);
+}
+
+/// A fleet of one: a verdict naming this isolate `sole` stands on its own reports, a report
+/// late. Its own breaker decides — its hold-down ends, it probes and closes exactly when an
+/// isolate-scope breaker fed the same calls does, though the verdict held says OPEN, then
+/// PROBING; and the fleet's later CLOSED moves nothing.
+#[test]
+fn a_verdict_on_its_own_reports_alone_leaves_a_lone_isolate_to_its_own_breaker() {
+    let cfg = seed_rate_breaker();
+    let mut m = member();
+    let mut alone = Rate::new(cfg.clone());
+    let me = Some(format!("{:016x}", 7));
+    fn call(m: &mut Member, alone: &mut Rate, at: u64, outcome: Outcome) {
+        let (now, a) = (Millis(at), m.admit(Millis(at)));
+        let b = alone.admit(now);
+        assert_eq!(a, b, "at {at}");
+        m.record(now, a, outcome);
+        alone.record(now, b, outcome);
+    }
+    for i in 0..cfg.min_calls as u64 {
+        call(&mut m, &mut alone, 1_000 + i, Outcome::timeout(45));
+    }
+    assert_eq!(m.mode(Millis(1_100)), Mode::Open);
+    let mut open = verdict(FleetMode::Open, 1_500);
+    open.isolates = 1;
+    open.sole = me.clone();
+    m.report_due(Millis(1_400)).unwrap();
+    m.heard(Millis(1_520), open.clone());
+    // Its own hold-down ends at 31,019 ms; the coordinator's, counted from the report that
+    // opened it, 481 ms later.
+    assert_eq!(m.admit(Millis(31_018)), Admission::Reject);
+    assert_eq!(m.mode(Millis(31_019)), Mode::Probing);
+    let mut probing = verdict(FleetMode::Probing, 31_600);
+    probing.isolates = 1;
+    probing.opened_at = Some(1_500);
+    probing.probing_since = Some(31_600);
+    probing.sole = me.clone();
+    m.report_due(Millis(31_580)).unwrap();
+    m.heard(Millis(31_620), probing);
+    let mut t = 31_019;
+    while alone.mode(Millis(t)) != Mode::Healthy {
+        call(&mut m, &mut alone, t, ok(20));
+        t += 10;
+    }
+    assert_eq!(m.mode(Millis(t)), Mode::Healthy, "closed on its own probes");
+    assert!(!m.fleet_led(Millis(t)));
+    let mut closed = verdict(FleetMode::Closed, t + 500);
+    closed.isolates = 1;
+    closed.opened_at = None;
+    closed.probing_since = Some(31_600);
+    closed.sole = me;
+    m.report_due(Millis(t + 480)).unwrap();
+    m.heard(Millis(t + 520), closed);
+    call(&mut m, &mut alone, t + 530, ok(20));
+    let steps = |ts: &[Transition]| ts.iter().map(|x| (x.at, x.to)).collect::<Vec<_>>();
+    assert_eq!(steps(m.transitions()), steps(alone.transitions()));
+    assert_eq!(steps(m.local().transitions()), steps(alone.transitions()));
 }
