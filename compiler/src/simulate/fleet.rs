@@ -440,11 +440,13 @@ pub fn run(
         }
     }
     let run_s = last_arrival_us.saturating_sub(start_us) as f64 / 1e6;
-    let mut coordinators: Vec<Load> = regions.iter().map(|r| r.server.load(run_s)).collect();
+    let fault_s = figures::fault_span(sc).map_or((0, 0), |(a, b)| (a / 1000, b.div_ceil(1000)));
+    let load = |s: &Server| s.load(run_s, fault_s);
+    let mut coordinators: Vec<Load> = regions.iter().map(|r| load(&r.server)).collect();
     if fresh().is_none() {
         coordinators.clear();
     }
-    coordinators.extend(global.iter().map(|g| g.1.load(run_s)));
+    coordinators.extend(global.iter().map(|g| load(&g.1)));
     let mut moves = m.moves;
     moves.sort_by_key(|(t, _)| *t);
     Ok(FleetRun {

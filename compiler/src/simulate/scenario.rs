@@ -10,7 +10,7 @@ use understudy_core::policy::{Policy, TierKind};
 use understudy_core::time::parse_duration;
 
 /// Most requests a scenario may describe: simulations and drills stay bounded.
-pub const MAX_REQUESTS: u64 = 2_000_000;
+pub const MAX_REQUESTS: u64 = 3_000_000;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -5,6 +5,9 @@
 
 use serde::Serialize;
 
+/// The fleet's first heartbeat, in s: its first reports are spread over it.
+const HEARTBEAT_S: u64 = 10;
+
 /// A coordinator as a server: what it can do, and what it did.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -54,9 +57,17 @@ impl Server {
         Some(self.busy_until_us)
     }
 
-    /// What it did over a run of `run_s` seconds.
-    pub fn load(&self, run_s: f64) -> Load {
+    /// What it did over a run of `run_s` seconds whose fault spans `fault_s` (seconds
+    /// after the start, end excluded).
+    pub fn load(&self, run_s: f64, fault_s: (u64, u64)) -> Load {
         let requests: u64 = self.per_second.iter().map(|n| u64::from(*n)).sum();
+        let mean = |from: u64, to: u64| {
+            let (from, to) = (from as usize, (to as usize).max(from as usize));
+            let n: u64 = (from..to)
+                .map(|s| u64::from(self.per_second.get(s).copied().unwrap_or(0)))
+                .sum();
+            n as f64 / (to - from).max(1) as f64
+        };
         let (busiest_at, busiest) = self
             .per_second
             .iter()
@@ -73,6 +84,16 @@ impl Server {
             capacity_rps: self.capacity_rps,
             requests,
             mean_rps: requests as f64 / run_s.max(1.0),
+            // Healthy: after the first heartbeat (the fleet's first reports) until the fault.
+            healthy_rps: mean(
+                if fault_s.0 > HEARTBEAT_S {
+                    HEARTBEAT_S
+                } else {
+                    0
+                },
+                fault_s.0,
+            ),
+            incident_rps: mean(fault_s.0, fault_s.1),
             busiest_second_rps: busiest,
             busiest_second_at_s: busiest_at,
             queue_wait_p99_ms: p99,
@@ -88,6 +109,10 @@ pub struct Load {
     pub capacity_rps: u64,
     pub requests: u64,
     pub mean_rps: f64,
+    /// Mean requests a second while healthy (from the fleet's first heartbeat to the
+    /// fault) and during the fault.
+    pub healthy_rps: f64,
+    pub incident_rps: f64,
     pub busiest_second_rps: u64,
     /// The busiest second, in s after the start.
     pub busiest_second_at_s: u64,
@@ -126,12 +151,13 @@ mod tests {
         assert_eq!(s.admit(0), None, "three would wait: refused");
         assert_eq!(s.admit(5_000), Some(6_000), "idle again");
         assert_eq!(s.admit(1_500_000), Some(1_501_000));
-        let l = s.load(2.0);
+        let l = s.load(2.0, (1, 2));
         assert_eq!((l.requests, l.busiest_second_rps, l.refused), (6, 5, 1));
         assert_eq!(l.queue_wait_p99_ms, 2.0);
         assert_eq!(l.mean_rps, 3.0);
+        assert_eq!((l.healthy_rps, l.incident_rps), (5.0, 1.0));
         assert!(l.over().is_some_and(|w| w.contains("1 refused")));
-        let calm = Server::new("g", 1_000, 2, 0).load(1.0);
+        let calm = Server::new("g", 1_000, 2, 0).load(1.0, (0, 1));
         assert_eq!(calm.over(), None);
     }
 }

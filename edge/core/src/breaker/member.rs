@@ -178,6 +178,8 @@ pub struct Member {
     noticed: Option<Millis>,
     /// Its last answer came [`THIN_GAP_MS`] or more after the one before.
     seen_thin: bool,
+    /// When it last looked whether a report was due.
+    looked: Option<Millis>,
 }
 
 impl Member {
@@ -216,6 +218,7 @@ impl Member {
             born: None,
             noticed: None,
             seen_thin: false,
+            looked: None,
         }
     }
 
@@ -387,7 +390,9 @@ impl Member {
         // The first report goes at once with something to tell, or from a thin isolate (its
         // requests are spread already, and its next may be long after its phase).
         let first_at_once = (abnormal || self.seen_thin) && self.last_report.is_none();
-        if !first_at_once && !self.due(now, born, every, self.pace_ms > interval) {
+        let due = first_at_once || self.due(now, born, every, self.pace_ms > interval);
+        self.looked = Some(now);
+        if !due {
             return None;
         }
         self.seq += 1;
@@ -425,9 +430,12 @@ impl Member {
         if !slots {
             return last.is_none_or(|t| now.since(t) >= every);
         }
+        // A slot's start passed since this isolate last looked: a fleet turning abnormal
+        // together (its last reports a heartbeat back) still waits for its slots.
         let offset = (phase * every as f64) as u64;
         let slot = |t: Millis| (t.0 + every - offset) / every;
-        slot(now) > slot(last.unwrap_or(born)) || last.is_some_and(|t| now.since(t) >= every)
+        let looked = last.max(self.looked).unwrap_or(born);
+        slot(now) > slot(looked)
     }
 
     /// A call to this isolate's coordinator at `path` with `body` as JSON.

@@ -505,3 +505,35 @@ fn a_verdict_on_its_own_reports_alone_leaves_a_lone_isolate_to_its_own_breaker()
     assert_eq!(steps(m.transitions()), steps(alone.transitions()));
     assert_eq!(steps(m.local().transitions()), steps(alone.transitions()));
 }
+
+/// A fleet that turns abnormal together waits for its slots even though its last reports
+/// (heartbeats) are periods back: no burst of reports at the onset.
+#[test]
+fn an_isolate_turning_abnormal_waits_for_its_next_slot_not_its_last_report() {
+    let mut m = member();
+    m.set_phase(0.5);
+    m.report_due(Millis(0));
+    assert!(m.report_due(Millis(5_000)).is_some());
+    let mut v = verdict(FleetMode::Closed, 5_010);
+    v.pace_ms = 8_000;
+    v.heartbeat_ms = 20_000;
+    m.heard(Millis(5_010), v.clone());
+    let mut reported = Vec::new();
+    for t in (6_000..=27_000).step_by(1_000) {
+        if t == 25_000 {
+            let a = m.admit(Millis(t));
+            m.record(Millis(t), a, Outcome::failure(3));
+        }
+        if m.report_due(Millis(t)).is_some() {
+            reported.push(t);
+            v.issued_at = t + 10;
+            v.expires_at = t + 3_010;
+            m.heard(Millis(t + 10), v.clone());
+        }
+    }
+    // The heartbeat's slot at 10 s; troubled from 25 s, its next 8 s slot is at 28 s.
+    assert_eq!(reported, [10_000]);
+    let a = m.admit(Millis(27_900));
+    m.record(Millis(27_900), a, Outcome::failure(3));
+    assert!(m.report_due(Millis(28_000)).is_some(), "its slot");
+}
