@@ -318,19 +318,21 @@ pub fn human(title: &str, rows: &[Figures]) -> String {
     out += &line("requests", &|r| r.requests.to_string());
     for r in rows.iter().filter(|r| !r.coordinators.is_empty()) {
         out += &format!(
-            "\ncoordinators (scope = {}): requests a second, mean and busiest; queue wait p99\n",
+            "\ncoordinators (scope = {}): requests a second — mean over the run, while healthy, during the fault, busiest; queue wait p99\n",
             r.scope
         );
         out += &format!(
-            "  {:<10}{:>10}{:>10}{:>16}{:>14}{:>10}\n",
-            "", "capacity", "mean", "busiest (at)", "wait p99", "refused"
+            "  {:<10}{:>10}{:>8}{:>9}{:>8}{:>16}{:>14}{:>10}\n",
+            "", "capacity", "mean", "healthy", "fault", "busiest (at)", "wait p99", "refused"
         );
         for c in &r.coordinators {
             out += &format!(
-                "  {:<10}{:>10}{:>10.0}{:>16}{:>14}{:>10}\n",
+                "  {:<10}{:>10}{:>8.0}{:>9.0}{:>8.0}{:>16}{:>14}{:>10}\n",
                 c.coordinator,
                 c.capacity_rps,
                 c.mean_rps,
+                c.healthy_rps,
+                c.incident_rps,
                 format!("{} ({} s)", c.busiest_second_rps, c.busiest_second_at_s),
                 format!("{:.1} ms", c.queue_wait_p99_ms),
                 c.refused

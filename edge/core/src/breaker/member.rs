@@ -176,8 +176,8 @@ pub struct Member {
     born: Option<Millis>,
     /// When this isolate last answered without the model (a fallback or a refusal).
     noticed: Option<Millis>,
-    /// Its last answer came [`THIN_GAP_MS`] or more after the one before.
-    seen_thin: bool,
+    /// How long before its last answer the one before it went out.
+    gap_ms: u64,
     /// When it last looked whether a report was due.
     looked: Option<Millis>,
 }
@@ -217,7 +217,7 @@ impl Member {
             phase: None,
             born: None,
             noticed: None,
-            seen_thin: false,
+            gap_ms: 0,
             looked: None,
         }
     }
@@ -387,9 +387,8 @@ impl Member {
             heartbeat
         };
         let born = *self.born.get_or_insert(now);
-        // The first report goes at once with something to tell, or from a thin isolate (its
-        // requests are spread already, and its next may be long after its phase).
-        let first_at_once = (abnormal || self.seen_thin) && self.last_report.is_none();
+        // The first report goes at once with something to tell.
+        let first_at_once = abnormal && self.last_report.is_none();
         let due = first_at_once || self.due(now, born, every, self.pace_ms > interval);
         self.looked = Some(now);
         if !due {
@@ -411,9 +410,10 @@ impl Member {
     }
 
     /// Whether a report `every` ms is due at `now`. The first goes `phase` of a period
-    /// after this isolate first had one to make (at once when it has something to tell,
-    /// or its requests come [`THIN_GAP_MS`] apart): a fleet of busy isolates that starts
-    /// at once spreads its first reports over a heartbeat. On `slots` —
+    /// after this isolate first had one to make, or with the last answer before that
+    /// moment when requests come as far apart as the last two (at once when it has
+    /// something to tell): a fleet that starts at once spreads its first reports over a
+    /// heartbeat, and a thin isolate is not left without one for a gap. On `slots` —
     /// when the coordinator asks for a longer period than the policy's interval (many
     /// isolates share it) — each goes at this isolate's next slot, `phase` of a period past
     /// a multiple of it: a fleet that turns abnormal at once spreads its reports over the
@@ -425,7 +425,9 @@ impl Member {
         }
         let phase = self.phase.unwrap_or(0.0);
         if last.is_none() {
-            return now.since(born) as f64 >= phase * every as f64;
+            // Its next request may come a gap like the last after this one: it goes now
+            // if its phase would pass before then (a thin isolate's slot falls in a gap).
+            return (now.since(born) + self.gap_ms) as f64 >= phase * every as f64;
         }
         if !slots {
             return last.is_none_or(|t| now.since(t) >= every);

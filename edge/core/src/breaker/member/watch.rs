@@ -13,8 +13,8 @@ impl Member {
     /// The report and the watch due at `now` (either, both or none).
     pub fn calls_due(&mut self, now: Millis) -> Vec<FleetReport> {
         let thin = self.last_answer.is_none_or(|t| now.since(t) >= THIN_GAP_MS);
-        // Seen thin: a request after a gap, not merely the first one.
-        self.seen_thin = thin && self.last_answer.is_some();
+        // The gap since the last answer: a first report may go a gap before its slot.
+        self.gap_ms = self.last_answer.map_or(0, |t| now.since(t));
         self.last_answer = Some(now);
         let report = self.report_due(now);
         report
