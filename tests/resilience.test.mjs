@@ -331,21 +331,24 @@ describe("rate breaker (seed 000's machine) in the Worker", () => {
     };
     const given = (c) => c.timeouts_counted + c.timeouts_convicted;
     const before = given((await status()).counters);
+    // The window needs 5 calls: the warm-up's success counts while it is in the 2 s window
+    // (a cold isolate's successes count, docs/outcomes.md), so the fourth slow verdict may
+    // trip it; the fifth must.
     let st;
     let verdicts = 0;
-    for (let calls = 1; calls <= 20 && verdicts < 5; calls++) {
+    for (let calls = 1; calls <= 20 && verdicts < 5 && st?.breaker?.mode !== "DEGRADED_FALLBACK"; calls++) {
       const r = await s.get(`/v1/recommendations?category=audio`, next());
       assert.equal(r.headers["x-degraded"], "true", r.text);
       st = await status();
       verdicts = given(st.counters) - before;
-      if (verdicts < 5) {
+      if (verdicts < 4) {
         assert.equal(r.headers["x-breaker-mode"], "PRIMARY_HEALTHY", `${verdicts} slow verdict(s) leave it healthy`);
         assert.equal(st.breaker.mode, "PRIMARY_HEALTHY", `${verdicts} slow verdict(s) leave it healthy`);
       }
     }
     // Two may come in one call (the last call's conviction and its own count).
-    assert.ok(verdicts >= 5, `five verdicts within 20 calls: ${JSON.stringify(st.counters)}`);
-    assert.equal(st.breaker.mode, "DEGRADED_FALLBACK", `the fifth slow verdict trips the breaker: ${JSON.stringify(st.counters)}`);
+    assert.ok(verdicts >= 4, `four verdicts or more within 20 calls: ${JSON.stringify(st.counters)}`);
+    assert.equal(st.breaker.mode, "DEGRADED_FALLBACK", `the fourth or fifth slow verdict trips the breaker: ${JSON.stringify(st.counters)}`);
     let mode;
 
     await s.origin.clearFault();
