@@ -253,18 +253,22 @@ export default function (env) {
   };
 }`;
 
-// [F-SCOPE] The breaker's coordinator as the isolates reach it in a fault drill: the real
-// namespace behind a switch read from the control namespace on every call — "" passes
-// through; "error" answers 500; "throw" throws; "hang" never answers (the isolate's own
-// timeout ends the wait); "reset:N" reaches a fresh object (a coordinator that restarted
-// empty). Only `startEdges(…, { coordinatorFaults: true })` binds it.
+// [F-SCOPE] The breaker's coordinators as the isolates (and the regions' merges) reach them
+// in a fault drill: the real namespace behind a switch read from the control namespace on
+// every call — "" passes through; "error" answers 500; "throw" throws; "hang" never answers
+// (the caller's own timeout ends the wait); "reset:N" reaches a fresh object (a coordinator
+// that restarted empty). "MODE@NAME" strikes only the objects whose name ends in "/NAME" (a
+// region, such as "error@weur", or "error@global"); the others pass through. Only
+// `startEdges(…, { coordinatorFaults: true })` binds it.
 const COORDINATOR_PROXY = `
 export default function (env) {
   return {
     idFromName: (name) => name,
     get: (name) => ({
       async fetch(url, init) {
-        const mode = (await env.CONTROL.get("mode")) ?? "";
+        let mode = (await env.CONTROL.get("mode")) ?? "";
+        const at = mode.indexOf("@");
+        if (at >= 0) mode = name.endsWith("/" + mode.slice(at + 1)) ? mode.slice(0, at) : "";
         if (mode === "error") return new Response("coordinator fault (drill)", { status: 500 });
         if (mode === "throw") throw new Error("coordinator fault (drill): the object threw");
         if (mode === "hang") return new Promise(() => {});
@@ -685,7 +689,7 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     mf,
     workers: loaded,
     logs: output.logs,
-    /** `coordinatorFaults`: "" (none), "error", "throw", "hang" or "reset:N". */
+    /** `coordinatorFaults`: "" (none), "error", "throw", "hang" or "reset:N", each alone or "@REGION" / "@global". */
     setCoordinatorFault: async (mode) => {
       if (!coordinatorFaults) throw new Error("startEdges: started without coordinatorFaults");
       await kvToolNamespace(mf, "COORDINATOR_CONTROL").put("mode", mode);

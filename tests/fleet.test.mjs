@@ -147,6 +147,22 @@ describe("drill --isolates 8 [F-SCOPE]", () => {
     t.diagnostic(`fleet scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}; ${verdict(d, "SIMULATE_AGREES").detail}`);
   });
 
+  // Regional coordinators (ADR 011, "Regions and the global merge"): the 8 isolates round
+  // robin over enam and weur — each isolate's requests carry its region's `cf` (workerd's cf
+  // blob header) — one coordinator Durable Object per region and the global one merging
+  // their windows, against `simulate --isolates 8 --regions 2`.
+  test("drill --isolates 8 --regions 2: each region's coordinator and the global merge meet seed 000's bounds, as simulate does", { timeout: 480_000 }, async (t) => {
+    const d = await judged(t, "drill --isolates 8 --regions 2, fleet scope", () => drill("fleet", "--regions", "2", "--compare-simulate"));
+    const episodes = (d.json?.isolates ?? []).map((i) => `isolate ${i.isolate}: ${i.transitions.map((x) => `${Math.round(x.at_ms)} ${x.to}`).join(", ")}`);
+    assert.equal(d.status, 0, `${why(d)}\nbreakers: ${episodes.join(" | ")}\n${d.stdout}\n${d.stderr}`);
+    for (const name of ["ANSWERED", "DISCLOSED", "DEGRADE_WITHIN", "RECOVER_WITHIN", "SIMULATE_AGREES"]) {
+      assert.equal(verdict(d, name)?.ok, true, `${name}: ${JSON.stringify(verdict(d, name))}`);
+    }
+    assert.match(verdict(d, "SIMULATE_AGREES").detail, /^all 8 isolates: the same breaker episodes/);
+    assert.equal(d.json.isolates.length, 8);
+    t.diagnostic(`--regions 2: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}; ${verdict(d, "SIMULATE_AGREES").detail}`);
+  });
+
   test("isolate scope, the same drill: no isolate recovers in time (recorded)", { timeout: 200_000 }, async (t) => {
     // Red whatever the host does: each isolate's 2% of 15 req/s sends its probes too slowly
     // for the breaker to close in time even had every probing passed, and the verdict says so.
@@ -197,9 +213,12 @@ describe("the coordinator's faults [F-SCOPE]", () => {
     );
   const urls = (edges) => Array.from({ length: K }, (_, i) => edges.direct[`isolate-${i}`]);
 
-  /** `ms` of load at RATE, round-robin over `targets`, each request with its own user. */
+  /**
+   * `ms` of load at RATE, round-robin over `targets`, each request with its own user; with
+   * `cfs`, request i carries `cfs[i % targets.length]` as its `cf` (workerd's cf blob header).
+   */
   let user = 0;
-  async function load(targets, ms) {
+  async function load(targets, ms, cfs) {
     const n = Math.round((RATE * ms) / 1000);
     const t0 = performance.now();
     const pending = [];
@@ -209,7 +228,9 @@ describe("the coordinator's faults [F-SCOPE]", () => {
       if (wait > 0) await sleep(wait);
       user += 1;
       const token = mintToken(devSecret("TOKEN_HMAC_KEY"), { sub: `cf-${user}`, iss: ISS, aud: "recommendations" });
-      pending.push(timedFetch(`${targets[i % targets.length]}/v1/recommendations?category=audio`, { headers: { authorization: `Bearer ${token}` } }));
+      const headers = { authorization: `Bearer ${token}` };
+      if (cfs) headers["mf-cf-blob"] = JSON.stringify(cfs[i % targets.length]);
+      pending.push(timedFetch(`${targets[i % targets.length]}/v1/recommendations?category=audio`, { headers }));
     }
     return Promise.all(pending);
   }
@@ -321,5 +342,62 @@ describe("the coordinator's faults [F-SCOPE]", () => {
     // Both pay at most the deadline (45 ms) while an isolate's own evidence builds; the
     // coordinator adds nothing on the request's path. 15 ms of room for this shared host.
     assert.ok(pf <= pi + 15, `p99 ${pf.toFixed(1)} ms with the coordinator failing against ${pi.toFixed(1)} ms in isolate scope`);
+  });
+
+  // Regional coordinators: isolates 0 and 2 in enam, 1 and 3 in weur (their requests' `cf`),
+  // one coordinator each and the global one merging their windows. A region's coordinator
+  // down: its isolates run in isolate scope (their own breakers adopted the opening), the
+  // other region's stay with their fleet. The global one down or hung: every region decides
+  // on its own evidence, and every isolate stays with its region's verdict. Answers never
+  // notice: every one 200 and disclosed.
+  test("a region's coordinator down, then the global one: answers do not notice, each isolate's decided_by is right", { timeout: 180_000 }, async () => {
+    const CFS = [
+      { continent: "NA", country: "US", longitude: "-77.04" },
+      { continent: "EU", country: "FR", longitude: "2.35" },
+      { continent: "NA", country: "US", longitude: "-77.04" },
+      { continent: "EU", country: "FR", longitude: "2.35" },
+    ];
+    const REGION = ["enam", "weur", "enam", "weur"];
+    await origin.setFault({ kind: "hang" });
+    const fleet = await start("fleet");
+    try {
+      const targets = urls(fleet);
+      assertDisclosed(await load(targets, 3_000, CFS), "the fleet opening");
+      for (const [i, u] of targets.entries()) {
+        const b = await statusOf(u);
+        assert.equal(b.fleet.region, REGION[i], JSON.stringify(b.fleet));
+        assert.equal(b.fleet.verdict?.mode, "OPEN", JSON.stringify(b.fleet));
+        assert.equal(b.fleet.decided_by, "fleet", JSON.stringify(b.fleet));
+      }
+      const expect = async (what, want) => {
+        for (const [i, u] of targets.entries()) {
+          const b = await statusOf(u);
+          const [health, decidedBy] = want(REGION[i]);
+          assert.equal(b.fleet.coordinator.health, health, `${what}, isolate ${i} (${REGION[i]}): ${JSON.stringify(b.fleet)}`);
+          assert.equal(b.fleet.decided_by, decidedBy, `${what}, isolate ${i} (${REGION[i]}): ${JSON.stringify(b.fleet)}`);
+          assert.equal(b.mode, "DEGRADED_FALLBACK", `${what}, isolate ${i}: ${JSON.stringify(b)}`);
+        }
+      };
+      const back = async (what) => {
+        await fleet.setCoordinatorFault("");
+        assertDisclosed(await load(targets, 1_500, CFS), `after ${what}`);
+        await expect(`back after ${what}`, () => ["ok", "fleet"]);
+      };
+      // weur's coordinator answers 500: weur's isolates on their own, enam's with the fleet.
+      await fleet.setCoordinatorFault("error@weur");
+      assertDisclosed(await load(targets, 2_000, CFS), "weur's coordinator down");
+      await expect("weur's coordinator down", (r) => (r === "weur" ? ["failing", "isolate"] : ["ok", "fleet"]));
+      await back("weur's coordinator down");
+      // The global coordinator answers 500, then hangs: each region on its own evidence.
+      for (const mode of ["error@global", "hang@global"]) {
+        await fleet.setCoordinatorFault(mode);
+        assertDisclosed(await load(targets, 2_000, CFS), `the global coordinator ${mode}`);
+        await expect(`the global coordinator ${mode}`, () => ["ok", "fleet"]);
+        await back(`the global coordinator ${mode}`);
+      }
+    } finally {
+      await fleet.dispose();
+      await origin.clearFault();
+    }
   });
 });

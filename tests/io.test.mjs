@@ -261,5 +261,15 @@ test("the incoming request: the probe's lateness, the clock, a seed, method, URL
   assert.ok(Number(lines[0]) >= 0, `the probe's lateness: ${lines[0]}`);
   assert.ok(Math.abs(Number(lines[1]) - t0) < 50, `the clock: ${lines[1]}`);
   for (const r of lines.slice(2, 4)) assert.ok(Number.isInteger(Number(r)) && Number(r) >= 0 && Number(r) < 2 ** 32, r);
-  assert.deepEqual(lines.slice(4), ["GET", "https://edge.example/r/alice?x=1", "x-correlation-id", "c-1", "cookie", "s=1"]);
+  assert.deepEqual(lines.slice(4), ["-", "GET", "https://edge.example/r/alice?x=1", "x-correlation-id", "c-1", "cookie", "s=1"]);
+});
+
+test("the incoming request's place: cf's continent, country and longitude only when asked, an empty line without cf", () => {
+  const req = new Request("https://edge.example/r/alice");
+  assert.equal(us_incoming(req, [], true).split("\n")[4], "", "no cf: a local runtime");
+  const withCf = { method: "GET", url: "https://edge.example/", headers: new Headers(), cf: { continent: "EU", country: "DE", longitude: "8.68", colo: "FRA" } };
+  assert.equal(us_incoming(withCf, [], true).split("\n")[4], "EU\tDE\t8.68");
+  assert.equal(us_incoming(withCf, [], false).split("\n")[4], "-", "not asked: cf is not read");
+  const odd = { ...withCf, cf: { continent: "N\tA", country: undefined } };
+  assert.equal(us_incoming(odd, [], true).split("\n")[4], "NA\t\t");
 });

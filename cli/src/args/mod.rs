@@ -255,9 +255,14 @@ pub struct SimulateArgs {
     /// With `--isolates`: how the traffic splits over them (overrides `[fleet] split`).
     #[arg(long, value_enum)]
     pub split: Option<SplitArg>,
+    /// [F-SCOPE] With `--isolates`: spread the isolates round robin over the first R regions
+    /// (1..=9: enam, weur, apac, wnam, eeur, sam, oc, me, afr), one coordinator each and the
+    /// global one — as `drill --regions R` does (overrides `[fleet] regions`).
+    #[arg(long, value_name = "R")]
+    pub regions: Option<usize>,
     /// Write the engine's log line of every request here (NDJSON, as the Worker prints
     /// them): logs `understudy replay` reads.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["isolates", "split"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["isolates", "split", "regions"])]
     pub logs: Option<PathBuf>,
 }
 
@@ -325,6 +330,12 @@ pub struct DrillArgs {
     /// sharing KV and the breaker's coordinator, the load spread uniformly (1..=64).
     #[arg(long, default_value_t = 1)]
     pub isolates: usize,
+    /// [F-SCOPE] With `--isolates K`: spread the K isolates round robin over the first R
+    /// regions (1..=9: enam, weur, apac, wnam, eeur, sam, oc, me, afr), each isolate's requests
+    /// carrying its region's `cf`; one coordinator Durable Object per region and the global
+    /// one. `--compare-simulate` runs `simulate --isolates K --regions R`.
+    #[arg(long, value_name = "R", default_value_t = 1)]
+    pub regions: usize,
     /// Run the breaker in this scope whatever the policy says (a rate breaker).
     #[arg(long, value_enum)]
     pub scope: Option<ScopeArg>,

@@ -49,6 +49,7 @@ pub fn run(mut args: DrillArgs) -> anyhow::Result<ExitCode> {
         timeout: Duration::from_millis(args.timeout_ms.clamp(1, 60_000)),
         compare_simulate: args.compare_simulate,
         isolates: args.isolates,
+        regions: args.regions,
         fleet_scope: args.scope.map(|s| s == crate::args::ScopeArg::Fleet),
         inject_stalls: args
             .inject_stall
@@ -59,6 +60,12 @@ pub fn run(mut args: DrillArgs) -> anyhow::Result<ExitCode> {
     };
     if !(1..=64).contains(&opts.isolates) {
         anyhow::bail!("--isolates {}: a whole number from 1 to 64", opts.isolates);
+    }
+    if opts.regions != 1 {
+        // The same checks as `simulate --regions` (1..=9, no more regions than isolates).
+        understudy_compiler::simulate::fleet::FleetSpec::uniform(opts.isolates as u64)
+            .with_regions(opts.regions)
+            .map_err(|e| anyhow::anyhow!("{e} (--isolates {})", opts.isolates))?;
     }
     if let Some(range) = &args.find_rate {
         let (lo, hi) = range

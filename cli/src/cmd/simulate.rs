@@ -34,7 +34,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             args.scenario.display()
         );
     }
-    if args.isolates.is_some() || sc.fleet.is_some() {
+    if args.isolates.is_some() || args.regions.is_some() || sc.fleet.is_some() {
         return fleet(&args, policy, loaded.catalog.as_ref(), &sc);
     }
     let run = match &args.logs {
@@ -84,6 +84,9 @@ fn fleet(
             anyhow::bail!("--isolates {n}: out of range 1..={}", fleet::MAX_ISOLATES);
         }
         spec.isolates = n;
+    }
+    if let Some(r) = args.regions {
+        spec = spec.with_regions(r).map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     match args.split {
         Some(SplitArg::Uniform) => spec.split = Split::Uniform,

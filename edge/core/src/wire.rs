@@ -144,6 +144,7 @@ fn respond(w: &mut Writer, r: &Reply) {
         w.str(f.path);
         w.str(&f.binding);
         w.str(&f.object);
+        w.str(f.hint);
         w.str(&f.body);
         w.num(f.timeout_ms);
     }

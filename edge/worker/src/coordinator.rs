@@ -4,6 +4,14 @@
 //! `understudy_core::breaker::fleet::Coordinator`'s; this module reads the request and
 //! writes the answer.
 //!
+//! One object per service, settings and region (`{service}/{settings}/{region}`), and a
+//! global one (`…/global`) of the same class: the driver names the object in the URL it
+//! reaches it at (`?of=`), and the name says its role ([`Role`]). A region's object, while it
+//! keeps isolates (`Coordinator::merging`), sends its window to the global one once per
+//! report interval from its alarm and heeds the verdict that comes back; the global one
+//! lost (an error, no answer within [`MERGE_TIMEOUT_MS`]), the region's verdict stands on
+//! its own evidence once the last global verdict expired.
+//!
 //! It is soft state: kept in memory, rebuilt from the next round of reports after a restart
 //! (each report carries the isolate's whole window); a restart drops the held watches, and
 //! their isolates watch again with their next request. The object runs in the same Worker
@@ -16,36 +24,92 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
+use js_sys::{Array, Promise};
+use understudy_core::breaker::fleet::place::{global_name, Role};
 use understudy_core::breaker::fleet::{settings_hash, Coordinator, Verdict, WATCH_MS};
 use understudy_core::policy::{Breaker, Scope};
+use wasm_bindgen::prelude::*;
+use worker::wasm_bindgen_futures::JsFuture;
 use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use crate::isolate;
 
 /// Held watches below which no sweep runs.
 const SWEEP_MIN: usize = 64;
+/// How long a region waits for the global coordinator's answer to its window (as an isolate
+/// waits for its region's: `member::REPORT_TIMEOUT_MS`).
+pub const MERGE_TIMEOUT_MS: u64 = understudy_core::breaker::member::REPORT_TIMEOUT_MS;
+
+#[wasm_bindgen(inline_js = r#"
+// A region's window to the global coordinator: [true, verdict] or [false, why], within
+// `timeoutMs`.
+export async function us_merge(ns, object, body, timeoutMs) {
+  let timer;
+  try {
+    const stub = ns.get(ns.idFromName(object));
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    });
+    const asked = stub.fetch(`https://coordinator/report?of=${encodeURIComponent(object)}`, { method: "POST", body }).then(async (res) => {
+      const text = await res.text();
+      if (!res.ok) throw new Error(`HTTP ${res.status}: ${text}`);
+      return text;
+    });
+    return [true, await Promise.race([asked, late])];
+  } catch (e) {
+    return [false, String((e && e.message) || e).split("\n")[0]];
+  } finally {
+    clearTimeout(timer);
+  }
+}
+"#)]
+extern "C" {
+    fn us_merge(ns: &JsValue, object: &str, body: &str, timeout_ms: f64) -> Promise;
+}
 
 #[durable_object]
 pub struct BreakerCoordinator {
+    state: State,
+    env: Env,
     /// Built from the bake at the first report.
     inner: RefCell<Option<Coordinator>>,
     /// The watches held: each is answered with the verdict when the fleet opens or closes.
     watchers: RefCell<Vec<oneshot::Sender<String>>>,
     /// How many held watches make the next sweep of those whose caller is gone.
     sweep_at: Cell<usize>,
+    /// What this object is, from the name in its first request's URL.
+    role: Cell<Option<Role>>,
+    /// A region's merge alarm is set; the last window's number (its clock: a restarted
+    /// object's windows still count as newer).
+    alarm_set: Cell<bool>,
+    sent: Cell<u64>,
 }
 
 impl DurableObject for BreakerCoordinator {
-    fn new(_state: State, _env: Env) -> Self {
+    fn new(state: State, env: Env) -> Self {
         BreakerCoordinator {
+            state,
+            env,
             inner: RefCell::new(None),
             watchers: RefCell::new(Vec::new()),
             sweep_at: Cell::new(SWEEP_MIN),
+            role: Cell::new(None),
+            alarm_set: Cell::new(false),
+            sent: Cell::new(0),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let watch = req.path() == "/watch";
+        if self.role.get().is_none() {
+            let of = object_of(&req.inner().url());
+            let role = match of.as_deref().map(Role::of) {
+                None => Role::Alone,
+                Some(Ok(role)) => role,
+                Some(Err(e)) => return Response::error(e, 400),
+            };
+            self.role.set(Some(role));
+        }
         let text = match req.text().await {
             Ok(t) => t,
             Err(e) => return Response::error(format!("unreadable request: {e}"), 400),
@@ -58,13 +122,99 @@ impl DurableObject for BreakerCoordinator {
             verdict.map_err(|refusal| (refusal.message(), refusal.status()))
         });
         match answer {
-            Ok(body) => Response::ok(body),
+            Ok(body) => {
+                self.arm().await;
+                Response::ok(body)
+            }
             Err((message, status)) => Response::error(message, status),
         }
+    }
+
+    /// A region's merge: its window to the global coordinator, the verdict heeded (the held
+    /// watches answered if it moved the region), and the next alarm while the region keeps
+    /// isolates.
+    async fn alarm(&self) -> Result<Response> {
+        self.alarm_set.set(false);
+        let Some(Role::Region(region)) = self.role.get() else {
+            return Response::ok("no merge");
+        };
+        let now = isolate::now();
+        let seq = self.sent.get().max(now.0.saturating_sub(1)) + 1;
+        self.sent.set(seq);
+        let window = self.inner.borrow_mut().as_mut().and_then(|c| {
+            c.merging(now)
+                .then(|| c.window_report(now, region.name(), seq))
+        });
+        let Some(window) = window else {
+            return Response::ok("nothing to merge");
+        };
+        let Ok(body) = serde_json::to_string(&window) else {
+            return Response::ok("the window cannot be written");
+        };
+        match self.merge(&body).await {
+            Ok(text) => match serde_json::from_str::<Verdict>(&text) {
+                Ok(v) => {
+                    let _ = self.with(|c| {
+                        c.heed(v);
+                        Ok(c.verdict(isolate::now()))
+                    });
+                }
+                Err(e) => worker::console_log!("fleet merge: the global answer is no verdict: {e}"),
+            },
+            // The global coordinator lost: this region decides on its own once the last
+            // global verdict expired (`Coordinator::followed`).
+            Err(e) => worker::console_log!("fleet merge: {e}"),
+        }
+        self.arm().await;
+        Response::ok("merged")
     }
 }
 
 impl BreakerCoordinator {
+    /// A region's alarm, one report interval from now, unless one is set or the region
+    /// keeps no isolate.
+    async fn arm(&self) {
+        if self.alarm_set.get() || !matches!(self.role.get(), Some(Role::Region(_))) {
+            return;
+        }
+        let interval = {
+            let mut inner = self.inner.borrow_mut();
+            match inner.as_mut() {
+                Some(c) => match c.merging(isolate::now()) {
+                    true => c.report_interval_ms(),
+                    false => return,
+                },
+                None => return,
+            }
+        };
+        let at = Duration::from_millis(interval);
+        match self.state.storage().set_alarm(at).await {
+            Ok(()) => self.alarm_set.set(true),
+            Err(e) => worker::console_log!("fleet merge: cannot set the alarm: {e}"),
+        }
+    }
+
+    /// Sends a region's window (`body`) to the global coordinator: its verdict's JSON, or
+    /// why there is none.
+    async fn merge(&self, body: &str) -> std::result::Result<String, String> {
+        let (service, config, binding) = global_of()?;
+        let ns = js_sys::Reflect::get(self.env.as_ref(), &JsValue::from_str(&binding))
+            .ok()
+            .filter(JsValue::is_object)
+            .ok_or_else(|| format!("Durable Object binding `{binding}` is not bound"))?;
+        let object = global_name(&service, &config);
+        let got = JsFuture::from(us_merge(&ns, &object, body, MERGE_TIMEOUT_MS as f64))
+            .await
+            .map_err(|e| understudy_core::classify::bounded(&format!("{e:?}")))?;
+        let got = Array::from(&got);
+        let text = got.get(1).as_string().unwrap_or_default();
+        if got.get(0).as_bool() == Some(true) {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    }
+
     /// Runs `f` on the coordinator (built at the first call), answers the held watches when
     /// the verdict `f` gave moved the fleet, and writes that verdict.
     fn with(
@@ -130,6 +280,37 @@ impl BreakerCoordinator {
         };
         Response::ok(body)
     }
+}
+
+/// The object name in a coordinator URL's query (`?of=`, percent-encoded by the driver's
+/// `encodeURIComponent`): read here rather than through a URL parser, which would cost the
+/// module a fifth of its size.
+fn object_of(url: &str) -> Option<String> {
+    let query = url.split_once('?')?.1.split('#').next()?;
+    let raw = query.split('&').find_map(|pair| pair.strip_prefix("of="))?;
+    js_sys::decode_uri_component(raw)
+        .ok()
+        .and_then(|s| s.as_string())
+}
+
+/// Where a region's window goes: the service, the settings hash and the coordinator's
+/// binding of this Worker's bake.
+fn global_of() -> std::result::Result<(String, String, String), String> {
+    isolate::with_engine(|e| {
+        let p = e.policy();
+        match &p.breaker {
+            Breaker::Rate(r) => match &r.scope {
+                Scope::Fleet(f) => Some((
+                    p.service.name.clone(),
+                    settings_hash(r),
+                    f.coordinator.clone(),
+                )),
+                Scope::Isolate => None,
+            },
+            _ => None,
+        }
+    })?
+    .ok_or_else(|| "this release's breaker is not fleet-scoped".to_string())
 }
 
 /// The coordinator for this Worker's bake: its service, its breaker settings.

@@ -38,14 +38,25 @@ function probe() {
 }
 function takeLate() { const l = late; late = -1; return l; }
 
+// [F-SCOPE] The request's `cf` fields a fleet-scoped isolate picks its region from (the
+// engine's `breaker::fleet::place`), asked for only until it has: `-` not asked, an empty
+// line without `cf` (a local runtime), else continent, country and longitude, tab-separated.
+const cfField = (v) => (v == null ? "" : String(v).replace(/[\t\n]/g, ""));
+function placeOf(req, place) {
+  if (!place) return "-";
+  const cf = req.cf;
+  if (cf == null) return "";
+  return cfField(cf.continent) + "\t" + cfField(cf.country) + "\t" + cfField(cf.longitude);
+}
+
 // The lateness of the last probe, the clock, two random 32-bit numbers (the request's seed),
-// the method, the URL and the headers named in `names` that the request carries: the engine
-// reads no other header, and a `get` per name costs a fraction of iterating every header the
-// client and the platform sent. One crossing for all of it.
-export function us_incoming(req, names) {
+// the place (`placeOf`), the method, the URL and the headers named in `names` that the
+// request carries: the engine reads no other header, and a `get` per name costs a fraction
+// of iterating every header the client and the platform sent. One crossing for all of it.
+export function us_incoming(req, names, place) {
   probe();
   let out = takeLate() + "\n" + Date.now() + "\n" + ((Math.random() * 4294967296) >>> 0) + "\n" +
-    ((Math.random() * 4294967296) >>> 0) + "\n" + req.method + "\n" + req.url;
+    ((Math.random() * 4294967296) >>> 0) + "\n" + placeOf(req, place) + "\n" + req.method + "\n" + req.url;
   const h = req.headers;
   for (let i = 0; i < names.length; i++) {
     const v = h.get(names[i]);
@@ -62,7 +73,7 @@ export function us_incoming(req, names) {
 //   3 limit  io binding key
 //   5 abort  io       6 hear io until      7 events io (performed in Rust)
 //   8 respond status head body log cid point [index blob×5 double×3] writes [binding key value meta]×writes
-//             calls [path binding object body timeout_ms]×calls  (the coordinator's: /report, /watch)
+//             calls [path binding object hint body timeout_ms]×calls  (the coordinator's: /report, /watch)
 // `head` is `name\nvalue\n…` (names and values never contain a newline).
 class Reader {
   constructor(s) { this.s = s; this.p = 0; }
@@ -243,7 +254,7 @@ function respond(f, r) {
   const puts = [];
   for (let i = 0; i < writes; i++) puts.push([r.str(), r.str(), r.str(), r.str()]);
   const fleet = [];
-  for (let i = r.num(); i > 0; i--) fleet.push([r.str(), r.str(), r.str(), r.str(), r.num()]);
+  for (let i = r.num(); i > 0; i--) fleet.push([r.str(), r.str(), r.str(), r.str(), r.str(), r.num()]);
   if (!f.live) {
     // Answered already (by a failure path): nothing more to send. A watch the engine counted
     // as sent is handed back as failed, or the isolate would wait for its answer.
@@ -265,8 +276,10 @@ function respond(f, r) {
 // (docs/adr/011-fleet-scoped-breaker.md), after the answer, kept alive by `ctx.waitUntil`:
 // its answer — or why there is none, after `timeoutMs` at most — goes back to the engine.
 // No request waits for it. A watch is held by the coordinator until the fleet opens or
-// closes (or 25 s pass): how an isolate hears of it between its requests.
-function fleetReport(f, path, binding, object, body, timeoutMs) {
+// closes (or 25 s pass): how an isolate hears of it between its requests. The object is
+// its region's, created near it (`hint`, a location hint); the URL names the object, which
+// learns its role from it.
+function fleetReport(f, path, binding, object, hint, body, timeoutMs) {
   const heard = (ok, text) => {
     const todo = f.engine.fleetHeard(path, ok, text);
     if (!todo) return;
@@ -278,12 +291,13 @@ function fleetReport(f, path, binding, object, body, timeoutMs) {
   try {
     const ns = f.env[binding];
     if (ns == null) throw new Error(`Durable Object binding \`${binding}\` is not bound`);
-    const stub = ns.get(ns.idFromName(object));
+    const stub = ns.get(ns.idFromName(object), { locationHint: hint });
     let timer;
     const late = new Promise((_, reject) => {
       timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
     });
-    const asked = stub.fetch(`https://coordinator${path}`, { method: "POST", body }).then(async (res) => {
+    const url = `https://coordinator${path}?of=${encodeURIComponent(object)}`;
+    const asked = stub.fetch(url, { method: "POST", body }).then(async (res) => {
       const text = await res.text();
       if (!res.ok) throw new Error(`HTTP ${res.status}: ${text}`);
       return text;

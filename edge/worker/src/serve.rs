@@ -11,6 +11,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use js_sys::{Array, Promise};
+use understudy_core::breaker::fleet::place::Cf;
 use understudy_core::engine::{self, Bindings, Flight, Incoming, Input, IoId, Output, Reply};
 use understudy_core::events::flow::{Heard, Io as EventIo};
 use understudy_core::wire;
@@ -71,6 +72,9 @@ thread_local! {
     static FLIGHTS: RefCell<BTreeMap<u32, Waiting>> = const { RefCell::new(BTreeMap::new()) };
     static DROPPED: RefCell<BTreeMap<u32, Reply>> = const { RefCell::new(BTreeMap::new()) };
     static NEXT_ID: Cell<u32> = const { Cell::new(1) };
+    /// [F-SCOPE] The engine needs no request's `cf` any more (its fleet member picked its
+    /// region, or it has none): the driver stops reading it.
+    static LOCATED: Cell<bool> = const { Cell::new(false) };
     /// The engine's closures for the driver (`step`, `perform`, `failed`, `writeFailed`,
     /// `fleetHeard`),
     /// made once per isolate, as one JS object.
@@ -135,12 +139,27 @@ fn incoming_of(r: &shim::Incoming) -> Incoming<'_> {
 }
 
 pub fn serve(req: web_sys::Request, env: Env, ctx: JsValue) -> Promise {
-    let r = HEADER_NAMES.with(|names| shim::incoming(&req, names));
+    let place = !LOCATED.with(Cell::get);
+    let r = HEADER_NAMES.with(|names| shim::incoming(&req, names, place));
     let arrived = Millis(r.now_ms);
     let seed = r.seed;
     let started = isolate::with_engine(|e| {
         if let Some(late) = r.late_ms {
             e.lag_sample(arrived, late);
+        }
+        if let Some(cf) = &r.place {
+            fn given(s: &str) -> Option<&str> {
+                (!s.is_empty()).then_some(s)
+            }
+            let cf = cf.as_ref().map(|[continent, country, longitude]| Cf {
+                continent: given(continent),
+                country: given(country),
+                longitude: given(longitude),
+            });
+            e.locate(cf.as_ref());
+        }
+        if !e.wants_place() {
+            LOCATED.with(|l| l.set(true));
         }
         let (flight, out) = e.start(arrived, &incoming_of(&r), &WorkerEnv(&env), seed);
         let max_body = e.policy().origin.max_body_bytes;

@@ -14,7 +14,7 @@ use worker::web_sys;
 
 #[wasm_bindgen(module = "/src/io.js")]
 extern "C" {
-    fn us_incoming(req: &web_sys::Request, names: &Array) -> String;
+    fn us_incoming(req: &web_sys::Request, names: &Array, place: bool) -> String;
     fn us_run(
         id: u32,
         out: &str,
@@ -70,14 +70,18 @@ pub struct Incoming {
     pub now_ms: u64,
     /// `Math.random()`'s 64 bits for the request's random source.
     pub seed: u64,
+    /// [F-SCOPE] Asked for with `place`: the request's `cf` continent, country and
+    /// longitude (`Some(None)`: it has no `cf`).
+    pub place: Option<Option<[String; 3]>>,
     pub method: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
 }
 
-/// The request's method, URL and the headers named in `names` that it carries.
-pub fn incoming(req: &web_sys::Request, names: &Array) -> Incoming {
-    let text = us_incoming(req, names);
+/// The request's method, URL and the headers named in `names` that it carries; with
+/// `place`, its `cf` fields too.
+pub fn incoming(req: &web_sys::Request, names: &Array, place: bool) -> Incoming {
+    let text = us_incoming(req, names, place);
     let mut lines = text.split('\n');
     let late_ms = lines
         .next()
@@ -91,6 +95,15 @@ pub fn incoming(req: &web_sys::Request, names: &Array) -> Incoming {
     };
     let now_ms = number();
     let seed = (number() << 32) | number();
+    let place = match lines.next().unwrap_or("-") {
+        "-" => None,
+        "" => Some(None),
+        line => {
+            let mut f = line.split('\t').map(str::to_string);
+            let mut next = || f.next().unwrap_or_default();
+            Some(Some([next(), next(), next()]))
+        }
+    };
     let method = lines.next().unwrap_or("GET").to_string();
     let url = lines.next().unwrap_or("").to_string();
     let mut headers = Vec::new();
@@ -101,6 +114,7 @@ pub fn incoming(req: &web_sys::Request, names: &Array) -> Incoming {
         late_ms,
         now_ms,
         seed,
+        place,
         method,
         url,
         headers,

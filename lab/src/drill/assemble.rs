@@ -66,7 +66,7 @@ pub fn outcome(prep: Prepared, p: Played, opts: &Options) -> Outcome {
     let mut verdicts = check::check(&obs, &cx, &rec);
     let mut disagreements = Vec::new();
     if opts.compare_simulate && per_isolate.len() > 1 {
-        let v = compare_fleet(&prep, start_epoch, &obs, &cx, &mut table);
+        let v = compare_fleet(&prep, opts.regions, start_epoch, &obs, &cx, &mut table);
         disagreements = v.1;
         verdicts.push(v.0);
     } else if opts.compare_simulate {
@@ -256,6 +256,7 @@ fn fleet_recovery(
 /// (the verdict, and the lines of the isolates that differ). Adds a line per isolate.
 fn compare_fleet(
     prep: &Prepared,
+    regions: usize,
     start_epoch: u64,
     obs: &[observe::Observed],
     cx: &Context<'_>,
@@ -268,7 +269,14 @@ fn compare_fleet(
         .collect();
     let tol = compare_fleet::tolerance_ms(&prep.policy, &prep.sc, edge.len());
     let catalog = prep.loaded.catalog.as_ref();
-    let rows = match compare_fleet::compare(&prep.policy, catalog, &prep.sc, start_epoch, &edge) {
+    let compared = compare_fleet::compare(
+        &prep.policy,
+        catalog,
+        &prep.sc,
+        (start_epoch, regions),
+        &edge,
+    );
+    let rows = match compared {
         Ok(rows) => rows,
         Err(e) => {
             let detail = format!("simulate --isolates {} could not run: {e}", edge.len());

@@ -106,12 +106,14 @@ fn worst(a: &Episodes, b: &Episodes) -> Option<f64> {
 }
 
 /// Replays `sc` (its clock starting at `start_ms`) over the drill's isolates in `simulate`
-/// and compares each isolate's episodes with what the edge's isolates reported.
+/// — spread round robin over `regions` regions as the drill spreads them, each region's
+/// coordinator and the global one a hop of [`REPORT_DELAY_MS`] away — and compares each
+/// isolate's episodes with what the edge's isolates reported.
 pub fn compare(
     policy: &Policy,
     catalog: Option<&Catalog>,
     sc: &Scenario,
-    start_ms: u64,
+    (start_ms, regions): (u64, usize),
     edge: &[&[SeenTransition]],
 ) -> Result<Vec<IsolateCompared>, String> {
     let mut sc = sc.clone();
@@ -119,10 +121,14 @@ pub fn compare(
     let onset = fleet::fault_span(&sc)
         .map(|(from, _)| from as f64)
         .ok_or("the scenario has no fault to compare the fleet's breakers over")?;
-    let spec = FleetSpec {
+    let mut spec = FleetSpec {
         report_delay_ms: REPORT_DELAY_MS,
+        global_delay_ms: REPORT_DELAY_MS,
         ..FleetSpec::uniform(edge.len() as u64)
     };
+    if regions > 1 {
+        spec = spec.with_regions(regions)?;
+    }
     let run = fleet::run(policy, catalog, &sc, &spec)?;
     Ok(edge
         .iter()

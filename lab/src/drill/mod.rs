@@ -81,6 +81,9 @@ pub struct Options {
     /// [F-SCOPE] Copies of the Worker, each its own isolate, the load spread uniformly over
     /// them (1: one Worker, as before).
     pub isolates: usize,
+    /// [F-SCOPE] The isolates spread round robin over this many regions (1: all in one),
+    /// each isolate's requests carrying its region's `cf`.
+    pub regions: usize,
     /// Run the breaker in this scope whatever the policy says (`Some(true)`: fleet).
     pub fleet_scope: Option<bool>,
     /// `--inject-stall`: stop the edge's runtime at these moments ([`stall`]).

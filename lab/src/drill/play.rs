@@ -69,6 +69,51 @@ fn write_through_refresh(policy: &Policy) -> u64 {
 
 /// Calibration: requests refused before any I/O (an unknown path) measure what the client
 /// adds to the Worker's own clock.
+/// The header workerd reads a request's `cf` from on a local socket (Miniflare's
+/// `cfBlobHeader`); Cloudflare's network sets `cf` itself and no client can.
+pub const CF_BLOB: &str = "mf-cf-blob";
+
+/// Each of `k` isolates' `cf` blob (JSON) over `regions` regions, round robin; none with one
+/// region.
+fn region_cfs(k: usize, regions: usize) -> Vec<String> {
+    use understudy_core::breaker::fleet::place::REGIONS;
+    if regions <= 1 {
+        return Vec::new();
+    }
+    (0..k)
+        .map(|i| {
+            let cf = REGIONS[i % regions.min(REGIONS.len())].sample_cf();
+            serde_json::json!({
+                "continent": cf.continent,
+                "country": cf.country,
+                "longitude": cf.longitude,
+            })
+            .to_string()
+        })
+        .collect()
+}
+
+/// One request to each isolate with its region's `cf`, before anything else reaches it: an
+/// isolate picks its region at its first request.
+async fn place(addrs: &[std::net::SocketAddr], cf: &[String]) -> anyhow::Result<()> {
+    for (addr, blob) in addrs.iter().zip(cf) {
+        let mut conn = None;
+        let p = Planned {
+            index: 0,
+            due_us: 0,
+            method: "GET".into(),
+            target: "/__understudy_drill/place".into(),
+            headers: vec![(CF_BLOB.into(), blob.clone())],
+            user: None,
+        };
+        let o = driver::once(&mut conn, *addr, &p, Duration::from_secs(5)).await;
+        if o.status == 0 {
+            anyhow::bail!("the isolate at {addr} did not answer its placing request");
+        }
+    }
+    Ok(())
+}
+
 async fn calibrate(addr: std::net::SocketAddr) -> Vec<f64> {
     let mut conn = None;
     let probe = Planned {
@@ -280,6 +325,17 @@ pub fn play(prep: &Prepared, opts: &Options) -> Result<Played> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // `--regions R`: isolate i stands in region i mod R — its first request (which picks its
+    // region for good) and every one after carry that region's `cf`.
+    let cf = region_cfs(k, opts.regions);
+    let mut plan = plan;
+    if !cf.is_empty() {
+        for p in &mut plan {
+            let i = split.get(p.index as usize).copied().unwrap_or(0).min(k - 1);
+            p.headers.push((CF_BLOB.into(), cf[i].clone()));
+        }
+        rt.block_on(place(&edge.addrs, &cf))?;
+    }
     let addr = edge.addr;
     let calibration = rt.block_on(calibrate(addr));
     let calib = Latency::of(calibration.iter().copied());

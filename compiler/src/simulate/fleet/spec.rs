@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use understudy_core::breaker::fleet::place::REGIONS;
 use understudy_core::time::parse_duration;
 
 /// Most isolates a simulation runs.
@@ -90,6 +91,9 @@ pub struct FleetSpec {
     /// (region, share of the isolates), shares summing to 1; one `("fleet", 1.0)` without
     /// regions.
     pub regions: Vec<(String, f64)>,
+    /// Isolate k belongs to region k mod R (`--regions R`, as `drill --regions` spreads its
+    /// isolates) rather than by a hash of its index against the shares.
+    pub round_robin: bool,
     pub global_delay_ms: u64,
     pub degrade_within_ms: Option<u64>,
     pub recover_within_ms: Option<u64>,
@@ -108,10 +112,34 @@ impl FleetSpec {
             capacity_rps: 1_000,
             queue: 1_000,
             regions: vec![("fleet".into(), 1.0)],
+            round_robin: false,
             global_delay_ms: 60,
             degrade_within_ms: None,
             recover_within_ms: None,
         }
+    }
+
+    /// `--regions R`: the isolates spread round robin over the first R regions of
+    /// [`REGIONS`] (the busiest first), one coordinator each and a global one when R > 1.
+    pub fn with_regions(mut self, r: usize) -> Result<FleetSpec, String> {
+        if !(1..=REGIONS.len()).contains(&r) {
+            return Err(format!(
+                "--regions {r}: a whole number from 1 to {}",
+                REGIONS.len()
+            ));
+        }
+        if r as u64 > self.isolates {
+            return Err(format!(
+                "--regions {r}: more regions than the {} isolates",
+                self.isolates
+            ));
+        }
+        self.regions = REGIONS[..r]
+            .iter()
+            .map(|g| (g.name().to_string(), 1.0 / r as f64))
+            .collect();
+        self.round_robin = true;
+        Ok(self)
     }
 }
 
@@ -233,6 +261,7 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
         capacity_rps,
         queue,
         regions,
+        round_robin: false,
         global_delay_ms: raw
             .global_delay
             .as_deref()

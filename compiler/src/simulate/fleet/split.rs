@@ -53,8 +53,13 @@ impl Splitter {
 }
 
 /// Which region each of `n` isolates belongs to: by a hash of its index against the
-/// regions' shares (a Zipf split's busy isolates land in every region).
+/// regions' shares (a Zipf split's busy isolates land in every region), or round robin
+/// (`--regions R`).
 pub fn regions_of(spec: &FleetSpec, n: usize) -> Vec<u16> {
+    if spec.round_robin {
+        let r = spec.regions.len().max(1);
+        return (0..n).map(|k| (k % r) as u16).collect();
+    }
     let mut cdf = Vec::new();
     let mut acc = 0.0;
     for (_, share) in &spec.regions {

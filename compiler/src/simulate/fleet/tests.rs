@@ -349,3 +349,23 @@ fn one_isolate_in_fleet_scope_degrades_and_recovers_no_later_than_in_isolate_sco
     }
     assert!(run.results.iter().all(|r| r.status < 500), "no 5xx");
 }
+
+/// `--regions R` (simulate's and the drill's): the first R regions, equal shares, isolate k in
+/// region k mod R — the drill stands its isolate i in region i mod R — and bad counts refused
+/// with the flag's name.
+#[test]
+fn regions_flag_spreads_isolates_round_robin_over_the_first_regions() {
+    let spec = FleetSpec::uniform(8).with_regions(2).unwrap();
+    let names: Vec<&str> = spec.regions.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["enam", "weur"]);
+    assert!(spec.regions.iter().all(|(_, s)| (*s - 0.5).abs() < 1e-12));
+    assert_eq!(regions_of(&spec, 5), [0, 1, 0, 1, 0]);
+    let e = FleetSpec::uniform(8).with_regions(10).unwrap_err();
+    assert!(
+        e.starts_with("--regions 10: a whole number from 1 to 9"),
+        "{e}"
+    );
+    let e = FleetSpec::uniform(2).with_regions(3).unwrap_err();
+    assert!(e.contains("more regions than the 2 isolates"), "{e}");
+    assert!(FleetSpec::uniform(2).with_regions(0).is_err());
+}

@@ -486,6 +486,12 @@ impl Coordinator {
         }
     }
 
+    /// The policy's report interval: a region merges its window into the global one once
+    /// per interval.
+    pub fn report_interval_ms(&self) -> u64 {
+        self.report_interval_ms
+    }
+
     /// The report period this coordinator asks of isolates with something to tell.
     pub fn pace_ms(&self) -> u64 {
         sample::pace_ms(
@@ -518,6 +524,7 @@ impl Coordinator {
     }
 }
 
+pub mod place;
 mod region;
 pub mod sample;
 use sample::Sample;

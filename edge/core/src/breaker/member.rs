@@ -25,6 +25,7 @@
 //! again one report interval later. No request ever waits for any of it.
 
 use super::credit::ProbeCredit;
+use super::fleet::place::{self, Cf, Region};
 use super::fleet::{settings_hash, FleetMode, Report, Verdict};
 use super::rate::Rate;
 use super::{log_transition, Admission, Evidence, Mode, Outcome, Transition};
@@ -37,22 +38,21 @@ pub const REPORT_TIMEOUT_MS: u64 = 500;
 pub const HEARTBEAT_FACTOR: u64 = 10;
 
 /// A report (or a watch) to send: to the Durable Object named `object` in the namespace
-/// bound as `binding`, at `path`, the JSON `body`, giving up after `timeout_ms`.
+/// bound as `binding`, created with the location hint `hint`, at `path`, the JSON `body`,
+/// giving up after `timeout_ms`. The driver tells the object the name it reached it under
+/// (its role, [`place::Role`], comes from it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FleetReport {
     /// `/report` or `/watch`.
     pub path: &'static str,
     pub binding: String,
     pub object: String,
+    pub hint: &'static str,
     pub body: String,
     pub timeout_ms: u64,
 }
 
-/// The coordinator's Durable Object name for `service` and a settings hash: one per service
-/// and breaker settings (ADR 011; the per-region split is a later step).
-pub fn object_name(service: &str, config: &str) -> String {
-    format!("{service}/{config}")
-}
+pub use place::object_name;
 
 /// A change in what this isolate knows of the fleet, for the Analytics Engine point and the
 /// log: the fleet's verdict moved, or the coordinator was lost or came back.
@@ -180,6 +180,8 @@ pub struct Member {
     gap_ms: u64,
     /// When it last looked whether a report was due.
     looked: Option<Millis>,
+    /// Its region (its coordinator's), picked at its first request and kept.
+    region: Option<Region>,
 }
 
 impl Member {
@@ -219,7 +221,25 @@ impl Member {
             noticed: None,
             gap_ms: 0,
             looked: None,
+            region: None,
         }
+    }
+
+    /// Whether this isolate has picked its region (a driver reads the request's `cf` only
+    /// until it has).
+    pub fn located(&self) -> bool {
+        self.region.is_some()
+    }
+
+    /// Picks this isolate's region from its request's `cf` (none: the default region), once:
+    /// later calls change nothing ([`place`] says why).
+    pub fn locate(&mut self, cf: Option<&Cf<'_>>) {
+        self.region.get_or_insert_with(|| Region::pick(cf));
+    }
+
+    /// Its region (the default one until it is located).
+    pub fn region(&self) -> Region {
+        self.region.unwrap_or(place::DEFAULT_REGION)
     }
 
     /// Names this isolate to the coordinator (once: later calls change nothing).
@@ -447,10 +467,12 @@ impl Member {
         body: &impl serde::Serialize,
         timeout_ms: u64,
     ) -> Option<FleetReport> {
+        let region = self.region();
         Some(FleetReport {
             path,
             binding: self.fleet.coordinator.clone(),
-            object: object_name(&self.service, &self.config),
+            object: object_name(&self.service, &self.config, region),
+            hint: region.name(),
             body: serde_json::to_string(body).ok()?,
             timeout_ms,
         })
@@ -598,6 +620,7 @@ impl Member {
         });
         serde_json::json!({
             "scope": "fleet",
+            "region": self.region().name(),
             "decided_by": if matches!(lead, Lead::Fleet(_)) { "fleet" } else { "isolate" },
             "isolate_mode": super::rate_name(local),
             "verdict": verdict,

@@ -224,6 +224,20 @@ impl<'p> Engine<'p> {
         &self.request_headers
     }
 
+    /// [F-SCOPE] Whether the driver should hand this isolate its request's `cf` fields
+    /// ([`Engine::locate`]): a fleet-scoped breaker not located yet.
+    pub fn wants_place(&mut self) -> bool {
+        self.breaker.member().is_some_and(|m| !m.located())
+    }
+
+    /// [F-SCOPE] The request's `cf` fields (`None`: it had none): picks the region whose
+    /// coordinator this isolate reports to, once (`breaker::fleet::place`).
+    pub fn locate(&mut self, cf: Option<&crate::breaker::fleet::place::Cf<'_>>) {
+        if let Some(m) = self.breaker.member() {
+            m.locate(cf);
+        }
+    }
+
     /// The driver measured, at `now`, a zero-delay timer firing `late_ms` late: the isolate's
     /// own queue ([`lag`]). The engine's own timers are measured without it. (`simulate`
     /// has no queue and never reports one.)

@@ -51,8 +51,23 @@ impl Coordinator {
         }
     }
 
-    /// The global verdict arrived: kept until it expires.
+    /// Whether this region has anything to say to the global coordinator at `now`: it
+    /// keeps an isolate heard within the window. A driver that merges on a timer (the
+    /// Durable Object's alarm) stops when this is false and starts again with the next
+    /// report.
+    pub fn merging(&mut self, now: Millis) -> bool {
+        self.forget_silent(now);
+        !self.isolates.is_empty()
+    }
+
+    /// The global verdict arrived: kept until it expires. One that stands on a single
+    /// region's window (`sole`: the global coordinator heard no other) is this region's
+    /// own evidence a merge later, and is not heeded — a fleet in one region decides as
+    /// one coordinator does.
     pub fn heed(&mut self, verdict: Verdict) {
+        if verdict.sole.is_some() {
+            return;
+        }
         if self
             .global
             .as_ref()
@@ -189,6 +204,38 @@ mod tests {
         assert!(thin.moved(), "the thin region's watches hear it");
         // Expired: the thin region decides on its own again.
         assert_eq!(thin.verdict(Millis(g.expires_at)).mode, FleetMode::Closed);
+    }
+
+    /// A fleet in one region: the global coordinator hears that region alone and names it
+    /// `sole`; the region does not follow that verdict (its own evidence a merge later), so
+    /// it decides as a single coordinator does. A region merges while it keeps an isolate.
+    #[test]
+    fn a_region_alone_ignores_the_global_verdict_on_its_own_window_and_merges_while_it_keeps_isolates(
+    ) {
+        let mut global = coordinator();
+        let mut region = coordinator();
+        assert!(
+            !region.merging(Millis(1_000)),
+            "nothing heard: nothing to say"
+        );
+        for k in 0..40 {
+            region
+                .report(Millis(1_000), slow_report(k, 1_000, 10, true))
+                .unwrap();
+        }
+        assert!(region.merging(Millis(1_000)));
+        let g = global
+            .report(
+                Millis(1_100),
+                region.window_report(Millis(1_100), "enam", 1),
+            )
+            .unwrap();
+        assert_eq!(g.mode, FleetMode::Open);
+        assert_eq!(g.sole.as_deref(), Some("region:enam"));
+        region.heed(g);
+        assert!(region.global.is_none(), "a sole verdict is not heeded");
+        // Silent for a whole window: nothing left to merge.
+        assert!(!region.merging(Millis(1_000 + 30_000)));
     }
 
     /// A region that opened on its own recovers with the global fleet's close, when the

@@ -214,6 +214,15 @@ fn the_coordinator_merges_what_a_member_reports() {
     let config = settings_hash(&cfg);
     let mut c = Coordinator::new("svc", &config, cfg.clone(), 1_000);
     let mut m = member();
+    // Located in western Europe at its first request; a later request's `cf` moves nothing.
+    let cf = |continent, country| crate::breaker::fleet::place::Cf {
+        continent: Some(continent),
+        country: Some(country),
+        longitude: None,
+    };
+    m.locate(Some(&cf("EU", "FR")));
+    m.locate(Some(&cf("AS", "JP")));
+    assert!(m.located());
     for i in 0..40u64 {
         let now = Millis(1_000 + i * 10);
         let a = m.admit(now);
@@ -226,7 +235,8 @@ fn the_coordinator_merges_what_a_member_reports() {
     }
     let sent = m.report_due(Millis(1_500)).unwrap();
     assert_eq!(sent.binding, "BREAKER_COORDINATOR");
-    assert_eq!(sent.object, format!("svc/{config}"));
+    assert_eq!(sent.object, format!("svc/{config}/weur"));
+    assert_eq!(sent.hint, "weur");
     assert_eq!(sent.timeout_ms, REPORT_TIMEOUT_MS);
     let report = Coordinator::parse(&sent.body).expect("the coordinator reads a member's report");
     assert_eq!(report.config, config);

@@ -110,7 +110,11 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
     assert_eq!(r.status, 200);
     let report = report_of(&r).expect("the first answer reports");
     assert_eq!(report.binding, "BREAKER_COORDINATOR");
-    assert_eq!(report.object, object_name(&p.service.name, &config));
+    // No `cf` located this isolate: the default region's coordinator, its location hint.
+    let region = crate::breaker::fleet::place::DEFAULT_REGION;
+    assert_eq!(report.object, object_name(&p.service.name, &config, region));
+    assert_eq!(report.object, format!("{}/{config}/enam", p.service.name));
+    assert_eq!(report.hint, "enam");
     let verdict = c
         .report(at(10), Coordinator::parse(&report.body).unwrap())
         .unwrap();
