@@ -176,3 +176,32 @@ fn an_isolate_scope_engine_reports_nothing_and_ignores_answers() {
     assert_eq!(r.fleet, Vec::new());
     assert_eq!(e.fleet_heard(at(5), Err("x")), FleetHeard::default());
 }
+
+/// The driver hands the engine a request's `cf` until its fleet member has picked a region:
+/// the first one picks it for good, and the reports go to that region's coordinator, with
+/// its location hint. An engine with no fleet member wants no `cf`.
+#[test]
+fn the_first_requests_cf_picks_the_region_whose_coordinator_the_isolate_reports_to() {
+    use crate::breaker::fleet::place::{Cf, Region};
+    let p = fleet_policy();
+    let b = bake(p.clone());
+    let mut e = Engine::new(&b).unwrap();
+    first_report_at_once(&mut e);
+    assert!(e.wants_place());
+    e.locate(Some(&Region::Apac.sample_cf()));
+    assert!(!e.wants_place());
+    e.locate(Some(&Cf {
+        continent: Some("EU"),
+        ..Cf::default()
+    }));
+    let r = run(&mut e, 0, "/recommendations/alice", ok());
+    let report = report_of(&r).expect("the first answer reports");
+    assert!(report.object.ends_with("/apac"), "{}", report.object);
+    assert_eq!(report.hint, "apac");
+    let status = e.breaker.member().unwrap().status(at(5));
+    assert_eq!(status["region"], "apac");
+
+    let plain = bake(seed_policy());
+    let mut e = Engine::new(&plain).unwrap();
+    assert!(!e.wants_place(), "isolate scope: no coordinator, no region");
+}
