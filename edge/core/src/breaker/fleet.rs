@@ -1,6 +1,7 @@
-//! [F-SCOPE] The fleet's breaker, sans I/O (ADR 011, proposed): what the coordinator — a
-//! Durable Object per service, off every request's path — does with the isolates' reports,
-//! and the verdict it answers with. The Durable Object and `simulate --isolates` will both
+//! [F-SCOPE] The fleet's breaker, sans I/O (ADR 011): what the coordinator — a Durable
+//! Object per service, settings and region ([`place`]), off every request's path — does with
+//! the isolates' reports, and the verdict it answers with; a region's coordinator merges its
+//! window into the global one (`fleet/region.rs`). The Durable Object and `simulate --isolates` both
 //! drive this one struct; neither decides anything itself.
 //!
 //! A report carries the isolate's **absolute** counts per bucket of its window (calls,
