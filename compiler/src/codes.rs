@@ -276,9 +276,22 @@ codes! {
          `BREAKER_COORDINATOR`).";
     FleetSettingsUnused = "WARN_FLEET_SETTINGS_UNUSED", "F-SCOPE",
         "warning: fleet settings on a breaker in isolate scope",
-        "`coordinator`, `report_interval` and `verdict_ttl` only matter with\n\
-         `breaker.scope = \"fleet\"`; in isolate scope (the default) nothing reads them. Set\n\
-         the scope you meant, or remove them.";
+        "`coordinator`, `report_interval` and `verdict_ttl` only matter in fleet scope (the\n\
+         default); with `breaker.scope = \"isolate\"` nothing reads them. Set the scope you\n\
+         meant, or remove them.";
+    IsolateScope = "WARN_ISOLATE_SCOPE", "F-SCOPE",
+        "warning: in isolate scope each isolate recovers on its own probes alone",
+        "With `breaker.scope = \"isolate\"` every isolate opens and closes its breaker on what\n\
+         it sees itself. To close, an isolate needs `probe_min_calls` probes, one in\n\
+         1 / `probe_fraction` of its own requests after the first: 951 requests for seed\n\
+         000's 20 probes at 2%. An isolate that sees fewer than that over one `window`\n\
+         recovers later than `hold_down` plus `window` after the model is healthy again; a\n\
+         Worker spread over many isolates sees a small share of the service's traffic in\n\
+         each (seed 000's 2,400 req/s over ~300 isolates is ~8 req/s each: 2 minutes of\n\
+         probing, and `ALERT_RECOVERY_PROBE_STALLED` after every incident). The note gives\n\
+         the per-isolate traffic this policy needs. Fleet scope, the default, pools every\n\
+         isolate's probes through a coordinator (docs/fleet.md): remove `breaker.scope`\n\
+         unless every isolate of the service sees more than that.";
     RolloutSteps = "ERR_ROLLOUT_STEPS", "R-GRADUAL",
         "the rollout's steps do not increase to 100%",
         "`rollout.steps` are the new version's share of traffic at each step of a rollout, in\n\

@@ -39,7 +39,8 @@ impl Words for ScopeWord {
     const ALL: &'static [(&'static str, ScopeWord)] = ScopeWord::ALL;
 }
 
-/// [F-SCOPE] The report interval when the policy names none.
+/// [F-SCOPE] The report interval when the policy names none: this, or a tenth of the
+/// window when that is shorter (the longest interval `ERR_FLEET_REPORT_INTERVAL` allows).
 pub const DEFAULT_REPORT_INTERVAL_MS: u64 = 1_000;
 /// …and a verdict's lifetime: this many report intervals.
 pub const DEFAULT_TTL_INTERVALS: u64 = 3;
@@ -101,13 +102,13 @@ pub struct RawRate {
     pub probe_p95: Spanned<Dur<1, MINUTE>>,
     /// Extra hold after a failed probe (default 60s, 1s..=1h).
     pub failed_probe_hold: Option<Spanned<Dur<1_000, HOUR>>>,
-    /// Whose evidence decides: this isolate's, or the fleet's through a coordinator
-    /// (default "isolate"; docs/adr/011-fleet-scoped-breaker.md).
+    /// Whose evidence decides: the fleet's through a coordinator, or this isolate's alone
+    /// (default "fleet"; docs/adr/011-fleet-scoped-breaker.md).
     pub scope: Option<Spanned<Word<ScopeWord>>>,
     /// The coordinator's Durable Object binding (fleet scope; default BREAKER_COORDINATOR).
     pub coordinator: Option<Spanned<Binding>>,
-    /// How often an isolate with anything abnormal reports (fleet scope; default 1s,
-    /// 100ms..=1m; at most a tenth of the window).
+    /// How often an isolate with anything abnormal reports (fleet scope; default 1s or a
+    /// tenth of the window if shorter, 100ms..=1m; at most a tenth of the window).
     pub report_interval: Option<Spanned<Dur<100, MINUTE>>>,
     /// How long a verdict holds after it arrives (fleet scope; default three report
     /// intervals, 200ms..=1h; at least two).
@@ -191,10 +192,11 @@ impl RawRate {
     /// The scope and, in fleet scope, its settings with their defaults.
     pub fn lower_scope(&self) -> Scope {
         match self.scope.map(|s| s.value.0) {
-            Some(ScopeWord::Fleet) => {
-                let interval = self
-                    .report_interval
-                    .map_or(DEFAULT_REPORT_INTERVAL_MS, |v| v.value.0);
+            Some(ScopeWord::Fleet) | None => {
+                let interval = self.report_interval.map_or(
+                    DEFAULT_REPORT_INTERVAL_MS.min(self.window.value.0 / 10),
+                    |v| v.value.0,
+                );
                 Scope::Fleet(FleetScope {
                     coordinator: self
                         .coordinator
@@ -206,7 +208,7 @@ impl RawRate {
                         .map_or(DEFAULT_TTL_INTERVALS * interval, |v| v.value.0),
                 })
             }
-            _ => Scope::Isolate,
+            Some(ScopeWord::Isolate) => Scope::Isolate,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! [F-SCOPE] The fleet scope's keys against the rest of the breaker and the Worker's other
 //! bindings (docs/adr/011-fleet-scoped-breaker.md).
 
-use understudy_core::policy::{Breaker, Scope};
+use crate::diag::Span;
+use understudy_core::policy::{Breaker, RateBreaker, Scope};
 use understudy_core::time::format_duration as fmt;
 
 use super::model::{Model, Opt};
@@ -14,6 +15,9 @@ pub fn check(ctx: &mut Ctx, m: &Model<'_>) {
         return;
     };
     let Scope::Fleet(fleet) = &r.scope else {
+        if let Some(scope) = raw.scope {
+            isolate_scope(ctx, m, r, scope.span);
+        }
         let set = [
             raw.coordinator.as_ref().map(|s| ("coordinator", s.span)),
             raw.report_interval.map(|s| ("report_interval", s.span)),
@@ -106,6 +110,39 @@ pub fn check(ctx: &mut Ctx, m: &Model<'_>) {
             .help("set `breaker.coordinator` to a name no other binding of the Worker uses"),
         );
     }
+}
+
+/// [`Code::IsolateScope`]: what an explicit `scope = "isolate"` costs — the per-isolate
+/// traffic below which an isolate's own probing outlasts a window.
+fn isolate_scope(ctx: &mut Ctx, m: &Model<'_>, r: &RateBreaker, span: Span) {
+    // The first request after the hold-down probes, then one in 1 / probe_fraction.
+    let requests = 1.0 + f64::from(r.probe_min_calls.max(1) - 1) / r.probe_fraction;
+    let window_s = r.window_ms as f64 / 1000.0;
+    let per_isolate = requests / window_s;
+    let mut d = ctx
+        .diag(
+            Code::IsolateScope,
+            format!(
+                "in isolate scope an isolate under {per_isolate:.1} req/s recovers later than hold_down + window ({})",
+                fmt(r.hold_down_ms + r.window_ms)
+            ),
+        )
+        .at(span, "each isolate probes alone")
+        .note(format!(
+            "closing takes {} probes, one in {:.0} requests after the first: {requests:.0} requests; over the window {} that is {per_isolate:.1} req/s per isolate",
+            r.probe_min_calls,
+            1.0 / r.probe_fraction,
+            fmt(r.window_ms)
+        ));
+    if let Some(rps) = m.service.as_ref().and_then(|(s, _)| s.expected_rps) {
+        let isolates = (rps as f64 / per_isolate).floor();
+        d = d.note(format!(
+            "at the declared {rps} req/s (`service.expected_rps`), spread evenly over more than {isolates:.0} isolates, every isolate is under it"
+        ));
+    }
+    ctx.push(d.help(
+        "remove `breaker.scope` (fleet scope, the default, pools every isolate's probes), or keep \"isolate\" only where every isolate sees more traffic than this",
+    ));
 }
 
 /// Which secret of the Worker is named `name`, if any: every secret binding the built
