@@ -14,6 +14,12 @@
 //   GET  /accounts/:a/workers/scripts/:name/versions[/:id]   the versions / one
 //   GET  /accounts/:a/workers/scripts/:name/deployments      the deployments, newest first
 //   POST /accounts/:a/workers/scripts/:name/deployments      a deployment (percentage split)
+//   GET  /accounts/:a/workers/scripts                        the Workers, each with the tag of
+//                                                            the last Durable Object migration applied
+//   PUT  /accounts/:a/workers/scripts/:name                  `wrangler deploy`: a new version at 100%,
+//                                                            applying the upload's migrations
+// As Cloudflare does, a version upload that carries a Durable Object migration is refused
+// (API error 10211): a migration is applied only by a deployment at 100% (`wrangler deploy`).
 // Analytics Engine:
 //   POST /accounts/:a/analytics_engine/sql                   answers the rollout's two queries
 //        from `figures[release]` = { rps, degraded, unavailable, latencyMs } over the query's window
@@ -24,13 +30,26 @@
 import http from "node:http";
 import { randomUUID } from "node:crypto";
 
-const ok = (res, result, status = 200) => {
+const ok = (res, result, status = 200, code = 10000) => {
   res.writeHead(status, { "content-type": "application/json" });
-  res.end(JSON.stringify({ success: status < 400, errors: status < 400 ? [] : [{ code: 10000, message: String(result) }], messages: [], result: status < 400 ? result : null }));
+  res.end(JSON.stringify({ success: status < 400, errors: status < 400 ? [] : [{ code, message: String(result) }], messages: [], result: status < 400 ? result : null }));
 };
 
 export async function startCloudflareApi({ token = "test-token", figures = {} } = {}) {
-  const state = { versions: new Map(), deployments: new Map(), sql: [], unknown: [], figures };
+  const state = { versions: new Map(), deployments: new Map(), migrationTags: new Map(), sql: [], unknown: [], figures };
+  // The upload's metadata part: the JSON object that names the main module.
+  const metadataOf = (body) => {
+    for (const part of body.split(/\r?\n--/)) {
+      const at = part.indexOf("{");
+      if (!/name="metadata"/.test(part) || at < 0) continue;
+      try {
+        return JSON.parse(part.slice(at, part.lastIndexOf("}") + 1));
+      } catch {
+        return null;
+      }
+    }
+    return null;
+  };
   const workerOf = (name) => {
     if (!state.versions.has(name)) state.versions.set(name, []);
     if (!state.deployments.has(name)) state.deployments.set(name, []);
@@ -55,8 +74,28 @@ export async function startCloudflareApi({ token = "test-token", figures = {} } 
       }
       if ((m = /^\/accounts\/[^/]+\/workers\/scripts\/([^/]+)\/(script-)?settings$/.exec(p))) return ok(res, { logpush: false, tail_consumers: [] });
       if (p === "/user/tokens/verify") return ok(res, { id: "t", status: "active" });
+      // What `wrangler deploy` asks after the upload: the account's workers.dev subdomain and
+      // whether this Worker is served on it (not here: routes are not part of a rollout).
+      if (/^\/accounts\/[^/]+\/workers\/subdomain$/.test(p)) return ok(res, { subdomain: "stand-in" });
+      if (/^\/accounts\/[^/]+\/workers\/scripts\/[^/]+\/subdomain$/.test(p)) return ok(res, { enabled: false, previews_enabled: false });
+      if (/^\/accounts\/[^/]+\/workers\/scripts$/.test(p) && req.method === "GET") {
+        return ok(res, [...state.versions.keys()].map((id) => ({ id, migration_tag: state.migrationTags.get(id) ?? "", handlers: ["fetch"] })));
+      }
+      if ((m = /^\/accounts\/[^/]+\/workers\/scripts\/([^/]+)$/.exec(p)) && req.method === "PUT") {
+        const meta = metadataOf(body);
+        if (!meta) return ok(res, "no metadata part", 400);
+        const w = workerOf(m[1]);
+        if (meta.migrations?.new_tag) state.migrationTags.set(m[1], meta.migrations.new_tag);
+        const v = version(randomUUID(), w.versions.length + 1, meta.annotations ?? {});
+        w.versions.push(v);
+        w.deployments.unshift({ id: randomUUID(), source: "wrangler", strategy: "percentage", author_email: "ops@example.com", created_on: new Date().toISOString(), annotations: {}, versions: [{ version_id: v.id, percentage: 100 }] });
+        return ok(res, { id: m[1], etag: "e", handlers: ["fetch"], migration_tag: state.migrationTags.get(m[1]) ?? "", deployment_id: v.id, startup_time_ms: 5 });
+      }
       if ((m = /^\/accounts\/[^/]+\/workers\/scripts\/([^/]+)\/versions$/.exec(p))) {
         const w = workerOf(m[1]);
+        if (req.method === "POST" && metadataOf(body)?.migrations) {
+          return ok(res, "Version upload failed. You attempted to upload a version of a Worker that includes a Durable Object migration, but migrations must be fully applied via a non-versioned deployment.", 400, 10211);
+        }
         if (req.method === "POST") {
           const tag = /"workers\/tag"\s*:\s*"([^"]*)"/.exec(body)?.[1];
           const message = /"workers\/message"\s*:\s*"([^"]*)"/.exec(body)?.[1];

@@ -82,17 +82,38 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
     const dry = await ok(["releases", "upload", ids.old, "--registry", reg, "--dry-run"]);
     assert.match(dry.stdout, /nothing was uploaded/);
     assert.equal(api.state.versions.get(WORKER)?.length ?? 0, 0, "a dry run uploads nothing");
+    // The release declares the breaker's coordinator (a Durable Object class and its
+    // migration), which the Worker has not got yet: Cloudflare refuses such a version
+    // (error 10211), and the refusal says the way through.
+    const refused = await run(["releases", "upload", ids.old, "--registry", reg]);
+    assert.notEqual(refused.status, 0, refused.stdout);
+    assert.match(refused.stderr, /API error 10211/);
+    assert.match(refused.stderr, new RegExp(`${ids.old}/deploy\\.sh`));
+    assert.equal(api.state.versions.get(WORKER)?.length ?? 0, 0, "no version carries a migration");
+    // The way through: the release deployed at 100% by its deploy.sh (`wrangler deploy`).
+    const deployed = await new Promise((resolve, reject) => {
+      const child = spawn(join(reg, "releases", ids.old, "deploy.sh"), [], { env });
+      let out = "";
+      child.stdout.on("data", (d) => (out += d));
+      child.stderr.on("data", (d) => (out += d));
+      child.on("error", reject);
+      child.on("close", (status) => resolve({ status, out }));
+    });
+    assert.equal(deployed.status, 0, deployed.out);
+    assert.deepEqual(api.deployed(WORKER), [{ [ids.old]: 100 }]);
+    // Its upload, recorded as intended, finds the deployed version by its tag.
     await ok(["releases", "upload", ids.old, "--registry", reg]);
     const rec = JSON.parse(await readFile(join(reg, "versions", `${ids.old}.json`), "utf8"));
     const uploaded = api.state.versions.get(WORKER);
     assert.equal(uploaded.length, 1);
     assert.equal(rec.version_id, uploaded[0].id);
     assert.equal(uploaded[0].annotations["workers/tag"], ids.old);
-    assert.match(uploaded[0].annotations["workers/message"], /^understudy release r-[0-9a-f]{12}: policy 2026-11-30\.1, catalog [0-9a-f]{12}$/);
     await ok(["releases", "upload", ids.old, "--registry", reg]);
     assert.equal(api.state.versions.get(WORKER).length, 1, "uploaded once");
-    // The upload of `good` went through but its result was lost (only the intent recorded).
+    // The upload of `good` (a version: the migration is applied) went through but its result
+    // was lost (only the intent recorded).
     await ok(["releases", "upload", ids.good, "--registry", reg]);
+    assert.match(api.state.versions.get(WORKER)[1].annotations["workers/message"], /^understudy release r-[0-9a-f]{12}: policy 2026-12-03\.good, catalog [0-9a-f]{12}$/);
     const good = join(reg, "versions", `${ids.good}.json`);
     const done = JSON.parse(await readFile(good, "utf8"));
     await writeFile(good, JSON.stringify({ ...done, version_id: null, uploaded_at_ms: null }));
@@ -108,7 +129,7 @@ describe("the rollout's Cloudflare driver, with the real wrangler", () => {
     api.state.figures[ids.good] = { rps: 400, degraded: 0, unavailable: 0, latencyMs: 31 };
     const r = await ok(["releases", "rollout", ids.good, "--registry", reg, ...SHORT]);
     assert.match(r.stdout, /advanced to 100%/);
-    assert.deepEqual(api.deployed(WORKER), [
+    assert.deepEqual(api.deployed(WORKER).slice(1), [
       { [ids.old]: 90, [ids.good]: 10 },
       { [ids.old]: 50, [ids.good]: 50 },
       { [ids.good]: 100 },

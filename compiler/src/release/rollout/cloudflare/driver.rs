@@ -256,7 +256,12 @@ pub fn upload(
         uploaded_at_ms: None,
     };
     versions::write(reg, &intent)?;
-    let out = wrangler.run(&rel.dir, &args)?;
+    let out = wrangler.run(&rel.dir, &args).map_err(|e| {
+        if format!("{e:#}").contains("[code: 10211]") {
+            return e.context(migration_pending(&rel.dir, &id));
+        }
+        e
+    })?;
     let Some(v) = super::parse_version_id(&out) else {
         bail!("`wrangler versions upload` printed no `Worker Version ID:` line; the upload is recorded as intended, and the next `releases upload` looks for it by its tag:\n{}", out.trim_end());
     };
@@ -267,6 +272,23 @@ pub fn upload(
     };
     versions::write(reg, &done)?;
     Ok(Some(done))
+}
+
+/// Why a version upload was refused with Cloudflare's error 10211, and the way through: the
+/// release declares a Durable Object class (its `[[migrations]]`: the breaker's coordinator,
+/// the events outbox) the deployed Worker has not got yet, and Workers applies a migration
+/// only in a deployment at 100% (`wrangler deploy`), never in a version a rollout splits.
+pub fn migration_pending(dir: &std::path::Path, release: &str) -> String {
+    format!(
+        "release {release} declares a Durable Object class the deployed Worker has not got yet \
+         (its wrangler.toml's [[migrations]]), and Workers refuses a version that carries a \
+         migration (API error 10211): a migration is applied only by a deployment at 100%. \
+         Deploy this release at once with {}, then `understudy releases promote {release}` \
+         and roll later releases out gradually (they carry the same migrations, already \
+         applied); the upload is recorded as intended and the next `releases upload` finds \
+         it by its tag",
+        dir.join("deploy.sh").display()
+    )
 }
 
 /// The ID of the version tagged `release` in `wrangler versions list --json`'s output.
