@@ -303,6 +303,7 @@ fn scenario(policy: &Policy, fault: Fault) -> Scenario {
             requests: Some((0, REQUESTS - 1)),
             time: None,
             fault: model,
+            regions: Vec::new(),
         }],
         kv,
         kv_latency_ms: if matches!(fault, Fault::KvStall | Fault::NetworkLoss) {

@@ -86,7 +86,7 @@ impl Bindings {
                 name: f.coordinator.clone(),
                 sqlite: true,
                 migration: "breaker-v1",
-                what: "The breaker's coordinator: one object per service and breaker settings (docs/adr/011).",
+                what: "The breaker's coordinator: one object per service, breaker settings and policy (docs/adr/011).",
             });
         }
         let rate_limits = policy

@@ -41,6 +41,9 @@ pub struct FleetRun {
     pub fleet_moves: Vec<(u64, FleetMode)>,
     /// Each coordinator's load: the regions' in order, then the global one.
     pub coordinators: Vec<Load>,
+    /// Per isolate: whether the scenario's fault strikes its region (every isolate's, unless
+    /// a phase names `regions`).
+    pub struck: Vec<bool>,
 }
 
 /// Notes isolate `e`'s mode at `now` when it changed.
@@ -132,6 +135,7 @@ pub fn run(
     spec: &FleetSpec,
 ) -> Result<FleetRun, String> {
     let bake = bake(policy, catalog, sc);
+    let policy_hash = bake.policy_hash.clone();
     let n = spec.isolates as usize;
     let mut engines = Vec::with_capacity(n);
     for _ in 0..n {
@@ -144,7 +148,7 @@ pub fn run(
                 Some(|| {
                     Coordinator::new(
                         &policy.service.name,
-                        &settings_hash(r),
+                        &settings_hash(r, &policy_hash),
                         r.clone(),
                         f.report_interval_ms,
                     )
@@ -185,6 +189,18 @@ pub fn run(
         virtuals[k].arrive(start_us + p.due_us, p.index, arrival(p));
     }
     drop(plans);
+    if spec.regions.len() > 1 {
+        world.region_names = spec.regions.iter().map(|(name, _)| name.clone()).collect();
+        world.request_region = isolate_of.iter().map(|&k| region_of[k as usize]).collect();
+    }
+    let faulty = figures::faulty_phases(sc);
+    let struck_isolates: Vec<bool> = region_of
+        .iter()
+        .map(|&r| {
+            let name = spec.regions.get(usize::from(r)).map(|(n, _)| n.as_str());
+            faulty.iter().any(|p| p.strikes(name))
+        })
+        .collect();
     let start = Millis(sc.start_ms);
     let mut due: BinaryHeap<Reverse<(u64, usize)>> = virtuals
         .iter()
@@ -461,6 +477,7 @@ pub fn run(
         pushed,
         fleet_moves: moves,
         coordinators,
+        struck: struck_isolates,
     })
 }
 

@@ -135,6 +135,17 @@ pub(crate) struct ScenarioWorld<'s> {
     reports: Vec<(u64, Millis, &'static str, String, u64)>,
     /// The replies' log lines, when kept.
     logs: Option<Vec<String>>,
+    /// In a fleet run with regions: each request's region (an index into `region_names`).
+    pub(crate) request_region: Vec<u16>,
+    pub(crate) region_names: Vec<String>,
+}
+
+impl ScenarioWorld<'_> {
+    /// The region request `i` is served in, when the run has regions.
+    fn region(&self, i: usize) -> Option<&str> {
+        let r = *self.request_region.get(i)?;
+        self.region_names.get(usize::from(r)).map(String::as_str)
+    }
 }
 
 impl<'p> World<'p> for ScenarioWorld<'_> {
@@ -147,7 +158,7 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
                 // it is made (a retry or a hedge may fall in another phase than its first).
                 // A first attempt is made at its request's arrival, to the µs.
                 let t_us = (now.since(self.start) * 1000).max(self.arrivals_us[i]);
-                let fault = self.sc.fault_at(t_us);
+                let fault = self.sc.fault_at_in(t_us, self.region(i));
                 let call = u64::from(self.calls[i]);
                 self.calls[i] += 1;
                 self.model_calls += 1;
@@ -193,7 +204,7 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
         let i = request as usize;
         let (source, reason) = source_of(reply.status, |h| reply.header(h).map(str::to_string));
         let arrival_ms = self.arrivals[i];
-        let fault = self.sc.fault(request, arrival_ms);
+        let fault = self.sc.fault_in(request, arrival_ms, self.region(i));
         // The engine's own count of the request's origin attempts, from its log line.
         let attempts = serde_json::from_str::<serde_json::Value>(&reply.log)
             .ok()
@@ -256,6 +267,8 @@ pub(crate) fn setup<'s>(
         outage_calls: 0,
         reports: Vec::new(),
         logs: None,
+        request_region: Vec::new(),
+        region_names: Vec::new(),
     };
     (world, plans)
 }

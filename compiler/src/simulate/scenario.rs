@@ -71,6 +71,8 @@ pub struct RawPhase {
     /// For `bimodal`: the slow latency, and the share of calls that take it.
     pub slow_latency: Option<String>,
     pub slow_share: Option<f64>,
+    /// The regions the fault strikes (names of `[fleet] regions`; default: everywhere).
+    pub regions: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -128,6 +130,15 @@ pub struct Phase {
     pub requests: Option<(u64, u64)>,
     pub time: Option<(u64, u64)>,
     pub fault: ModelFault,
+    /// The regions it strikes (`[fleet] regions`); empty: every call, wherever it is made.
+    pub regions: Vec<String>,
+}
+
+impl Phase {
+    /// Whether the phase strikes a call made in `region` (`None`: a run with no regions).
+    pub fn strikes(&self, region: Option<&str>) -> bool {
+        self.regions.is_empty() || region.is_some_and(|r| self.regions.iter().any(|x| x == r))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -187,11 +198,17 @@ impl Scenario {
 
     /// What the model does for a call made `t_us` after the first arrival. Earlier phases win.
     pub fn fault_at(&self, t_us: u64) -> ModelFault {
+        self.fault_at_in(t_us, None)
+    }
+
+    /// [`Self::fault_at`] for a call made in `region` (a phase limited to regions strikes
+    /// only there).
+    pub fn fault_at_in(&self, t_us: u64, region: Option<&str>) -> ModelFault {
         self.phases
             .iter()
             .find(|p| {
                 let (from, to) = self.window_us(p);
-                from <= t_us && t_us < to
+                from <= t_us && t_us < to && p.strikes(region)
             })
             .map_or(
                 ModelFault::Ok {
@@ -203,7 +220,12 @@ impl Scenario {
 
     /// What the model does for request `i` arriving `t_ms` after the start. Earlier phases win.
     pub fn fault(&self, i: u64, t_ms: u64) -> ModelFault {
-        for p in &self.phases {
+        self.fault_in(i, t_ms, None)
+    }
+
+    /// [`Self::fault`] for a request served in `region`.
+    pub fn fault_in(&self, i: u64, t_ms: u64, region: Option<&str>) -> ModelFault {
+        for p in self.phases.iter().filter(|p| p.strikes(region)) {
             let by_req = p.requests.map(|(a, b)| (a..=b).contains(&i));
             let by_time = p.time.map(|(a, b)| t_ms >= a && t_ms < b);
             let hit = match (by_req, by_time) {
@@ -369,10 +391,42 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
                 "{at}: give `requests = [first, last]` or `from`/`to`"
             ));
         }
+        let regions = match &p.regions {
+            Some(r) if r.is_empty() => {
+                return Err(format!(
+                    "{at}.regions is empty; leave it out to strike everywhere"
+                ))
+            }
+            Some(r) => {
+                let named: Vec<&String> = raw
+                    .fleet
+                    .as_ref()
+                    .and_then(|f| f.regions.as_ref())
+                    .map(|m| m.keys().collect())
+                    .unwrap_or_default();
+                if let Some(bad) = r.iter().find(|x| !named.contains(x)) {
+                    return Err(if named.is_empty() {
+                        format!("{at}.regions names `{bad}`, but the scenario has no `[fleet] regions` table")
+                    } else {
+                        format!(
+                            "{at}.regions names `{bad}`, not a region of `[fleet] regions` ({})",
+                            named
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    });
+                }
+                r.clone()
+            }
+            None => Vec::new(),
+        };
         phases.push(Phase {
             requests,
             time,
             fault,
+            regions,
         });
     }
     let mut kv = Vec::new();

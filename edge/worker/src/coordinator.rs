@@ -315,10 +315,10 @@ fn global_of() -> std::result::Result<(String, String, String), String> {
 
 /// The coordinator for this Worker's bake: its service, its breaker settings.
 fn coordinator() -> std::result::Result<Coordinator, String> {
-    let (service, rate) = isolate::with_engine(|e| {
+    let (service, rate, policy_hash) = isolate::with_engine(|e| {
         let p = e.policy();
         match &p.breaker {
-            Breaker::Rate(r) => Some((p.service.name.clone(), r.clone())),
+            Breaker::Rate(r) => Some((p.service.name.clone(), r.clone(), e.policy_hash())),
             _ => None,
         }
     })?
@@ -331,7 +331,7 @@ fn coordinator() -> std::result::Result<Coordinator, String> {
     let interval = fleet.report_interval_ms;
     Ok(Coordinator::new(
         &service,
-        &settings_hash(&rate),
+        &settings_hash(&rate, policy_hash),
         rate,
         interval,
     ))

@@ -207,16 +207,19 @@ mod tests {
                     requests: Some((12, 20)),
                     time: None,
                     fault: down,
+                    regions: Vec::new(),
                 },
                 Phase {
                     requests: Some((5, 5)),
                     time: None,
                     fault: ModelFault::Hang,
+                    regions: Vec::new(),
                 },
                 Phase {
                     requests: Some((25, 25)),
                     time: None,
                     fault: ModelFault::Hang,
+                    regions: Vec::new(),
                 },
             ],
         );
@@ -254,11 +257,13 @@ mod tests {
                     requests: None,
                     time: Some((2000, 4000)),
                     fault: ModelFault::Hang,
+                    regions: Vec::new(),
                 },
                 Phase {
                     requests: None,
                     time: Some((0, 6000)),
                     fault: ModelFault::Ok { latency_ms: 500 },
+                    regions: Vec::new(),
                 },
             ],
         );
@@ -335,6 +340,7 @@ mod tests {
                 requests: None,
                 time: Some((0, 120_000)),
                 fault: ModelFault::Ok { latency_ms: 500 },
+                regions: Vec::new(),
             }],
         );
         let small = scale_scenario(&sc, 0.05);

@@ -139,6 +139,12 @@ pub fn prepare(opts: &Options) -> Result<Option<Prepared>> {
     widen_identities(&mut raw, base_policy, busier)?;
     let full = scenario::build(raw, base_policy)
         .map_err(|e| anyhow::anyhow!("{}: {e}", opts.scenario.display()))?;
+    if let Some(n) = full.phases.iter().position(|p| !p.regions.is_empty()) {
+        anyhow::bail!(
+            "{}: model.phase[{n}] strikes only some regions, and the drill's origin plays one model for every isolate; run the scenario with `understudy simulate --isolates N`",
+            opts.scenario.display()
+        );
+    }
     let sc = script::stretch(&script::scale_scenario(&full, opts.time_scale), TIE_STRETCH);
     // `--scope`: the breaker's scope for this run, before its clocks are scaled (the fleet's
     // report interval is one of them).

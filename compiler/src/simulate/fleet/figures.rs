@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::super::scenario::{ModelFault, Scenario};
+use super::super::scenario::{ModelFault, Phase, Scenario};
 use super::super::{RequestResult, Source};
 use super::{FleetRun, Load};
 
@@ -62,15 +62,27 @@ pub struct Figures {
     pub requests: u64,
     /// Each coordinator's load (fleet scope): the regions' in order, then the global one.
     pub coordinators: Vec<Load>,
+    /// A fault that strikes some regions only (the figures above are of the requests in
+    /// those): the requests served in the other regions, those of them that met a breaker not
+    /// closed, and the largest share of such requests in any 250 ms slot of the run.
+    pub elsewhere_requests: u64,
+    pub elsewhere_not_closed: u64,
+    pub elsewhere_worst_slot_share: f64,
 }
 
-/// The fault's span in ms after the start: the first faulty phase's start to the last's end
-/// (a phase is faulty unless the model answers in it as fast as its baseline).
-pub fn fault_span(sc: &Scenario) -> Option<(u64, u64)> {
-    let spans: Vec<(u64, u64)> = sc
-        .phases
+/// The scenario's faulty phases: all but those in which the model answers as fast as its
+/// baseline.
+pub fn faulty_phases(sc: &Scenario) -> Vec<&Phase> {
+    sc.phases
         .iter()
         .filter(|p| !matches!(p.fault, ModelFault::Ok { latency_ms } if latency_ms <= sc.model_latency_ms))
+        .collect()
+}
+
+/// The fault's span in ms after the start: the first faulty phase's start to the last's end.
+pub fn fault_span(sc: &Scenario) -> Option<(u64, u64)> {
+    let spans: Vec<(u64, u64)> = faulty_phases(sc)
+        .into_iter()
         .map(|p| sc.window_us(p))
         .collect();
     let from = spans.iter().map(|s| s.0).min()? / 1000;
@@ -148,6 +160,14 @@ fn p95(mut v: Vec<f64>) -> Option<f64> {
 /// A run's figures, the fault spanning `[onset, end)` ms after the start.
 pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Figures {
     let healthy = |m: &str| m == "PRIMARY_HEALTHY" || m == "CLOSED";
+    let struck = |r: &RequestResult| {
+        run.struck
+            .get(run.isolate_of[r.index as usize] as usize)
+            .copied()
+            .unwrap_or(true)
+    };
+    let (hit, elsewhere): (Vec<&RequestResult>, Vec<&RequestResult>) =
+        run.results.iter().partition(|r| struck(r));
     let run_end = run
         .results
         .iter()
@@ -163,7 +183,12 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
     }
     let (mut degrade, mut recover) = (Vec::new(), Vec::new());
     let (mut never_degraded, mut never_recovered) = (0, 0);
-    for (k, ch) in run.changes.iter().enumerate().filter(|(k, _)| in_fault[*k]) {
+    for (k, ch) in run
+        .changes
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| in_fault[*k] && run.struck.get(*k).copied().unwrap_or(true))
+    {
         match ch.iter().find(|(t, m)| *t >= onset && !healthy(m)) {
             Some((t, _)) => degrade.push((t - onset) as f64 / 1000.0),
             None => never_degraded += 1,
@@ -189,7 +214,7 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
     let fleet = |v: Option<f64>| opened.and(v);
     let in_fault_out =
         |r: &&RequestResult| (onset..end).contains(&r.arrival_ms) && !reach[r.index as usize];
-    let reachable = || run.results.iter().filter(|r| reach[r.index as usize]);
+    let reachable = || hit.iter().copied().filter(|r| reach[r.index as usize]);
     let live = run
         .results
         .iter()
@@ -197,16 +222,16 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         .count();
     Figures {
         scope,
-        degrade_s: settled(&run.results, onset, end, |r| !healthy(r.mode)),
-        recover_s: settled(&run.results, end, run_end, |r| healthy(r.mode)),
+        degrade_s: settled(hit.iter().copied(), onset, end, |r| !healthy(r.mode)),
+        recover_s: settled(hit.iter().copied(), end, run_end, |r| healthy(r.mode)),
         degrade_in_reach_s: fleet(settled(reachable(), onset, end, |r| !healthy(r.mode))),
-        degrade_floor_s: fleet(settled(&run.results, onset, end, |r| {
+        degrade_floor_s: fleet(settled(hit.iter().copied(), onset, end, |r| {
             reach[r.index as usize]
         })),
-        out_of_reach: run.results.iter().filter(in_fault_out).count() as u64,
-        out_of_reach_closed: run
-            .results
+        out_of_reach: hit.iter().copied().filter(in_fault_out).count() as u64,
+        out_of_reach_closed: hit
             .iter()
+            .copied()
             .filter(in_fault_out)
             .filter(|r| healthy(r.mode))
             .count() as u64,
@@ -240,7 +265,24 @@ pub fn figures(scope: &'static str, run: &FleetRun, onset: u64, end: u64) -> Fig
         pushed: run.pushed,
         requests: run.results.len() as u64,
         coordinators: run.coordinators.clone(),
+        elsewhere_requests: elsewhere.len() as u64,
+        elsewhere_not_closed: elsewhere.iter().filter(|r| !healthy(r.mode)).count() as u64,
+        elsewhere_worst_slot_share: worst_slot(&elsewhere, |r| !healthy(r.mode)),
     }
+}
+
+/// The largest share of any 250 ms slot's requests that `pred` holds for.
+fn worst_slot(results: &[&RequestResult], pred: impl Fn(&RequestResult) -> bool) -> f64 {
+    let mut slots: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+    for r in results {
+        let s = slots.entry(r.arrival_ms / SLOT_MS).or_default();
+        s.0 += 1;
+        s.1 += u64::from(pred(r));
+    }
+    slots
+        .values()
+        .map(|(n, yes)| *yes as f64 / *n as f64)
+        .fold(0.0, f64::max)
 }
 
 fn secs(v: Option<f64>) -> String {
@@ -316,6 +358,14 @@ pub fn human(title: &str, rows: &[Figures]) -> String {
         format!("{} ({})", r.watches, r.pushed)
     });
     out += &line("requests", &|r| r.requests.to_string());
+    if rows.iter().any(|r| r.elsewhere_requests > 0) {
+        out += &line("elsewhere: met not closed", &|r| {
+            format!("{} of {}", r.elsewhere_not_closed, r.elsewhere_requests)
+        });
+        out += &line("elsewhere: worst 250 ms slot", &|r| {
+            format!("{:.1}%", 100.0 * r.elsewhere_worst_slot_share)
+        });
+    }
     for r in rows.iter().filter(|r| !r.coordinators.is_empty()) {
         out += &format!(
             "\ncoordinators (scope = {}): requests a second — mean over the run, while healthy, during the fault, busiest; queue wait p99\n",
@@ -369,6 +419,14 @@ pub fn unmet(sc: &Scenario, fleet: &Figures) -> Vec<String> {
                 bound as f64 / 1000.0
             ));
         }
+    }
+    if fleet.elsewhere_requests > 0 && fleet.elsewhere_worst_slot_share > 1.0 - SHARE {
+        out.push(format!(
+            "fleet scope: {} of {} requests in regions the fault did not strike met a breaker not closed ({:.1}% of the worst 250 ms slot, over 1%)",
+            fleet.elsewhere_not_closed,
+            fleet.elsewhere_requests,
+            100.0 * fleet.elsewhere_worst_slot_share
+        ));
     }
     if let Some(bound) = spec.recover_within_ms {
         if !within(bound, fleet.recover_s) {

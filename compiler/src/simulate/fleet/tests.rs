@@ -261,6 +261,7 @@ fn synthetic(others: &[(u32, u64, &'static str)]) -> FleetRun {
         pushed: 0,
         fleet_moves: vec![(40_500, FleetMode::Open)],
         coordinators: Vec::new(),
+        struck: vec![true; 3],
     }
 }
 
@@ -368,4 +369,89 @@ fn regions_flag_spreads_isolates_round_robin_over_the_first_regions() {
     let e = FleetSpec::uniform(2).with_regions(3).unwrap_err();
     assert!(e.contains("more regions than the 2 isolates"), "{e}");
     assert!(FleetSpec::uniform(2).with_regions(0).is_err());
+}
+
+#[test]
+fn a_fault_in_one_region_opens_that_region_and_no_other() {
+    let p = policy();
+    let raw: RawScenario = toml::from_str(
+        "name = \"t\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 10000\nrate = 200\n\
+         [params]\ncategory_id = [\"audio\", \"bags\", \"kitchen\"]\n\
+         [model]\nlatency = \"20ms\"\n[[model.phase]]\nfrom = \"12s\"\nto = \"22s\"\nfault = \"slow\"\nlatency = \"500ms\"\nregions = [\"apac\"]\n\
+         [fleet]\nisolates = 40\nreport_delay = \"10ms\"\n[fleet.regions]\nenam = 50\napac = 50\n",
+    )
+    .expect("scenario");
+    let sc = scenario::build(raw, &p).expect("valid");
+    // A window's lead-in: every region's coordinator has heard its isolates when it begins.
+    let spec = sc.fleet.clone().unwrap();
+    let (onset, end) = fault_span(&sc).unwrap();
+    assert_eq!((onset, end), (12_000, 22_000));
+    let catalog = crate::fixtures::sample_catalog();
+    let iso = run(
+        &scoped(&p, false, &spec).unwrap(),
+        Some(&catalog),
+        &sc,
+        &spec,
+    )
+    .unwrap();
+    let iso = figures("isolate", &iso, onset, end);
+    let run = run(
+        &scoped(&p, true, &spec).unwrap(),
+        Some(&catalog),
+        &sc,
+        &spec,
+    )
+    .unwrap();
+    let fleet = figures("fleet", &run, onset, end);
+    // The figures are apac's: its traffic degrades and comes back…
+    assert!(fleet.degrade_s.unwrap() <= 2.5, "{fleet:?}");
+    assert!(fleet.recover_s.is_some(), "{fleet:?}");
+    assert!(iso.degrade_s.is_some(), "{iso:?}");
+    // …while enam's model was healthy, and enam's breakers stayed closed.
+    let enam = run.struck.iter().filter(|s| !**s).count();
+    assert!(
+        (10..30).contains(&enam),
+        "about half the isolates are enam's: {enam}"
+    );
+    assert!(fleet.elsewhere_requests > 3_000, "{fleet:?}");
+    assert_eq!(fleet.elsewhere_not_closed, 0, "{fleet:?}");
+    assert_eq!(fleet.elsewhere_worst_slot_share, 0.0);
+    assert!(unmet(&sc, &fleet).is_empty(), "{:?}", unmet(&sc, &fleet));
+    // Only apac's requests met the fault: enam's answered from the model throughout.
+    for r in run
+        .results
+        .iter()
+        .filter(|r| !run.struck[run.isolate_of[r.index as usize] as usize])
+    {
+        assert_eq!(r.source, Source::Origin, "{r:?}");
+    }
+}
+
+#[test]
+fn a_phase_names_only_the_fleets_regions() {
+    let p = policy();
+    let bad = |phase: &str, fleet: &str| {
+        let raw: RawScenario = toml::from_str(&format!(
+            "name = \"t\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 100\nrate = 10\n\
+             [params]\ncategory_id = [\"audio\"]\n[model]\nlatency = \"20ms\"\n\
+             [[model.phase]]\nfrom = \"2s\"\nto = \"5s\"\nfault = \"slow\"\n{phase}\n[fleet]\nisolates = 4\n{fleet}"
+        ))
+        .expect("toml");
+        scenario::build(raw, &p).unwrap_err()
+    };
+    let e = bad("regions = [\"apac\"]", "");
+    assert!(
+        e.contains("model.phase[0].regions names `apac`") && e.contains("no `[fleet] regions`"),
+        "{e}"
+    );
+    let e = bad(
+        "regions = [\"mars\"]",
+        "[fleet.regions]\nenam = 1\napac = 1\n",
+    );
+    assert!(
+        e.contains("`mars`, not a region of `[fleet] regions` (apac, enam)"),
+        "{e}"
+    );
+    let e = bad("regions = []", "");
+    assert!(e.contains("model.phase[0].regions is empty"), "{e}");
 }

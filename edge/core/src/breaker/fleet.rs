@@ -35,11 +35,15 @@ pub const MAX_ISOLATES: usize = 20_000;
 /// Most buckets a report may carry (the window's, and one being filled).
 const MAX_BUCKETS: usize = BUCKETS + 1;
 
-/// The hash of the breaker's settings a report names: isolates running other settings
-/// (another release during a gradual rollout) report to another coordinator.
-pub fn settings_hash(cfg: &RateBreaker) -> String {
+/// The hash a report names: of the breaker's settings and of the policy they come from
+/// (`Bake::policy_hash`, the policy source's). Isolates running another policy — the other
+/// release of a gradual rollout, even one that changes only the deadline — report to
+/// another coordinator, so a canary's failures never open the breaker of the release it is
+/// judged against. Releases of one policy with other catalogs (a nightly re-bake) share it.
+pub fn settings_hash(cfg: &RateBreaker, policy_hash: &str) -> String {
     use sha2::{Digest, Sha256};
-    let bytes = postcard::to_allocvec(cfg).unwrap_or_default();
+    let mut bytes = postcard::to_allocvec(cfg).unwrap_or_default();
+    bytes.extend_from_slice(policy_hash.as_bytes());
     hex::encode(&Sha256::digest(&bytes)[..8])
 }
 
@@ -237,6 +241,10 @@ pub struct Coordinator {
     recent: Sample,
     /// A regional coordinator's last verdict from the global one ([`region`]).
     global: Option<Verdict>,
+    /// A region passing on the global verdict's opening: when that verdict's probing began
+    /// (if it had). Its isolates adopted the opening; when the region stops following, its
+    /// closed verdict names a recovery so that they let it go.
+    following: Option<Option<u64>>,
 }
 
 impl Coordinator {
@@ -256,6 +264,7 @@ impl Coordinator {
             moved: false,
             recent: Sample::default(),
             global: None,
+            following: None,
         }
     }
 
@@ -455,8 +464,22 @@ impl Coordinator {
             .flatten();
         let (mode, opened_at, probing_since) = match self.state {
             State::Closed => match self.followed(now) {
-                Some(g) => (g.mode, g.opened_at, g.probing_since),
-                None => (FleetMode::Closed, None, self.recovered_from.map(|m| m.0)),
+                Some(g) => {
+                    self.following = Some(g.probing_since);
+                    (g.mode, g.opened_at, g.probing_since)
+                }
+                None => {
+                    if let Some(probing) = self.following.take() {
+                        // The opening it passed on is over here — the global fleet closed
+                        // (from its probing) or this region's own evidence shows the model
+                        // healthy (from now): a recovery, so that isolates which adopted
+                        // the opening close with a fresh window rather than probe alone.
+                        let closed = self.global.as_ref().filter(|g| g.mode == FleetMode::Closed);
+                        let from = closed.and_then(|g| g.probing_since).or(probing);
+                        self.recovered_from = Some(Millis(from.unwrap_or(now.0)));
+                    }
+                    (FleetMode::Closed, None, self.recovered_from.map(|m| m.0))
+                }
             },
             State::Open { since, .. } => (FleetMode::Open, Some(since.0), None),
             State::Probing { since, opened } => (FleetMode::Probing, Some(opened.0), Some(since.0)),

@@ -185,12 +185,14 @@ pub struct Member {
 }
 
 impl Member {
-    pub fn new(service: &str, cfg: RateBreaker, fleet: FleetScope) -> Member {
+    /// The member of `service`'s fleet running the policy whose source hashes to
+    /// `policy_hash` ([`settings_hash`]).
+    pub fn new(service: &str, policy_hash: &str, cfg: RateBreaker, fleet: FleetScope) -> Member {
         let credit = ProbeCredit::new(cfg.probe_fraction);
         Member {
             local: Rate::new(cfg.clone()),
             ledger: Ledger::new(cfg.window_ms),
-            config: settings_hash(&cfg),
+            config: settings_hash(&cfg, policy_hash),
             cfg,
             fleet,
             service: service.to_string(),
@@ -314,12 +316,17 @@ impl Member {
 
     /// The mode answers carry at `now` (its changes are logged).
     pub fn mode(&mut self, now: Millis) -> Mode {
-        let mode = match self.lead(now) {
-            Lead::Fleet(m) => m,
-            Lead::Local => self.local.mode(now),
+        let (mode, evidence) = match self.lead(now) {
+            Lead::Fleet(m) => (m, None),
+            Lead::Local => {
+                let m = self.local.mode(now);
+                // Its own breaker leads: the change is its own, with the evidence it logged.
+                let own = self.local.transitions().last().filter(|t| t.to == m);
+                (m, own.and_then(|t| t.evidence))
+            }
         };
         if mode != self.mode {
-            log_transition(&mut self.log, now, self.mode, mode, None);
+            log_transition(&mut self.log, now, self.mode, mode, evidence);
             self.mode = mode;
         }
         mode

@@ -159,15 +159,16 @@ pub enum Breaker {
 
 impl Breaker {
     pub fn new(cfg: &policy::Breaker) -> Breaker {
-        Breaker::for_service(cfg, "")
+        Breaker::for_service(cfg, "", "")
     }
 
     /// The breaker of `service`'s origin (a fleet-scoped one reports under the name).
-    pub fn for_service(cfg: &policy::Breaker, service: &str) -> Breaker {
+    pub fn for_service(cfg: &policy::Breaker, service: &str, policy_hash: &str) -> Breaker {
         match cfg {
             policy::Breaker::Rate(r) => match &r.scope {
                 policy::Scope::Fleet(fleet) => Breaker::Fleet(Box::new(member::Member::new(
                     service,
+                    policy_hash,
                     r.clone(),
                     fleet.clone(),
                 ))),

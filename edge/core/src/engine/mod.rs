@@ -198,7 +198,11 @@ impl<'p> Engine<'p> {
         Ok(Engine {
             bake,
             validator,
-            breaker: Breaker::for_service(&bake.policy.breaker, &bake.policy.service.name),
+            breaker: Breaker::for_service(
+                &bake.policy.breaker,
+                &bake.policy.service.name,
+                &bake.policy_hash,
+            ),
             writes: WriteThrough::default(),
             counters: Counters::default(),
             bulkhead: bulkhead::Bulkhead::default(),
@@ -261,6 +265,11 @@ impl<'p> Engine<'p> {
 
     pub fn policy(&self) -> &'p Policy {
         &self.bake.policy
+    }
+
+    /// The policy source's hash (what the breaker's coordinator is keyed on with its settings).
+    pub fn policy_hash(&self) -> &'p str {
+        &self.bake.policy_hash
     }
 
     /// The bake's release ID (`X-Policy-Version`).

@@ -227,24 +227,9 @@ pub fn upload(
         return Ok(None);
     }
     let worker = crate::dist::wrangler::worker_name(&rel.record.service);
-    if let Some(u) = versions::read(reg, &id)? {
-        if u.version_id.is_some() {
-            return Ok(Some(u));
-        }
-        // An upload was intended and its result lost: find it by its tag before uploading again.
-        let (listed, _) = wrangler.run_split(
-            &rel.dir,
-            &["versions".into(), "list".into(), "--json".into()],
-        )?;
-        if let Some(v) = find_by_tag(&listed, &id) {
-            let done = Uploaded {
-                version_id: Some(v),
-                uploaded_at_ms: Some(now_ms),
-                ..u
-            };
-            versions::write(reg, &done)?;
-            return Ok(Some(done));
-        }
+    let recorded = versions::read(reg, &id)?;
+    if let Some(u) = recorded.as_ref().filter(|u| u.version_id.is_some()) {
+        return Ok(Some(u.clone()));
     }
     let intent = Uploaded {
         format: versions::FORMAT,
@@ -255,6 +240,27 @@ pub fn upload(
         intended_at_ms: now_ms,
         uploaded_at_ms: None,
     };
+    // A version with the release's tag may be there already: an upload whose result was lost
+    // (intended, not recorded done), or the release deployed at 100% by its deploy.sh (which
+    // tags the version the same way). Found, it is recorded, not uploaded again.
+    // Listing must work to find a lost upload; a Worker with no version yet may fail it.
+    let listed = match wrangler.run_split(
+        &rel.dir,
+        &["versions".into(), "list".into(), "--json".into()],
+    ) {
+        Ok((listed, _)) => listed,
+        Err(e) if recorded.is_some() => return Err(e),
+        Err(_) => String::new(),
+    };
+    if let Some(v) = find_by_tag(&listed, &id) {
+        let done = Uploaded {
+            version_id: Some(v),
+            uploaded_at_ms: Some(now_ms),
+            ..recorded.unwrap_or(intent)
+        };
+        versions::write(reg, &done)?;
+        return Ok(Some(done));
+    }
     versions::write(reg, &intent)?;
     let out = wrangler.run(&rel.dir, &args).map_err(|e| {
         if format!("{e:#}").contains("[code: 10211]") {

@@ -92,20 +92,29 @@ impl Coordinator {
         (!self.healthy_here(now)).then_some(g)
     }
 
-    /// Whether this region's recent reports show the model answering well.
+    /// Whether this region's evidence shows the model answering well: its recent reports
+    /// when they are enough to judge on, else its window (a region whose isolates are
+    /// healthy report at a heartbeat's pace, so a small one's recent sample is thin while
+    /// its window holds every call). Either way `min_calls` calls or more, their slow
+    /// share's upper bound under seed 000's 5% and their failures under its ratio.
     fn healthy_here(&mut self, now: Millis) -> bool {
         self.recent.expire(now);
         let current = now.0 / self.bucket_ms();
         let oldest = current
             .saturating_sub(BUCKETS as u64 - 1)
             .max(self.fresh_from);
+        let min = f64::from(self.cfg.min_calls.max(1));
         let t = self.recent.totals(oldest, current + 1);
-        if t.seen < f64::from(self.cfg.min_calls.max(1)) || t.calls <= 0.0 {
-            return false;
+        if self.recent.len() >= MIN_REPORTS && t.seen >= min && t.calls > 0.0 {
+            let seen = t.seen.round() as u32;
+            let slow = (t.slow / t.calls * t.seen).round() as u32;
+            return wilson(slow, seen).1 < SLOW_SHARE
+                && t.failures < self.cfg.failure_ratio * t.calls;
         }
-        let seen = t.seen.round() as u32;
-        let slow = (t.slow / t.calls * t.seen).round() as u32;
-        wilson(slow, seen).1 < SLOW_SHARE && t.failures < self.cfg.failure_ratio * t.calls
+        let w = self.totals(now, self.fresh_from);
+        f64::from(w.calls) >= min
+            && wilson(w.slow, w.calls).1 < SLOW_SHARE
+            && f64::from(w.failures) < self.cfg.failure_ratio * f64::from(w.calls)
     }
 
     /// A region open on its own evidence recovers with the global fleet: the global
@@ -236,6 +245,43 @@ mod tests {
         assert!(region.global.is_none(), "a sole verdict is not heeded");
         // Silent for a whole window: nothing left to merge.
         assert!(!region.merging(Millis(1_000 + 30_000)));
+    }
+
+    /// A region that passed the global opening on, then sees the model healthy here,
+    /// closes with a recovery named in its verdict: its isolates adopted the opening, and
+    /// let it go with a fresh window rather than probe alone.
+    #[test]
+    fn a_region_that_stops_following_names_a_recovery_for_its_isolates() {
+        let mut region = coordinator();
+        region
+            .report(Millis(1_000), slow_report(0, 1_000, 4, false))
+            .unwrap();
+        let mut open = region.verdict(Millis(1_000));
+        open.mode = FleetMode::Open;
+        open.opened_at = Some(900);
+        open.issued_at = 1_000;
+        open.expires_at = 60_000;
+        open.sole = None;
+        region.heed(open);
+        let v = region.verdict(Millis(1_100));
+        assert_eq!(
+            v.mode,
+            FleetMode::Open,
+            "4 calls: too thin to judge, it follows"
+        );
+        assert_eq!(v.probing_since, None);
+        // Its isolates' reports come in: 400 calls, none slow — the model answers well here.
+        for k in 1..41 {
+            region
+                .report(Millis(2_000), slow_report(k, 2_000, 10, false))
+                .unwrap();
+        }
+        let v = region.verdict(Millis(2_000));
+        assert_eq!(v.mode, FleetMode::Closed);
+        assert_eq!(v.probing_since, Some(2_000), "a recovery from now");
+        assert!(region.moved(), "the watches hear it");
+        // Named once: later verdicts carry the same recovery.
+        assert_eq!(region.verdict(Millis(2_500)).probing_since, Some(2_000));
     }
 
     /// A region that opened on its own recovers with the global fleet's close, when the

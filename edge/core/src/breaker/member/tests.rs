@@ -14,7 +14,7 @@ fn scope() -> FleetScope {
 }
 
 fn member() -> Member {
-    let mut m = Member::new("svc", seed_rate_breaker(), scope());
+    let mut m = Member::new("svc", "", seed_rate_breaker(), scope());
     m.identify(7);
     // Its first report goes at once (a fleet's first reports spread over a heartbeat:
     // `a_healthy_isolates_first_report_goes_at_its_phase_of_a_heartbeat`).
@@ -178,7 +178,7 @@ fn a_failing_coordinator_puts_the_isolate_back_in_isolate_scope_at_once() {
 
 #[test]
 fn reports_come_every_interval_when_troubled_every_ten_when_healthy_one_at_a_time() {
-    let mut m = Member::new("svc", seed_rate_breaker(), scope());
+    let mut m = Member::new("svc", "", seed_rate_breaker(), scope());
     assert!(
         m.report_due(Millis(0)).is_none(),
         "an isolate without an ID does not report"
@@ -211,7 +211,7 @@ fn reports_come_every_interval_when_troubled_every_ten_when_healthy_one_at_a_tim
 #[test]
 fn the_coordinator_merges_what_a_member_reports() {
     let cfg = seed_rate_breaker();
-    let config = settings_hash(&cfg);
+    let config = settings_hash(&cfg, "");
     let mut c = Coordinator::new("svc", &config, cfg.clone(), 1_000);
     let mut m = member();
     // Located in western Europe at its first request; a later request's `cf` moves nothing.
@@ -248,12 +248,27 @@ fn the_coordinator_merges_what_a_member_reports() {
         (v.mode, v.calls, v.failures, v.slow),
         (FleetMode::Closed, 40, 2, 2)
     );
-    // Other settings (another release) are another coordinator's.
+    // Other settings (another release) are another coordinator's…
     let other = RateBreaker {
         min_calls: 21,
-        ..cfg
+        ..cfg.clone()
     };
-    assert_ne!(settings_hash(&other), config);
+    assert_ne!(settings_hash(&other, ""), config);
+    // …and so are the same settings in another policy (a canary that changes the deadline
+    // alone): its isolates report to an object of their own, whose coordinator refuses the
+    // other policy's reports.
+    let mut canary = Member::new("svc", "canary", cfg.clone(), scope());
+    canary.identify(8);
+    canary.set_phase(0.0);
+    let a = canary.admit(Millis(1_000));
+    canary.record(Millis(1_000), a, ok(20));
+    let sent = canary.report_due(Millis(1_500)).unwrap();
+    assert_ne!(sent.object, format!("svc/{config}"));
+    let refused = Coordinator::parse(&sent.body).and_then(|r| c.report(Millis(1_500), r));
+    assert!(
+        refused.is_err(),
+        "a report of another policy is never merged"
+    );
 }
 
 #[test]
@@ -546,4 +561,28 @@ fn an_isolate_turning_abnormal_waits_for_its_next_slot_not_its_last_report() {
     let a = m.admit(Millis(27_900));
     m.record(Millis(27_900), a, Outcome::failure(3));
     assert!(m.report_due(Millis(28_000)).is_some(), "its slot");
+}
+
+#[test]
+fn a_change_its_own_breaker_leads_is_logged_with_its_own_evidence_and_the_fleets_without() {
+    // No verdict heard: its own breaker leads, and opens on 20 timeouts.
+    let mut m = member();
+    for i in 0..20u64 {
+        let at = Millis(1_000 + i);
+        let a = m.admit(at);
+        m.record(at, a, Outcome::timeout(45));
+    }
+    assert_eq!(m.mode(Millis(1_100)), Mode::Open);
+    let opened = *m.transitions().last().unwrap();
+    assert_eq!((opened.from, opened.to), (Mode::Healthy, Mode::Open));
+    let e = opened
+        .evidence
+        .expect("its own opening carries its evidence");
+    assert_eq!((e.calls, e.failures, e.timeouts), (20, 20, 20));
+    // A change the fleet leads carries none of this isolate's evidence.
+    let mut f = member();
+    f.report_due(Millis(0)).unwrap();
+    f.heard(Millis(5), verdict(FleetMode::Open, 5));
+    assert_eq!(f.mode(Millis(10)), Mode::Open);
+    assert_eq!(f.transitions().last().unwrap().evidence, None);
 }

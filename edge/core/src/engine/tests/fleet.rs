@@ -45,7 +45,12 @@ fn a_held_watch_brings_the_opening_to_an_isolate_between_its_requests() {
     let BreakerCfg::Rate(rate) = &p.breaker else {
         unreachable!()
     };
-    let mut c = Coordinator::new(&p.service.name, &settings_hash(rate), rate.clone(), 1_000);
+    let mut c = Coordinator::new(
+        &p.service.name,
+        &settings_hash(rate, "p"),
+        rate.clone(),
+        1_000,
+    );
     let b = bake(p.clone());
     let mut thin = Engine::new(&b).unwrap();
     first_report_at_once(&mut thin);
@@ -67,7 +72,7 @@ fn a_held_watch_brings_the_opening_to_an_isolate_between_its_requests() {
     // Another isolate's window: every call timed out.
     let busy = crate::breaker::fleet::Report {
         service: p.service.name.clone(),
-        config: settings_hash(rate),
+        config: settings_hash(rate, "p"),
         isolate: "busy".into(),
         seq: 1,
         buckets: vec![crate::breaker::fleet::Counts {
@@ -101,7 +106,7 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
     let BreakerCfg::Rate(rate) = &p.breaker else {
         unreachable!()
     };
-    let config = settings_hash(rate);
+    let config = settings_hash(rate, "p");
     let mut c = Coordinator::new(&p.service.name, &config, rate.clone(), 1_000);
     let b = bake(p.clone());
     let mut e = Engine::new(&b).unwrap();
