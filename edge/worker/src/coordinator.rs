@@ -302,7 +302,7 @@ fn global_of() -> std::result::Result<(String, String, String), String> {
             Breaker::Rate(r) => match &r.scope {
                 Scope::Fleet(f) => Some((
                     p.service.name.clone(),
-                    settings_hash(r),
+                    settings_hash(r, e.policy_hash()),
                     f.coordinator.clone(),
                 )),
                 Scope::Isolate => None,
