@@ -469,15 +469,7 @@ impl Coordinator {
                     (g.mode, g.opened_at, g.probing_since)
                 }
                 None => {
-                    if let Some(probing) = self.following.take() {
-                        // The opening it passed on is over here — the global fleet closed
-                        // (from its probing) or this region's own evidence shows the model
-                        // healthy (from now): a recovery, so that isolates which adopted
-                        // the opening close with a fresh window rather than probe alone.
-                        let closed = self.global.as_ref().filter(|g| g.mode == FleetMode::Closed);
-                        let from = closed.and_then(|g| g.probing_since).or(probing);
-                        self.recovered_from = Some(Millis(from.unwrap_or(now.0)));
-                    }
+                    self.let_go(now);
                     (FleetMode::Closed, None, self.recovered_from.map(|m| m.0))
                 }
             },

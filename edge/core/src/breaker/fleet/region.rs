@@ -117,6 +117,19 @@ impl Coordinator {
             && f64::from(w.failures) < self.cfg.failure_ratio * f64::from(w.calls)
     }
 
+    /// A region that passed on the global opening follows it no more: the global fleet
+    /// closed (a recovery from its probing) or this region's own evidence shows the model
+    /// healthy (from `now`). Its isolates adopted the opening; the recovery its closed
+    /// verdict names lets them close with a fresh window rather than probe alone.
+    pub(super) fn let_go(&mut self, now: Millis) {
+        let Some(probing) = self.following.take() else {
+            return;
+        };
+        let closed = self.global.as_ref().filter(|g| g.mode == FleetMode::Closed);
+        let from = closed.and_then(|g| g.probing_since).or(probing);
+        self.recovered_from = Some(Millis(from.unwrap_or(now.0)));
+    }
+
     /// A region open on its own evidence recovers with the global fleet: the global
     /// verdict is a close after probing that began after this region opened, and none of
     /// the region's own probes since failed.
