@@ -12,7 +12,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use understudy_core::breaker::fleet::{settings_hash, Coordinator, FleetMode, Verdict, WATCH_MS};
+use understudy_core::breaker::fleet::{settings_hash, Coordinator, FleetMode, Verdict};
 use understudy_core::catalog::Catalog;
 use understudy_core::engine::virtual_io::Virtual;
 use understudy_core::engine::Engine;
@@ -238,6 +238,41 @@ pub fn run(
     let (mut reports, mut report_failures, mut watches, mut pushed) = (0u64, 0u64, 0u64, 0u64);
     let mut last_arrival_us = start_us;
     loop {
+        for (request, at) in std::mem::take(&mut world.wakes) {
+            let k = isolate_of[request as usize] as usize;
+            fleet_q.push(at.0 * 1000, Ev::Wake(k, request));
+        }
+        for (request, at, path, text, timeout_ms) in std::mem::take(&mut world.reports) {
+            let watch = path == "/watch";
+            if watch {
+                watches += 1;
+            } else {
+                reports += 1;
+            }
+            let k = isolate_of[request as usize] as usize;
+            let at_us = at.0 * 1000;
+            let lost = unit(mix(request) ^ (reports + watches)) < spec.report_loss;
+            let down = down_at(at.since(start), Some(region_of[k] as usize));
+            let failed = |e: String| {
+                if watch {
+                    Ev::Pushed(k, Err(e))
+                } else {
+                    Ev::Answer(k, Err(e))
+                }
+            };
+            match (lost, down) {
+                (true, _) | (_, Some(Down::Hang)) => fleet_q.push(
+                    at_us + timeout_ms * 1000,
+                    failed(format!("no answer within {timeout_ms} ms")),
+                ),
+                (_, Some(_)) => fleet_q.push(
+                    at_us + 2 * delay_us,
+                    failed("the coordinator answered 500".into()),
+                ),
+                _ if watch => fleet_q.push(at_us + delay_us, Ev::Watch(k, text)),
+                _ => fleet_q.push(at_us + delay_us, Ev::Deliver(k, text)),
+            }
+        }
         let tv = due.peek().map(|Reverse((t, _))| *t);
         let tf = fleet_q.next_at();
         let fleet_first = match (tf, tv) {
@@ -342,16 +377,17 @@ pub fn run(
                         fleet_q.push(done + delay_us, Ev::Pushed(k, e));
                         continue;
                     };
-                    let got = Coordinator::parse_watch(&text).and_then(|x| c.watch(at, &x));
+                    let got = Coordinator::parse_watch(&text)
+                        .and_then(|x| Ok((c.watch(at, &x)?, x.hold_ms())));
                     match got {
-                        Ok(None) => {
+                        Ok((None, hold_ms)) => {
                             let token = fleet_q.seq + 1;
-                            fleet_q.push(done + WATCH_MS * 1000, Ev::WatchDue(k, token));
+                            fleet_q.push(done + hold_ms * 1000, Ev::WatchDue(k, token));
                             let v = c.verdict(at);
                             region.held.insert(token, k);
                             m.broadcast(region, &mut fleet_q, done, &v);
                         }
-                        Ok(Some(v)) => {
+                        Ok((Some(v), _)) => {
                             m.broadcast(region, &mut fleet_q, done, &v);
                             fleet_q.push(done + delay_us, Ev::Pushed(k, Ok(json(&v))));
                         }
@@ -373,6 +409,13 @@ pub fn run(
                             None => Err("no coordinator".to_string()),
                         };
                         fleet_q.push(at_us + delay_us, Ev::Pushed(k, answer));
+                    }
+                }
+                Ev::Wake(k, request) => {
+                    for r in engines[k].fleet_wake(now) {
+                        world
+                            .reports
+                            .push((request, now, r.path, r.body, r.timeout_ms));
                     }
                 }
                 Ev::Answer(k, answer) => {
@@ -422,37 +465,6 @@ pub fn run(
         if mode != last[k] {
             changes[k].push((now.since(start), mode));
             last[k] = mode;
-        }
-        for (request, at, path, text, timeout_ms) in std::mem::take(&mut world.reports) {
-            let watch = path == "/watch";
-            if watch {
-                watches += 1;
-            } else {
-                reports += 1;
-            }
-            let k = isolate_of[request as usize] as usize;
-            let at_us = at.0 * 1000;
-            let lost = unit(mix(request) ^ (reports + watches)) < spec.report_loss;
-            let down = down_at(at.since(start), Some(region_of[k] as usize));
-            let failed = |e: String| {
-                if watch {
-                    Ev::Pushed(k, Err(e))
-                } else {
-                    Ev::Answer(k, Err(e))
-                }
-            };
-            match (lost, down) {
-                (true, _) | (_, Some(Down::Hang)) => fleet_q.push(
-                    at_us + timeout_ms * 1000,
-                    failed(format!("no answer within {timeout_ms} ms")),
-                ),
-                (_, Some(_)) => fleet_q.push(
-                    at_us + 2 * delay_us,
-                    failed("the coordinator answered 500".into()),
-                ),
-                _ if watch => fleet_q.push(at_us + delay_us, Ev::Watch(k, text)),
-                _ => fleet_q.push(at_us + delay_us, Ev::Deliver(k, text)),
-            }
         }
     }
     let run_s = last_arrival_us.saturating_sub(start_us) as f64 / 1e6;

@@ -133,6 +133,9 @@ pub(crate) struct ScenarioWorld<'s> {
     /// Reports for the breaker's coordinator the replies carried: (request, when, path, JSON,
     /// how long the isolate waits for its answer).
     reports: Vec<(u64, Millis, &'static str, String, u64)>,
+    /// When the replies asked to be woken for the breaker's coordinator (`fleet_wake`):
+    /// (request, when).
+    wakes: Vec<(u64, Millis)>,
     /// The replies' log lines, when kept.
     logs: Option<Vec<String>>,
     /// In a fleet run with regions: each request's region (an index into `region_names`).
@@ -194,6 +197,9 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
         for r in &reply.fleet {
             self.reports
                 .push((request, now, r.path, r.body.clone(), r.timeout_ms));
+        }
+        if let Some(at) = reply.fleet_wake {
+            self.wakes.push((request, at));
         }
         for wr in &reply.writes {
             self.kv.insert(
@@ -266,6 +272,7 @@ pub(crate) fn setup<'s>(
         modes: vec![""; n],
         outage_calls: 0,
         reports: Vec::new(),
+        wakes: Vec::new(),
         logs: None,
         request_region: Vec::new(),
         region_names: Vec::new(),

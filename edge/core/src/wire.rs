@@ -4,6 +4,7 @@
 //! (`Reader`): a number ends in `;`, a string is its length in UTF-16 units, `;`, then its
 //! text. Plain Rust, so its tests run natively.
 
+use crate::breaker::member::FleetReport;
 use crate::classify::Observed;
 use crate::engine::{Command, Done, Input, IoId, KvRead, Op, Output, Reply};
 use crate::events::flow::Io as EventIo;
@@ -139,8 +140,17 @@ fn respond(w: &mut Writer, r: &Reply) {
             w.str(&wr.metadata.to_string());
         }
     }
-    w.num(r.fleet.len());
-    for f in &r.fleet {
+    calls(w, &r.fleet);
+    match r.fleet_wake {
+        Some(t) => w.num(t.0),
+        None => w.none(),
+    }
+}
+
+/// The coordinator's calls: their count, then each one's fields.
+fn calls(w: &mut Writer, calls: &[FleetReport]) {
+    w.num(calls.len());
+    for f in calls {
         w.str(f.path);
         w.str(&f.binding);
         w.str(&f.object);
@@ -148,6 +158,14 @@ fn respond(w: &mut Writer, r: &Reply) {
         w.str(&f.body);
         w.num(f.timeout_ms);
     }
+}
+
+/// The calls [`crate::engine::Engine::fleet_wake`] returned, for the driver's `fleetWake`
+/// (read as a reply's calls are).
+pub fn encode_calls(c: &[FleetReport]) -> String {
+    let mut w = Writer(String::new());
+    calls(&mut w, c);
+    w.0
 }
 
 /// The event operation a command of `out` asks for, by its handle.

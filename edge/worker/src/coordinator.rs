@@ -240,13 +240,15 @@ impl BreakerCoordinator {
     }
 
     /// A watch: answered at once when the fleet is not as the isolate last heard it, else
-    /// held until it opens or closes, or [`WATCH_MS`] passed (then with the verdict as it
-    /// stands).
+    /// held until it opens or closes, or its hold passed — [`WATCH_MS`] or less, as it asks
+    /// (then with the verdict as it stands).
     async fn watch(&self, text: &str) -> Result<Response> {
         let mut held = None;
+        let mut hold_ms = WATCH_MS;
         let answer = self.with(|c| {
             let now = isolate::now();
             let w = Coordinator::parse_watch(text).map_err(|r| (r.message(), r.status()))?;
+            hold_ms = w.hold_ms();
             match c.watch(now, &w).map_err(|r| (r.message(), r.status()))? {
                 Some(v) => Ok(v),
                 None => {
@@ -267,7 +269,7 @@ impl BreakerCoordinator {
             (Err((message, status)), _) => return Response::error(message, status),
             (Ok(body), None) => body,
             (Ok(_), Some(rx)) => {
-                let timeout = Delay::from(Duration::from_millis(WATCH_MS));
+                let timeout = Delay::from(Duration::from_millis(hold_ms));
                 match select(rx, timeout).await {
                     Either::Left((Ok(body), _)) => body,
                     // Timed out, or the object dropped its watchers: the verdict as it stands.

@@ -74,6 +74,7 @@ export function us_incoming(req, names, place) {
 //   5 abort  io       6 hear io until      7 events io (performed in Rust)
 //   8 respond status head body log cid point [index blob×5 double×3] writes [binding key value meta]×writes
 //             calls [path binding object hint body timeout_ms]×calls  (the coordinator's: /report, /watch)
+//             wake  (the instant to ask `fleetWake` for more calls, read as `calls` are; -1: none)
 // `head` is `name\nvalue\n…` (names and values never contain a newline).
 class Reader {
   constructor(s) { this.s = s; this.p = 0; }
@@ -83,7 +84,7 @@ class Reader {
 }
 
 // A request in flight: what its commands need, its timer, its fetches still wanted.
-// `engine` is { step, perform, failed, writeFailed, fleetHeard }: the engine's closures.
+// `engine` is { step, perform, failed, writeFailed, fleetHeard, fleetWake }: the engine's closures.
 class Flight {
   constructor(id, req, env, ctx, engine, resolve) {
     this.id = id; this.req = req; this.env = env; this.ctx = ctx; this.engine = engine;
@@ -253,8 +254,8 @@ function respond(f, r) {
   const writes = r.num();
   const puts = [];
   for (let i = 0; i < writes; i++) puts.push([r.str(), r.str(), r.str(), r.str()]);
-  const fleet = [];
-  for (let i = r.num(); i > 0; i--) fleet.push([r.str(), r.str(), r.str(), r.str(), r.str(), r.num()]);
+  const fleet = calls(r);
+  const wake = r.num();
   if (!f.live) {
     // Answered already (by a failure path): nothing more to send. A watch the engine counted
     // as sent is handed back as failed, or the isolate would wait for its answer.
@@ -270,6 +271,21 @@ function respond(f, r) {
   }
   for (const [binding, key, value, meta] of puts) put(f, binding, key, value, meta, cid);
   for (const call of fleet) fleetReport(f, ...call);
+  if (wake >= 0 && f.ctx != null) {
+    // The isolate's first report, when no request may come to carry it: from this answer's
+    // background work, at the instant the engine named.
+    const woken = new Promise((next) => setTimeout(next, Math.max(0, wake - Date.now()))).then(() => {
+      for (const call of calls(new Reader(f.engine.fleetWake()))) fleetReport(f, ...call);
+    });
+    f.ctx.waitUntil(woken.catch(() => {}));
+  }
+}
+
+// The coordinator's calls in a reply (or from `fleetWake`): [path binding object hint body timeout_ms].
+function calls(r) {
+  const out = [];
+  for (let i = r.num(); i > 0; i--) out.push([r.str(), r.str(), r.str(), r.str(), r.str(), r.num()]);
+  return out;
 }
 
 // [F-SCOPE] A report or a watch to the breaker's coordinator

@@ -76,8 +76,7 @@ thread_local! {
     /// region, or it has none): the driver stops reading it.
     static LOCATED: Cell<bool> = const { Cell::new(false) };
     /// The engine's closures for the driver (`step`, `perform`, `failed`, `writeFailed`,
-    /// `fleetHeard`),
-    /// made once per isolate, as one JS object.
+    /// `fleetHeard`, `fleetWake`), made once per isolate, as one JS object.
     static DRIVER: JsValue = driver();
 }
 
@@ -117,6 +116,10 @@ fn driver() -> JsValue {
     set(
         "fleetHeard",
         Closure::<dyn Fn(String, bool, String) -> Option<String>>::new(fleet_heard).into_js_value(),
+    );
+    set(
+        "fleetWake",
+        Closure::<dyn Fn() -> String>::new(fleet_wake).into_js_value(),
     );
     o.into()
 }
@@ -376,6 +379,14 @@ fn fleet_heard(path: String, ok: bool, text: String) -> Option<String> {
         .point
         .map(|p| serde_json::json!({"indexes": [p.index], "blobs": p.blobs, "doubles": p.doubles}));
     Some(serde_json::json!({"log": heard.log, "point": point}).to_string())
+}
+
+/// [F-SCOPE] The instant an answer's `wake` named came: the coordinator's calls to send now
+/// (`Engine::fleet_wake`), encoded as a reply's are.
+fn fleet_wake() -> String {
+    let now = now();
+    let calls = isolate::with_engine(|e| e.fleet_wake(now)).unwrap_or_default();
+    wire::encode_calls(&calls)
 }
 
 /// Performs flight `id`'s event operation `io` in Rust (the request body, the outbox

@@ -22,8 +22,8 @@ pub struct Figures {
     /// Fleet scope: the same rule as `degrade_s` over the requests within reach. A request
     /// after the fleet's verdict first opened is out of reach when its isolate had no
     /// request from [`REACH_MS`] before that opening until it came: no I/O of that isolate
-    /// was alive at the opening or since (a Worker's I/O ends at most 30 s after its
-    /// response), so nothing could have told it.
+    /// could bring the opening (a Worker's I/O ends at most 30 s after its response), so
+    /// nothing could have told it.
     pub degrade_in_reach_s: Option<f64>,
     /// Fleet scope: the rule with every request in reach counted as degraded and every one
     /// out of reach as not — the time no design that keeps the coordinator off the request
@@ -92,9 +92,11 @@ pub fn fault_span(sc: &Scenario) -> Option<(u64, u64)> {
 }
 
 const SLOT_MS: u64 = 250;
-/// How long after a request its isolate may still hold I/O open (a Worker's `waitUntil` runs
-/// at most 30 s after its response).
-pub const REACH_MS: u64 = 30_000;
+/// How long after its answer an isolate can still be told anything: a Worker's `waitUntil`
+/// runs at most 30 s after its response, and a watch's answer must come back within it
+/// (the driver's timeout on top of the longest hold).
+pub const REACH_MS: u64 = understudy_core::breaker::fleet::WAIT_UNTIL_MS
+    - understudy_core::breaker::member::REPORT_TIMEOUT_MS;
 const SHARE: f64 = 0.99;
 
 /// The first slot start in `[from, to)` from which every slot's share of requests `pred`

@@ -11,10 +11,12 @@ pub enum Ev {
     /// A watch reaches isolate k's coordinator.
     Watch(usize, String),
     /// The coordinator answers isolate k's held watch `token` with the verdict as it
-    /// stands ([`WATCH_MS`] passed).
+    /// stands (the watch's hold passed).
     WatchDue(usize, u64),
     /// A watch's answer (or failure) reaches isolate k.
     Pushed(usize, Result<String, String>),
+    /// Isolate k wakes for its first report, as request i's answer asked (`fleet_wake`).
+    Wake(usize, u64),
     /// The struck coordinators restart empty.
     Reset,
     /// Every region sends its window to the global coordinator (once per interval).

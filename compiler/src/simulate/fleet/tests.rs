@@ -265,10 +265,10 @@ fn synthetic(others: &[(u32, u64, &'static str)]) -> FleetRun {
     }
 }
 
-/// A request after the fleet opened, at an isolate with no request from 30 s before the
+/// A request after the fleet opened, at an isolate with no request from 29.5 s before the
 /// opening until then, is out of reach: it breaks the strict rule but not the rule within
 /// reach, and the floor shows it. One at an isolate idle as long but with a request in the
-/// 30 s before the opening (a watch could have told it) is in reach, and breaks both. `unmet`
+/// 29.5 s before the opening (a watch could have told it) is in reach, and breaks both. `unmet`
 /// accepts the first (also when it falls in the fault's last slot) and not the second.
 #[test]
 fn the_time_to_degrade_separates_the_traffic_nothing_could_reach() {

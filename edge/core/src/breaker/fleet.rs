@@ -115,12 +115,25 @@ pub struct Watch {
     pub config: String,
     pub isolate: String,
     pub seen: Option<FleetMode>,
+    /// How long to hold it at most, when less than [`WATCH_MS`] (a watch sent late in
+    /// its request's `waitUntil`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_ms: Option<u64>,
+}
+
+impl Watch {
+    /// How long the coordinator holds it at most: [`WATCH_MS`], or less when asked.
+    pub fn hold_ms(&self) -> u64 {
+        self.hold_ms.map_or(WATCH_MS, |h| h.min(WATCH_MS))
+    }
 }
 
 /// How long the coordinator holds a watch before it answers it with the verdict as it
-/// stands (inside the 30 s a Worker's `waitUntil` may run after its response, with the
-/// driver's half-second timeout on top).
-pub const WATCH_MS: u64 = 25_000;
+/// stands (inside the [`WAIT_UNTIL_MS`] a Worker's `waitUntil` may run after its response,
+/// with the driver's half-second timeout on top).
+pub const WATCH_MS: u64 = 29_000;
+/// How long after its response a Worker's request may keep I/O open (`waitUntil`).
+pub const WAIT_UNTIL_MS: u64 = 30_000;
 
 impl Refusal {
     /// The HTTP status the Durable Object answers it with.

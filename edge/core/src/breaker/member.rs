@@ -182,6 +182,9 @@ pub struct Member {
     looked: Option<Millis>,
     /// Its region (its coordinator's), picked at its first request and kept.
     region: Option<Region>,
+    /// When its first report falls due should no request carry it (handed to the driver
+    /// once, [`Member::first_wake`]).
+    wake: Option<Millis>,
 }
 
 impl Member {
@@ -224,6 +227,7 @@ impl Member {
             gap_ms: 0,
             looked: None,
             region: None,
+            wake: None,
         }
     }
 
@@ -396,13 +400,7 @@ impl Member {
             }
             let _ = self.failed(now, "the last report was never answered");
         }
-        let interval = self.fleet.report_interval_ms.max(1);
-        let pace = self.pace_ms.max(interval);
-        let heartbeat = if self.heartbeat_ms == 0 {
-            interval * HEARTBEAT_FACTOR
-        } else {
-            self.heartbeat_ms.max(pace)
-        };
+        let (interval, pace, heartbeat) = self.periods();
         // A probe's outcome goes out at once (one report in flight still): the fleet decides
         // to close on the probes it has heard, and probes are 2% of the traffic at most.
         let abnormal = self.abnormal(now);
@@ -421,6 +419,23 @@ impl Member {
         if !due {
             return None;
         }
+        self.report_now(now, if every == 0 { pace } else { every })
+    }
+
+    /// The report interval, the period the coordinator asked for and the heartbeat.
+    fn periods(&self) -> (u64, u64, u64) {
+        let interval = self.fleet.report_interval_ms.max(1);
+        let pace = self.pace_ms.max(interval);
+        let heartbeat = if self.heartbeat_ms == 0 {
+            interval * HEARTBEAT_FACTOR
+        } else {
+            self.heartbeat_ms.max(pace)
+        };
+        (interval, pace, heartbeat)
+    }
+
+    /// The report, sent now, covering `period_ms`.
+    fn report_now(&mut self, now: Millis, period_ms: u64) -> Option<FleetReport> {
         self.seq += 1;
         self.unreported_probe = false;
         self.in_flight = Some(now);
@@ -431,7 +446,7 @@ impl Member {
             isolate: self.isolate.clone(),
             seq: self.seq,
             buckets: self.ledger.buckets(now),
-            period_ms: if every == 0 { pace } else { every },
+            period_ms,
         };
         self.call("/report", &report, REPORT_TIMEOUT_MS)
     }

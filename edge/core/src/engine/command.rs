@@ -89,6 +89,10 @@ pub struct Reply {
     /// the background, never before answering, and hand each one's answer (or failure) to
     /// [`super::Engine::fleet_heard`] with its path.
     pub fleet: Vec<crate::breaker::member::FleetReport>,
+    /// [F-SCOPE] When to call [`super::Engine::fleet_wake`] from this answer's background
+    /// work (`waitUntil`), and send what it returns as [`Reply::fleet`]: an isolate's first
+    /// report, when no request may come to carry it.
+    pub fleet_wake: Option<Millis>,
 }
 
 impl Reply {

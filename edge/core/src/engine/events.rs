@@ -171,5 +171,6 @@ fn finish<'p>(
         log,
         point: None,
         fleet: Vec::new(),
+        fleet_wake: None,
     }))
 }

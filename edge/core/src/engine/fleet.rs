@@ -64,6 +64,12 @@ impl Engine<'_> {
         self.fleet_point(now, change, None)
     }
 
+    /// [F-SCOPE] The instant a [`super::Reply::fleet_wake`] named came: the calls to send
+    /// now (an isolate's first report and a watch), as [`super::Reply::fleet`] is sent.
+    pub fn fleet_wake(&mut self, now: Millis) -> Vec<crate::breaker::member::FleetReport> {
+        self.breaker.member().map_or_else(Vec::new, |m| m.wake(now))
+    }
+
     fn fleet_point(
         &mut self,
         now: Millis,

@@ -400,6 +400,18 @@ impl<'p> Engine<'p> {
             Outcome::Fallback { tier, .. } => Some(tier),
             _ => None,
         };
+        let (fleet, fleet_wake) = self.breaker.member().map_or((Vec::new(), None), |m| {
+            // An answer the model did not give is something to tell or to learn, whatever
+            // the breaker recorded (a cold isolate's timeouts are not).
+            if matches!(
+                facts.outcome,
+                Outcome::Fallback { .. } | Outcome::Unavailable { .. }
+            ) {
+                m.noticed(now);
+            }
+            let calls = m.calls_due(now);
+            (calls, m.first_wake(now))
+        });
         let log = report::Line {
             correlation_id: facts.correlation_id,
             provenance: facts.provenance,
@@ -430,17 +442,8 @@ impl<'p> Engine<'p> {
             writes: facts.writes,
             log,
             point,
-            fleet: self.breaker.member().map_or_else(Vec::new, |m| {
-                // An answer the model did not give is something to tell or to learn,
-                // whatever the breaker recorded (a cold isolate's timeouts are not).
-                if matches!(
-                    facts.outcome,
-                    Outcome::Fallback { .. } | Outcome::Unavailable { .. }
-                ) {
-                    m.noticed(now);
-                }
-                m.calls_due(now)
-            }),
+            fleet,
+            fleet_wake,
         }
     }
 }
@@ -501,6 +504,7 @@ pub fn last_resort(release: &str) -> Reply {
         log: String::new(),
         point: None,
         fleet: Vec::new(),
+        fleet_wake: None,
     }
 }
 
@@ -553,6 +557,7 @@ fn edge_down(
         log,
         point: None,
         fleet: Vec::new(),
+        fleet_wake: None,
     }
 }
 

@@ -299,6 +299,7 @@ fn watches_move_on_opening_and_closing_only() {
         config: "cfg-1".into(),
         isolate: "a".into(),
         seen,
+        hold_ms: None,
     };
     assert_eq!(
         c.watch(Millis(1_000), &w(Some(FleetMode::Closed))),

@@ -325,33 +325,48 @@ fn watches_are_renewed_by_requests_and_stop_while_the_coordinator_fails() {
     // apart at least), one 9 s later does; the fourth waits for one to end.
     assert_eq!(paths(&m.calls_due(Millis(11_000))), ["/report", "/watch"]);
     m.heard(Millis(11_010), verdict(FleetMode::Closed, 11_005));
-    assert!(m.watch_due(Millis(14_000), true).is_none(), "too soon");
-    assert!(m.watch_due(Millis(20_000), true).is_some());
-    assert!(m.watch_due(Millis(29_000), true).is_none(), "three open");
+    assert!(
+        m.watch_due(Millis(14_000), true, WATCH_MS).is_none(),
+        "too soon"
+    );
+    assert!(m.watch_due(Millis(20_000), true, WATCH_MS).is_some());
+    assert!(
+        m.watch_due(Millis(29_000), true, WATCH_MS).is_none(),
+        "three open"
+    );
     assert_eq!(
         m.watched(Millis(26_000), Some(verdict(FleetMode::Closed, 25_990))),
         None
     );
-    assert!(m.watch_due(Millis(29_100), true).is_some());
+    assert!(m.watch_due(Millis(29_100), true, WATCH_MS).is_some());
     // Busy: one open, renewed once it ended; none before the first report.
     let mut b = member();
-    assert!(b.watch_due(Millis(0), false).is_none(), "no report yet");
+    assert!(
+        b.watch_due(Millis(0), false, WATCH_MS).is_none(),
+        "no report yet"
+    );
     b.report_due(Millis(0)).unwrap();
     b.heard(Millis(10), verdict(FleetMode::Closed, 10));
-    assert!(b.watch_due(Millis(100), false).is_some());
-    assert!(b.watch_due(Millis(200), false).is_none());
+    assert!(b.watch_due(Millis(100), false, WATCH_MS).is_some());
+    assert!(b.watch_due(Millis(200), false, WATCH_MS).is_none());
     assert!(
-        b.watch_due(Millis(WATCH_MS / 2), false).is_none(),
+        b.watch_due(Millis(WATCH_MS / 2), false, WATCH_MS).is_none(),
         "one open"
     );
     // A watch that failed: the next one waits a report interval.
     assert_eq!(b.watched(Millis(WATCH_MS), None), None);
-    assert!(b.watch_due(Millis(WATCH_MS + 500), false).is_none());
-    assert!(b.watch_due(Millis(WATCH_MS + 1_000), false).is_some());
+    assert!(b
+        .watch_due(Millis(WATCH_MS + 500), false, WATCH_MS)
+        .is_none());
+    assert!(b
+        .watch_due(Millis(WATCH_MS + 1_000), false, WATCH_MS)
+        .is_some());
     // Reports failing: no watch, and a verdict a late watch brings is not applied.
     b.report_due(Millis(WATCH_MS + 2_000)).unwrap();
     b.failed(Millis(WATCH_MS + 2_500), "HTTP 500");
-    assert!(b.watch_due(Millis(WATCH_MS + 20_000), true).is_none());
+    assert!(b
+        .watch_due(Millis(WATCH_MS + 20_000), true, WATCH_MS)
+        .is_none());
     b.watched(
         Millis(WATCH_MS + 3_000),
         Some(verdict(FleetMode::Open, WATCH_MS + 2_990)),
@@ -585,4 +600,36 @@ fn a_change_its_own_breaker_leads_is_logged_with_its_own_evidence_and_the_fleets
     f.heard(Millis(5), verdict(FleetMode::Open, 5));
     assert_eq!(f.mode(Millis(10)), Mode::Open);
     assert_eq!(f.transitions().last().unwrap().evidence, None);
+}
+
+/// A healthy isolate's first request reports only at its phase of a heartbeat, so its
+/// answer asks the driver, once, to wake it then: the wake sends the first report and a
+/// watch held no longer than the answer's `waitUntil` leaves. A request that carried the
+/// first report before the wake leaves the wake nothing to send.
+#[test]
+fn a_first_answer_asks_to_be_woken_for_the_first_report_and_a_watch() {
+    let paths = |v: &[FleetReport]| v.iter().map(|f| f.path).collect::<Vec<_>>();
+    let mut m = member();
+    m.set_phase(0.5);
+    assert!(m.calls_due(Millis(1_000)).is_empty(), "its phase is 5 s on");
+    assert_eq!(m.first_wake(Millis(1_000)), Some(Millis(6_000)));
+    assert_eq!(m.first_wake(Millis(1_000)), None, "handed out once");
+    let calls = m.wake(Millis(6_000));
+    assert_eq!(paths(&calls), ["/report", "/watch"]);
+    let w = Coordinator::parse_watch(&calls[1].body).unwrap();
+    assert_eq!(w.hold_ms(), 30_000 - 5_000 - REPORT_TIMEOUT_MS);
+    assert_eq!(calls[1].timeout_ms, 30_000 - 5_000);
+    assert!(m.wake(Millis(6_100)).is_empty(), "once");
+    // A busy isolate: its next request carries the first report (a gap like the last would
+    // pass its phase), and the wake finds nothing to send.
+    let mut b = member();
+    b.set_phase(0.5);
+    assert!(b.calls_due(Millis(1_000)).is_empty());
+    assert_eq!(b.first_wake(Millis(1_000)), Some(Millis(6_000)));
+    let carried = b.calls_due(Millis(4_000));
+    assert_eq!(paths(&carried), ["/report", "/watch"]);
+    assert!(b.wake(Millis(6_000)).is_empty());
+    // A request's watch asks for no hold of its own: the coordinator holds it WATCH_MS.
+    let w = Coordinator::parse_watch(&carried[1].body).unwrap();
+    assert_eq!((w.hold_ms, w.hold_ms()), (None, WATCH_MS));
 }

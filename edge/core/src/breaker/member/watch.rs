@@ -2,7 +2,7 @@
 //! holds until the fleet opens or closes, so the isolate learns it between its requests.
 
 use super::{FleetChange, FleetReport, Health, Member, REPORT_TIMEOUT_MS};
-use crate::breaker::fleet::{Verdict, Watch, WATCH_MS};
+use crate::breaker::fleet::{Verdict, Watch, WAIT_UNTIL_MS, WATCH_MS};
 use crate::time::Millis;
 
 /// Most watches a thin isolate keeps open at once (a busy one keeps one).
@@ -19,7 +19,44 @@ impl Member {
         let report = self.report_due(now);
         report
             .into_iter()
-            .chain(self.watch_due(now, thin))
+            .chain(self.watch_due(now, thin, WATCH_MS))
+            .collect()
+    }
+
+    /// When the driver should wake this isolate for its first report ([`Member::wake`]),
+    /// handed out once, with the answer that leaves it without one: a healthy isolate's
+    /// first report waits for its phase of a heartbeat (a fleet that starts at once spreads
+    /// them), and an isolate whose next request comes later than that — or never — would
+    /// otherwise stay unknown to the coordinator and unwatched, and meet an opening it was
+    /// never told of. No later than the last moment its answer's `waitUntil` still leaves
+    /// a third of [`WATCH_MS`] to watch in.
+    pub fn first_wake(&mut self, now: Millis) -> Option<Millis> {
+        if self.seq > 0 || self.wake.is_some() || self.isolate.is_empty() {
+            return None;
+        }
+        let born = self.born?;
+        let (_, _, heartbeat) = self.periods();
+        let at = born.plus((self.phase.unwrap_or(0.0) * heartbeat as f64) as u64);
+        let latest = now.plus(WAIT_UNTIL_MS - REPORT_TIMEOUT_MS - WATCH_MS / 3);
+        let at = at.max(now).min(latest);
+        self.wake = Some(at);
+        Some(at)
+    }
+
+    /// The driver woke this isolate as [`Member::first_wake`] asked, at `now`: its first
+    /// report, and a watch held only as long as the answer's `waitUntil` still runs —
+    /// unless a request carried the first report already.
+    pub fn wake(&mut self, now: Millis) -> Vec<FleetReport> {
+        if self.seq > 0 || self.wake.is_none() {
+            return Vec::new();
+        }
+        let (_, _, heartbeat) = self.periods();
+        let answered = self.last_answer.unwrap_or(now);
+        let left = WAIT_UNTIL_MS.saturating_sub(now.since(answered) + REPORT_TIMEOUT_MS);
+        let report = self.report_now(now, heartbeat);
+        report
+            .into_iter()
+            .chain(self.watch_due(now, true, left.min(WATCH_MS)))
             .collect()
     }
 
@@ -36,7 +73,9 @@ impl Member {
     /// verdict is no failure), within a report interval of a failed watch, nor within this
     /// isolate's share of a third of [`WATCH_MS`] after news (every watch the coordinator
     /// held was answered at once: their renewals spread instead of arriving together).
-    pub fn watch_due(&mut self, now: Millis, thin: bool) -> Option<FleetReport> {
+    /// The coordinator holds it `hold_ms` at most ([`WATCH_MS`] unless less is left of the
+    /// request's `waitUntil`).
+    pub fn watch_due(&mut self, now: Millis, thin: bool, hold_ms: u64) -> Option<FleetReport> {
         // Failing reports stop watches; an expired verdict does not (an idle isolate's
         // verdict expires while the coordinator is fine, and its first request back is when
         // a watch matters most: the fleet may be probing, and only a watch brings the close).
@@ -44,12 +83,13 @@ impl Member {
             || self.seq == 0
             || self.health == Health::Failing
             || now < self.watch_after
+            || hold_ms == 0
         {
             return None;
         }
-        let timeout_ms = WATCH_MS + REPORT_TIMEOUT_MS;
+        let timeout_ms = hold_ms + REPORT_TIMEOUT_MS;
         if let Some(newest) = self.newest_watch {
-            if now.since(newest) > 2 * timeout_ms {
+            if now.since(newest) > 2 * (WATCH_MS + REPORT_TIMEOUT_MS) {
                 // Every driver answers a watch within its timeout; one never heard of is gone.
                 self.watching = 0;
             }
@@ -69,6 +109,7 @@ impl Member {
             config: self.config.clone(),
             isolate: self.isolate.clone(),
             seen: self.last_verdict,
+            hold_ms: (hold_ms < WATCH_MS).then_some(hold_ms),
         };
         self.call("/watch", &watch, timeout_ms)
     }
