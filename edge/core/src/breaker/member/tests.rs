@@ -322,23 +322,23 @@ fn watches_are_renewed_by_requests_and_stop_while_the_coordinator_fails() {
     assert_eq!(paths(&m.calls_due(Millis(1_000))), ["/report", "/watch"]);
     m.heard(Millis(1_010), verdict(FleetMode::Closed, 1_005));
     // Thin: a request 10 s later renews, one 3 s after that does not (a third of WATCH_MS
-    // apart at least), one 9 s later does; the fourth waits for one to end.
+    // apart at least), one 10 s later does; the fourth waits for one to end.
     assert_eq!(paths(&m.calls_due(Millis(11_000))), ["/report", "/watch"]);
     m.heard(Millis(11_010), verdict(FleetMode::Closed, 11_005));
     assert!(
         m.watch_due(Millis(14_000), true, WATCH_MS).is_none(),
         "too soon"
     );
-    assert!(m.watch_due(Millis(20_000), true, WATCH_MS).is_some());
+    assert!(m.watch_due(Millis(21_000), true, WATCH_MS).is_some());
     assert!(
-        m.watch_due(Millis(29_000), true, WATCH_MS).is_none(),
+        m.watch_due(Millis(31_000), true, WATCH_MS).is_none(),
         "three open"
     );
     assert_eq!(
-        m.watched(Millis(26_000), Some(verdict(FleetMode::Closed, 25_990))),
+        m.watched(Millis(30_000), Some(verdict(FleetMode::Closed, 29_990))),
         None
     );
-    assert!(m.watch_due(Millis(29_100), true, WATCH_MS).is_some());
+    assert!(m.watch_due(Millis(31_100), true, WATCH_MS).is_some());
     // Busy: one open, renewed once it ended; none before the first report.
     let mut b = member();
     assert!(
