@@ -44,6 +44,9 @@ impl Words for ScopeWord {
 pub const DEFAULT_REPORT_INTERVAL_MS: u64 = 1_000;
 /// …and a verdict's lifetime: this many report intervals.
 pub const DEFAULT_TTL_INTERVALS: u64 = 3;
+/// [F-SCOPE] `report_interval`'s valid range, in ms: the policy's key and a scenario's
+/// `[fleet] report_interval` (`simulate::fleet::spec`) are both read against it.
+pub const REPORT_INTERVAL_MS: (u64, u64) = (100, MINUTE);
 
 /// [P-BREAKER] Circuit breaker: off, consecutive (seed 002) or rate (seed 000).
 #[derive(Debug, Clone, JsonSchema)]
@@ -109,7 +112,7 @@ pub struct RawRate {
     pub coordinator: Option<Spanned<Binding>>,
     /// How often an isolate with anything abnormal reports (fleet scope; default 1s or a
     /// tenth of the window if shorter, 100ms..=1m; at most a tenth of the window).
-    pub report_interval: Option<Spanned<Dur<100, MINUTE>>>,
+    pub report_interval: Option<Spanned<Dur<{ REPORT_INTERVAL_MS.0 }, { REPORT_INTERVAL_MS.1 }>>>,
     /// How long a verdict holds after it arrives (fleet scope; default three report
     /// intervals, 200ms..=1h; at least two).
     pub verdict_ttl: Option<Spanned<Dur<200, HOUR>>>,

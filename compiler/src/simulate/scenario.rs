@@ -501,7 +501,7 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
         fleet: raw
             .fleet
             .as_ref()
-            .map(super::fleet::spec::spec)
+            .map(|f| super::fleet::spec::spec(f).and_then(|s| s.against(policy)))
             .transpose()?,
     })
 }

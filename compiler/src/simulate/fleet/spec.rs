@@ -4,10 +4,22 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use understudy_core::breaker::fleet::place::REGIONS;
-use understudy_core::time::parse_duration;
+use understudy_core::breaker::member::REPORT_TIMEOUT_MS;
+use understudy_core::policy::{Breaker, Policy};
+use understudy_core::time::{format_duration as fmt, parse_duration};
+
+use crate::parse::breaker::REPORT_INTERVAL_MS;
+use crate::parse::origin::MINUTE;
 
 /// Most isolates a simulation runs.
 pub const MAX_ISOLATES: u64 = 20_000;
+
+/// `report_delay`'s valid range, in ms: one way, so that a report's round trip fits in the
+/// isolate's timeout ([`REPORT_TIMEOUT_MS`]); a longer one is a lost report (`report_loss`).
+pub const REPORT_DELAY_MS: (u64, u64) = (0, REPORT_TIMEOUT_MS / 2);
+/// `global_delay`'s valid range, in ms: one way, at most the longest report interval the
+/// policy allows (the global coordinator merges the regions once an interval).
+pub const GLOBAL_DELAY_MS: (u64, u64) = (0, MINUTE);
 
 /// The scenario's `[fleet]` table.
 #[derive(Debug, Clone, Deserialize)]
@@ -147,6 +159,19 @@ fn dur(what: &str, s: &str) -> Result<u64, String> {
     parse_duration(s).map_err(|e| format!("[fleet] {what}: {e}"))
 }
 
+/// A duration of the table within its valid range, the range and why in the refusal.
+fn ranged(what: &str, s: &str, (lo, hi): (u64, u64), why: &str) -> Result<u64, String> {
+    let ms = dur(what, s)?;
+    if (lo..=hi).contains(&ms) {
+        return Ok(ms);
+    }
+    Err(format!(
+        "[fleet] {what}: `{s}` is outside its valid range {}..={} ({why})",
+        fmt(lo),
+        fmt(hi)
+    ))
+}
+
 /// Checks a `[fleet]` table.
 pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
     if !(1..=MAX_ISOLATES).contains(&raw.isolates) {
@@ -249,13 +274,27 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
         report_interval_ms: raw
             .report_interval
             .as_deref()
-            .map(|s| dur("report_interval", s))
+            .map(|s| {
+                ranged(
+                    "report_interval",
+                    s,
+                    REPORT_INTERVAL_MS,
+                    "the range of the policy's `breaker.report_interval`",
+                )
+            })
             .transpose()?,
         report_loss,
         report_delay_ms: raw
             .report_delay
             .as_deref()
-            .map_or(Ok(20), |s| dur("report_delay", s))?,
+            .map_or(Ok(20), |s| {
+                ranged(
+                    "report_delay",
+                    s,
+                    REPORT_DELAY_MS,
+                    "one way: a longer round trip outlasts the isolate's 500 ms timeout; model lost reports with `report_loss`",
+                )
+            })?,
         down,
         struck,
         capacity_rps,
@@ -265,7 +304,14 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
         global_delay_ms: raw
             .global_delay
             .as_deref()
-            .map_or(Ok(60), |s| dur("global_delay", s))?,
+            .map_or(Ok(60), |s| {
+                ranged(
+                    "global_delay",
+                    s,
+                    GLOBAL_DELAY_MS,
+                    "one way: at most the longest report interval a policy allows",
+                )
+            })?,
         degrade_within_ms: raw
             .degrade_within
             .as_deref()
@@ -277,4 +323,25 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
             .map(|s| dur("recover_within", s))
             .transpose()?,
     })
+}
+
+impl FleetSpec {
+    /// The spec against the policy it runs: a `report_interval` that overrides the
+    /// policy's is held to the policy's own rule, at most a tenth of `breaker.window`
+    /// (`ERR_FLEET_REPORT_INTERVAL`).
+    pub fn against(self, policy: &Policy) -> Result<FleetSpec, String> {
+        if let (Some(ms), Breaker::Rate(r)) = (self.report_interval_ms, &policy.breaker) {
+            if ms * 10 > r.window_ms {
+                return Err(format!(
+                    "[fleet] report_interval: `{}` is over a tenth of the policy's `breaker.window` ({}): \
+                     the fleet would decide later than one isolate, and the policy's own key would be \
+                     refused (ERR_FLEET_REPORT_INTERVAL); use at most {}",
+                    fmt(ms),
+                    fmt(r.window_ms),
+                    fmt(r.window_ms / 10)
+                ));
+            }
+        }
+        Ok(self)
+    }
 }

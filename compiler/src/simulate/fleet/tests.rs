@@ -455,3 +455,83 @@ fn a_phase_names_only_the_fleets_regions() {
     let e = bad("regions = []", "");
     assert!(e.contains("model.phase[0].regions is empty"), "{e}");
 }
+
+/// A scenario's `[fleet]` took `report_interval` of 0 ms or a day, and a `report_delay` of
+/// 10⁹ days (whose microseconds overflowed), outside what the policy's keys allow.
+#[test]
+fn the_fleet_tables_durations_share_the_policys_ranges() {
+    let raw = |t: &str| toml::from_str::<RawFleet>(&format!("isolates = 3\n{t}")).unwrap();
+    for (t, says) in [
+        (
+            "report_interval = \"0ms\"",
+            "[fleet] report_interval: `0ms` is outside its valid range 100ms..=1m (the range of the policy's `breaker.report_interval`)",
+        ),
+        (
+            "report_interval = \"1d\"",
+            "[fleet] report_interval: `1d` is outside its valid range 100ms..=1m",
+        ),
+        (
+            "report_delay = \"1000000000d\"",
+            "[fleet] report_delay: `1000000000d` is outside its valid range 0ms..=250ms",
+        ),
+        (
+            "report_delay = \"251ms\"",
+            "[fleet] report_delay: `251ms` is outside its valid range 0ms..=250ms",
+        ),
+        (
+            "global_delay = \"2m\"",
+            "[fleet] global_delay: `2m` is outside its valid range 0ms..=1m",
+        ),
+    ] {
+        let e = spec(&raw(t)).unwrap_err();
+        assert!(e.starts_with(says), "{t}: {e}");
+    }
+    // The edges of each range are valid.
+    for t in [
+        "report_interval = \"100ms\"",
+        "report_interval = \"1m\"",
+        "report_delay = \"0ms\"",
+        "report_delay = \"250ms\"",
+        "global_delay = \"1m\"",
+    ] {
+        assert!(spec(&raw(t)).is_ok(), "{t}");
+    }
+    // Over a tenth of the policy's 10 s window: what `check` refuses in the policy.
+    let p = policy();
+    let e = spec(&raw("report_interval = \"2s\""))
+        .unwrap()
+        .against(&p)
+        .unwrap_err();
+    assert!(
+        e.contains("over a tenth of the policy's `breaker.window` (10s)")
+            && e.contains("ERR_FLEET_REPORT_INTERVAL")
+            && e.contains("use at most 1s"),
+        "{e}"
+    );
+    assert!(spec(&raw("report_interval = \"1s\""))
+        .unwrap()
+        .against(&p)
+        .is_ok());
+}
+
+/// The refusal names the scenario's file and the key.
+#[test]
+fn a_scenario_with_a_fleet_duration_out_of_range_is_refused_naming_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fleet.toml");
+    std::fs::write(
+        &path,
+        "name = \"t\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 100\nrate = 10\n\
+         [params]\ncategory_id = [\"audio\"]\n[model]\nlatency = \"20ms\"\n\
+         [fleet]\nisolates = 4\nreport_interval = \"0ms\"\n",
+    )
+    .unwrap();
+    let e = scenario::load(&path, &policy()).unwrap_err();
+    assert!(
+        e.starts_with(&format!(
+            "{}: [fleet] report_interval: `0ms` is outside its valid range",
+            path.display()
+        )),
+        "{e}"
+    );
+}
