@@ -89,7 +89,7 @@ pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
             let mut cf = Cloudflare::new(&reg, &old, &new, args.dry_run)?;
             if args.dry_run {
                 // A rehearsal: nothing deployed, nothing recorded.
-                cf.rehearse(&slo, super::now_ms(), &mut std::io::stdout())?;
+                cf.rehearse(&slo, super::now_ms(), &mut super::stdout())?;
                 println!(
                     "rehearsed the rollout of {new} from {old}: nothing was deployed or recorded"
                 );
@@ -123,7 +123,9 @@ pub fn rollout(args: &RolloutArgs) -> Result<Option<Phase>> {
     )?;
     if let Some(dir) = &args.report {
         write_report(dir, &rec, None)?;
-        println!("report: {}", dir.display());
+        // A closed stdout must not turn the rollout's decision into exit 0 (`main`'s quiet
+        // end of a `println!` to a closed pipe): its exit code says how it ended.
+        let _ = writeln!(std::io::stdout(), "report: {}", dir.display());
     }
     Ok(Some(rec.state.phase))
 }
@@ -172,7 +174,7 @@ pub fn status(args: &StatusArgs) -> Result<()> {
     };
     let controller = guard::holder(&reg);
     let now = super::now_ms();
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     match args.format {
         Format::Json => {
             let damaged: Vec<_> = listing
