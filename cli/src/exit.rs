@@ -148,7 +148,7 @@ pub fn of(result: anyhow::Result<ExitCode>) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // The reader stopped reading: end quietly, as `main` does for a `println!`.
-            if crate::cmd::stdout_closed(&e) {
+            if crate::out::stdout_closed(&e) {
                 return Exit::Ok.into();
             }
             if let Some(inv) = e.downcast_ref::<understudy_compiler::release::Invalid>() {

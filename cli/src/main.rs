@@ -12,6 +12,7 @@ use clap::Parser;
 mod args;
 mod cmd;
 mod exit;
+mod out;
 
 use args::{Cli, Command};
 
