@@ -20,8 +20,9 @@ const kvCmd = (io, binding, key) => num(2) + num(io) + str(binding) + str(key);
 const limitCmd = (io, binding, key) => num(3) + num(io) + str(binding) + str(key);
 const abortCmd = (io) => num(5) + num(io);
 const hearCmd = (io, until) => num(6) + num(io) + num(until);
-const respondCmd = (status, body, { head = "Content-Type\napplication/json\nX-Correlation-ID\ncid-1", log = '{"outcome":"x"}', cid = "cid-1", writes = [] } = {}) =>
-  num(8) + num(status) + str(head) + str(body) + str(log) + str(cid) + num(0) + num(writes.length) + writes.map((w) => w.map(str).join("")).join("");
+const callsOf = (calls) => num(calls.length) + calls.map(([path, binding, object, hint, body, timeout]) => str(path) + str(binding) + str(object) + str(hint) + str(body) + num(timeout)).join("");
+const respondCmd = (status, body, { head = "Content-Type\napplication/json\nX-Correlation-ID\ncid-1", log = '{"outcome":"x"}', cid = "cid-1", writes = [], calls = [], wake = -1 } = {}) =>
+  num(8) + num(status) + str(head) + str(body) + str(log) + str(cid) + num(0) + num(writes.length) + writes.map((w) => w.map(str).join("")).join("") + callsOf(calls) + num(wake);
 
 // A stand-in engine: `script(report)` returns the next output for each report, and every
 // report is recorded as [kind & 0xff, io, num, a, b, bytes length, live].
@@ -272,4 +273,58 @@ test("the incoming request's place: cf's continent, country and longitude only w
   assert.equal(us_incoming(withCf, [], false).split("\n")[4], "-", "not asked: cf is not read");
   const odd = { ...withCf, cf: { continent: "N\tA", country: undefined } };
   assert.equal(us_incoming(odd, [], true).split("\n")[4], "NA\t\t");
+});
+
+test("a reply's wake: at its instant, under waitUntil, the driver asks fleetWake and sends the calls it returns", async () => {
+  const e = engine(() => assert.fail("no report: the request is answered at once"));
+  const sent = [];
+  const heard = [];
+  let woke = 0;
+  e.fleetWake = () => {
+    woke = Date.now();
+    return callsOf([["/report", "COORD", "svc/cfg/enam", "enam", '{"seq":1}', 500]]);
+  };
+  e.fleetHeard = (path, ok, text) => {
+    heard.push([path, ok, text]);
+    return undefined;
+  };
+  const ns = {
+    idFromName: (n) => `id:${n}`,
+    get: (id, opts) => ({
+      fetch: async (url, init) => {
+        sent.push([id, opts.locationHint, url, init.method, init.body]);
+        return new Response('{"mode":"CLOSED"}');
+      },
+    }),
+  };
+  const waits = [];
+  const at = Date.now() + 120;
+  const res = await us_run(21, out(-1, respondCmd(200, "ok", { wake: at })), {}, { COORD: ns }, { waitUntil: (p) => waits.push(p) }, e);
+  assert.equal(await res.text(), "ok");
+  assert.equal(woke, 0, "not before its instant");
+  assert.equal(waits.length, 1, "the wake is kept alive past the answer");
+  await waits[0];
+  await Promise.all(waits);
+  assert.ok(woke >= at - 2, `woken at its instant: ${woke - at} ms`);
+  assert.deepEqual(sent, [["id:svc/cfg/enam", "enam", "https://coordinator/report?of=svc%2Fcfg%2Fenam", "POST", '{"seq":1}']]);
+  assert.deepEqual(heard, [["/report", true, '{"mode":"CLOSED"}']]);
+});
+
+test("a reply with no wake sets no timer; a truncated output ends the reader instead of reading it again", async () => {
+  const e = engine(() => assert.fail("no report"));
+  let woken = false;
+  e.fleetWake = () => {
+    woken = true;
+    return callsOf([]);
+  };
+  const waits = [];
+  const res = await us_run(22, out(-1, respondCmd(200, "ok")), {}, {}, { waitUntil: (p) => waits.push(p) }, e);
+  assert.equal(await res.text(), "ok");
+  assert.equal(waits.length, 0);
+  // The output of an older engine, without the calls and the wake: answered once.
+  const old = num(-1) + num(8) + num(200) + str("") + str("old") + str("{}") + str("c") + num(0) + num(0);
+  const r2 = await us_run(23, old, {}, {}, null, e);
+  assert.equal(await r2.text(), "old");
+  await sleep(20);
+  assert.equal(woken, false);
 });

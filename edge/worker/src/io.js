@@ -79,8 +79,9 @@ export function us_incoming(req, names, place) {
 class Reader {
   constructor(s) { this.s = s; this.p = 0; }
   more() { return this.p < this.s.length; }
-  num() { const j = this.s.indexOf(";", this.p); const v = +this.s.slice(this.p, j); this.p = j + 1; return v; }
-  str() { const n = this.num(); if (n < 0) return undefined; const v = this.s.slice(this.p, this.p + n); this.p += n; return v; }
+  // Past the end (a truncated output): NaN, and the reader stays at the end.
+  num() { const j = this.s.indexOf(";", this.p); if (j < 0) { this.p = this.s.length; return NaN; } const v = +this.s.slice(this.p, j); this.p = j + 1; return v; }
+  str() { const n = this.num(); if (!(n >= 0)) return undefined; const v = this.s.slice(this.p, this.p + n); this.p += n; return v; }
 }
 
 // A request in flight: what its commands need, its timer, its fetches still wanted.
