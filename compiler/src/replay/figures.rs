@@ -222,4 +222,4 @@ fn recovery(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -212,7 +212,7 @@ pub fn replay(
     window_ms: u64,
 ) -> Result<Replay, String> {
     let obs = Observed::of(&logs.lines, logs.first_ms);
-    let incidents = incidents::find(&obs.origin);
+    let incidents = incidents::find(&obs.failed_edge);
     let as_logged = figures::figures(&logs.lines, logs.first_ms, &incidents, window_ms);
     let column = |s: &Subject<'_>| -> Result<Column, String> {
         let best = drive::run(

@@ -205,18 +205,35 @@ fn mix(key: u64) -> u64 {
 #[derive(Debug, Clone)]
 pub struct Observed {
     pub origin: Timeline<CallWas>,
+    /// What the incidents are found in: the origin's calls, and the calls cut on a busy
+    /// isolate whose own breaker opened within [`CONVICTED_MS`] of them (it heard no
+    /// answer for them: they were its evidence).
+    pub failed_edge: Timeline<CallWas>,
     pub tiers: BTreeMap<String, Timeline<TierWas>>,
 }
+
+/// A call cut on a busy isolate counts toward an incident when that isolate's breaker
+/// opened this soon after the call began.
+pub const CONVICTED_MS: u64 = 1_000;
 
 impl Observed {
     /// From the logged lines (`first_ms`: the first arrival, ms since the epoch).
     pub fn of(lines: &[Line], first_ms: u64) -> Observed {
         let mut origin = Vec::new();
+        let mut busy: Vec<(&str, u64, CallWas)> = Vec::new();
+        let mut opened: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
         let mut tiers: BTreeMap<String, Vec<(u64, TierWas)>> = BTreeMap::new();
         for l in lines {
             let at = l.at_ms.saturating_sub(first_ms);
-            for c in l.calls.iter().filter(|c| !c.cut_busy()) {
-                origin.push((at + c.start_ms, CallWas::of(c)));
+            if l.breaker_mode == "DEGRADED_FALLBACK" {
+                opened.entry(l.isolate.as_str()).or_default().push(at);
+            }
+            for c in &l.calls {
+                if c.cut_busy() {
+                    busy.push((l.isolate.as_str(), at + c.start_ms, CallWas::of(c)));
+                } else {
+                    origin.push((at + c.start_ms, CallWas::of(c)));
+                }
             }
             for t in &l.tiers {
                 tiers
@@ -225,8 +242,18 @@ impl Observed {
                     .push((at + t.start_ms, TierWas::of(t, at)));
             }
         }
+        let mut failed_edge = origin.clone();
+        for (isolate, t, c) in busy {
+            let convicted = opened
+                .get(isolate)
+                .is_some_and(|o| o.iter().any(|&u| u >= t && u <= t + CONVICTED_MS));
+            if convicted {
+                failed_edge.push((t, c));
+            }
+        }
         Observed {
             origin: Timeline::new(origin),
+            failed_edge: Timeline::new(failed_edge),
             tiers: tiers
                 .into_iter()
                 .map(|(k, v)| (k, Timeline::new(v)))
@@ -301,5 +328,36 @@ mod tests {
             ms: 1,
         };
         assert!(!caller.bad(), "a caller's 4xx is no fault of the origin");
+    }
+
+    /// Calls cut on a busy isolate say nothing of the origin's latency, but those its own
+    /// breaker convicted — it opened within a second of them — are its evidence that the
+    /// origin failed it: the incidents see them, the origin's timeline does not. A cold
+    /// isolate at an incident's onset cuts every call busy, and the incident began there.
+    #[test]
+    fn calls_cut_busy_count_toward_incidents_only_where_their_breaker_opened() {
+        use crate::replay::figures::tests::{call, line};
+        let busy = || call(60, End::Censored { busy: true }, false);
+        let mut lines: Vec<Line> = (0..5)
+            .map(|k| line(k * 100, "fallback", 60, "PRIMARY_HEALTHY", vec![busy()]))
+            .collect();
+        lines.push(line(600, "fallback", 1, "DEGRADED_FALLBACK", Vec::new()));
+        let mut elsewhere = line(0, "fallback", 60, "PRIMARY_HEALTHY", vec![busy()]);
+        elsewhere.isolate = "b".into();
+        lines.push(elsewhere);
+        let obs = Observed::of(&lines, 0);
+        assert_eq!(
+            obs.origin.len(),
+            0,
+            "no observation of the origin's latency"
+        );
+        assert_eq!(
+            obs.failed_edge.len(),
+            5,
+            "isolate a's, not b's (its breaker never opened)"
+        );
+        let found = crate::replay::incidents::find(&obs.failed_edge);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].onset_ms, 0);
     }
 }
