@@ -165,6 +165,28 @@ fn bad_scenarios_are_refused_with_their_place() {
     );
     let e = scenario_error("name = \"x\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 5\n[params]\nq = [\"a\"]\n[model]\nlatency = \"5ms\"\n");
     assert!(e.contains("missing `interval`"), "{e}");
+    // Times past any run overflowed the run's microsecond clock (a panic): a run over a
+    // year is refused, and a phase that would begin after the run never comes.
+    let e = scenario_error("name = \"x\"\nstart = \"2026-11-30T12:00:00Z\"\nrequests = 5\ninterval = \"1000000000d\"\n[params]\nq = [\"a\"]\n[model]\nlatency = \"5ms\"\n");
+    assert!(
+        e.contains("5 requests") && e.contains("apart last over a year"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scenario.toml");
+    std::fs::write(
+        &path,
+        format!("{HEAD}[model]\nlatency = \"5ms\"\n[[model.phase]]\nfrom = \"1000000000d\"\nto = \"1000000001d\"\nfault = \"down\"\n"),
+    )
+    .unwrap();
+    let out = bin()
+        .args(["simulate", "../policies/semantic-search.toml", "--scenario"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
 }
 
 /// Issue 9: every outcome class through `simulate` — the engine's classification, not the

@@ -11,6 +11,8 @@ use understudy_core::time::parse_duration;
 
 /// Most requests a scenario may describe: simulations and drills stay bounded.
 pub const MAX_REQUESTS: u64 = 3_000_000;
+/// The longest run simulated, in µs: a year.
+pub const MAX_RUN_US: u64 = 365 * 86_400_000_000;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -184,14 +186,15 @@ impl Scenario {
         let half = self.interval_us / 2;
         let (mut from, mut to) = (0u64, u64::MAX);
         if let Some((a, b)) = p.requests {
-            from = from.max((a * self.interval_us).saturating_sub(half));
+            from = from.max(a.saturating_mul(self.interval_us).saturating_sub(half));
             if b + 1 < self.requests {
-                to = to.min((b + 1) * self.interval_us - half);
+                to = to.min((b + 1).saturating_mul(self.interval_us) - half);
             }
         }
+        // A time past any run (`from = "1000000000d"`) is a phase that never comes.
         if let Some((a, b)) = p.time {
-            from = from.max(a * 1000);
-            to = to.min(b * 1000);
+            from = from.max(a.saturating_mul(1000));
+            to = to.min(b.saturating_mul(1000));
         }
         (from, to)
     }
@@ -279,7 +282,7 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
         ));
     }
     let interval_us = match (&raw.interval, raw.rate) {
-        (Some(i), None) => dur("`interval`", i)? * 1000,
+        (Some(i), None) => dur("`interval`", i)?.saturating_mul(1000),
         (None, Some(r)) if r.is_finite() && r > 0.0 && r <= 1_000_000.0 => {
             (1_000_000.0 / r).round() as u64
         }
@@ -293,6 +296,15 @@ pub fn build(raw: RawScenario, policy: &Policy) -> Result<Scenario, String> {
             return Err("missing `interval` (e.g. \"1s\") or `rate` (requests per second)".into())
         }
     };
+    // The run's clock is in microseconds: a run that would outlast a year is refused
+    // rather than overflow it.
+    if raw.requests.saturating_mul(interval_us) > MAX_RUN_US {
+        return Err(format!(
+            "{} requests {} apart last over a year: give a shorter `interval` or a higher `rate`",
+            raw.requests,
+            understudy_core::time::format_duration(interval_us / 1000)
+        ));
+    }
     for name in raw.params.keys() {
         if policy.param(name).is_none() {
             let known = policy

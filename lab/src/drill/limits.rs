@@ -17,7 +17,8 @@
 //! `p95_max` is one request's latency.
 
 use serde::Deserialize;
-use understudy_core::time::parse_duration;
+use understudy_compiler::simulate::fleet::spec::{WITHIN_MS, WITHIN_WHY};
+use understudy_core::time::{format_duration, parse_duration};
 
 /// Seed 000: "If recovery duration exceeds 60 seconds post fault removal, emit alert".
 pub const DEFAULT_STALLED_MS: u64 = 60_000;
@@ -51,9 +52,22 @@ impl Limits {
                 .map(|s| parse_duration(s).map_err(|e| format!("[drill] {key}: {e}")))
                 .transpose()
         };
+        // The fleet table's range for the same keys (`[fleet] degrade_within`).
+        let within = |key: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+            let ms = d(key, v)?;
+            let (lo, hi) = WITHIN_MS;
+            match (ms, v) {
+                (Some(ms), Some(s)) if !(lo..=hi).contains(&ms) => Err(format!(
+                    "[drill] {key}: `{s}` is outside its valid range {}..={} ({WITHIN_WHY})",
+                    format_duration(lo),
+                    format_duration(hi)
+                )),
+                _ => Ok(ms),
+            }
+        };
         Ok(Limits {
-            degrade_within_ms: d("degrade_within", &raw.degrade_within)?,
-            recover_within_ms: d("recover_within", &raw.recover_within)?,
+            degrade_within_ms: within("degrade_within", &raw.degrade_within)?,
+            recover_within_ms: within("recover_within", &raw.recover_within)?,
             stalled_after_ms: d("stalled_after", &raw.stalled_after)?.unwrap_or(DEFAULT_STALLED_MS),
             p95_max_ms: d("p95_max", &raw.p95_max)?,
         })
@@ -113,6 +127,33 @@ mod tests {
         assert_eq!(
             Limits::parse(None).expect("none").stalled_after_ms,
             DEFAULT_STALLED_MS
+        );
+    }
+
+    /// `degrade_within` and `recover_within` took any duration, `0ms` and a billion days
+    /// included; they share the `[fleet]` table's range.
+    #[test]
+    fn degrade_and_recover_within_are_held_to_the_fleet_tables_range() {
+        for (t, says) in [
+            (
+                "degrade_within = \"0ms\"",
+                "[drill] degrade_within: `0ms` is outside its valid range 1ms..=1d",
+            ),
+            (
+                "recover_within = \"1000000000d\"",
+                "[drill] recover_within: `1000000000d` is outside its valid range 1ms..=1d",
+            ),
+        ] {
+            let e = Limits::parse(Some(&table(t))).unwrap_err();
+            assert!(e.starts_with(says), "{t}: {e}");
+        }
+        let l = Limits::parse(Some(&table(
+            "degrade_within = \"1ms\"\nrecover_within = \"1d\"",
+        )))
+        .expect("the edges are valid");
+        assert_eq!(
+            (l.degrade_within_ms, l.recover_within_ms),
+            (Some(1), Some(86_400_000))
         );
     }
 }

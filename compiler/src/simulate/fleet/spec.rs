@@ -9,7 +9,7 @@ use understudy_core::policy::{Breaker, Policy};
 use understudy_core::time::{format_duration as fmt, parse_duration};
 
 use crate::parse::breaker::REPORT_INTERVAL_MS;
-use crate::parse::origin::MINUTE;
+use crate::parse::origin::{DAY, MINUTE};
 
 /// Most isolates a simulation runs.
 pub const MAX_ISOLATES: u64 = 20_000;
@@ -20,6 +20,14 @@ pub const REPORT_DELAY_MS: (u64, u64) = (0, REPORT_TIMEOUT_MS / 2);
 /// `global_delay`'s valid range, in ms: one way, at most the longest report interval the
 /// policy allows (the global coordinator merges the regions once an interval).
 pub const GLOBAL_DELAY_MS: (u64, u64) = (0, MINUTE);
+
+/// `coordinator_down`'s `from` and `to`, in ms after the scenario's start: within a day (a
+/// simulated fleet's run is minutes; the driver's clock is in microseconds).
+pub const DOWN_AT_MS: (u64, u64) = (0, DAY);
+/// `degrade_within` and `recover_within`: more than nothing (no fleet degrades or recovers
+/// at the very instant of a change) and at most a day — the policy's longest breaker clocks
+/// (`window`, `hold_down`, `cooldown`) are an hour each.
+pub const WITHIN_MS: (u64, u64) = (1, DAY);
 
 /// The scenario's `[fleet]` table.
 #[derive(Debug, Clone, Deserialize)]
@@ -159,6 +167,10 @@ fn dur(what: &str, s: &str) -> Result<u64, String> {
     parse_duration(s).map_err(|e| format!("[fleet] {what}: {e}"))
 }
 
+/// Why `degrade_within` and `recover_within` have the range they have.
+pub const WITHIN_WHY: &str =
+    "a time after the fault's onset or end; the policy's longest breaker clocks are an hour each";
+
 /// A duration of the table within its valid range, the range and why in the refusal.
 fn ranged(what: &str, s: &str, (lo, hi): (u64, u64), why: &str) -> Result<u64, String> {
     let ms = dur(what, s)?;
@@ -258,10 +270,15 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
                     ))
                 }
             };
-            let (from, to) = (
-                dur("coordinator_down.from", &d.from)?,
-                dur("coordinator_down.to", &d.to)?,
-            );
+            let at = |key: &str, s: &str| {
+                ranged(
+                    &format!("coordinator_down.{key}"),
+                    s,
+                    DOWN_AT_MS,
+                    "a time after the scenario's start",
+                )
+            };
+            let (from, to) = (at("from", &d.from)?, at("to", &d.to)?);
             if to <= from && how != Down::Reset {
                 return Err("[fleet.coordinator_down] `to` must be after `from`".into());
             }
@@ -315,12 +332,12 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
         degrade_within_ms: raw
             .degrade_within
             .as_deref()
-            .map(|s| dur("degrade_within", s))
+            .map(|s| ranged("degrade_within", s, WITHIN_MS, WITHIN_WHY))
             .transpose()?,
         recover_within_ms: raw
             .recover_within
             .as_deref()
-            .map(|s| dur("recover_within", s))
+            .map(|s| ranged("recover_within", s, WITHIN_MS, WITHIN_WHY))
             .transpose()?,
     })
 }

@@ -457,7 +457,9 @@ fn a_phase_names_only_the_fleets_regions() {
 }
 
 /// A scenario's `[fleet]` took `report_interval` of 0 ms or a day, and a `report_delay` of
-/// 10⁹ days (whose microseconds overflowed), outside what the policy's keys allow.
+/// 10⁹ days (whose microseconds overflowed), outside what the policy's keys allow; a
+/// `coordinator_down` reset at 10⁹ days overflowed the same way, and `degrade_within` and
+/// `recover_within` took `0ms` or any length at all.
 #[test]
 fn the_fleet_tables_durations_share_the_policys_ranges() {
     let raw = |t: &str| toml::from_str::<RawFleet>(&format!("isolates = 3\n{t}")).unwrap();
@@ -482,6 +484,22 @@ fn the_fleet_tables_durations_share_the_policys_ranges() {
             "global_delay = \"2m\"",
             "[fleet] global_delay: `2m` is outside its valid range 0ms..=1m",
         ),
+        (
+            "coordinator_down = { from = \"1000000000d\", to = \"1000000001d\", how = \"error\" }",
+            "[fleet] coordinator_down.from: `1000000000d` is outside its valid range 0ms..=1d (a time after the scenario's start)",
+        ),
+        (
+            "coordinator_down = { from = \"10s\", to = \"2d\", how = \"hang\" }",
+            "[fleet] coordinator_down.to: `2d` is outside its valid range 0ms..=1d",
+        ),
+        (
+            "degrade_within = \"0ms\"",
+            "[fleet] degrade_within: `0ms` is outside its valid range 1ms..=1d",
+        ),
+        (
+            "recover_within = \"1000000000d\"",
+            "[fleet] recover_within: `1000000000d` is outside its valid range 1ms..=1d",
+        ),
     ] {
         let e = spec(&raw(t)).unwrap_err();
         assert!(e.starts_with(says), "{t}: {e}");
@@ -493,6 +511,9 @@ fn the_fleet_tables_durations_share_the_policys_ranges() {
         "report_delay = \"0ms\"",
         "report_delay = \"250ms\"",
         "global_delay = \"1m\"",
+        "coordinator_down = { from = \"0ms\", to = \"1d\", how = \"error\" }",
+        "degrade_within = \"1ms\"",
+        "recover_within = \"1d\"",
     ] {
         assert!(spec(&raw(t)).is_ok(), "{t}");
     }
