@@ -261,6 +261,10 @@ fn a_bad_setting_is_refused_the_same_way_on_every_path_with_its_value_named() {
                 r.stderr
             );
             assert!(r.stderr.contains("`--steps`"), "{path:?}: {}", r.stderr);
+            // The value is named once, as it was given (it was repeated as a list).
+            let listed = format!("[{}]", steps.replace(',', ", "));
+            assert!(!r.stderr.contains(&listed), "{path:?}: {}", r.stderr);
+            assert_eq!(r.stderr.matches(steps).count(), 1, "{path:?}: {}", r.stderr);
         }
     }
     for (dwell, says) in [
@@ -595,6 +599,67 @@ fn a_damaged_record_is_named_with_its_way_out_and_abort_force_takes_it() {
     env.ok(&["releases", "verify", "--registry", "reg"]);
 }
 
+/// `releases verify` and `repair` cover `versions/` as they cover `rollouts/`: a version
+/// record that does not read is moved aside by `repair` (the next upload finds the version
+/// by its tag), and an upload whose result was never recorded is named with the command
+/// that finds it.
+#[test]
+fn verify_and_repair_cover_the_version_records() {
+    let env = Env::new("guard-versions");
+    let (old, new) = two(&env);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    env.write(
+        &format!("reg/versions/{new}.json"),
+        "{ not a version record",
+    );
+    let r = env.run(&["releases", "verify", "--registry", "reg"]);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!("versions/{new}.json"))
+            && r.stdout.contains("lost+found/versions/")
+            && r.stdout.contains("releases repair"),
+        "{}",
+        r.stdout
+    );
+    let r = env.run(&["releases", "repair", "--registry", "reg"]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!(
+            "did: moved the damaged versions/{new}.json to lost+found/versions/"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(env
+        .p(&format!("reg/lost+found/versions/{new}.json"))
+        .is_file());
+    assert!(!env.p(&format!("reg/versions/{new}.json")).exists());
+    env.ok(&["releases", "verify", "--registry", "reg"]);
+    // An upload asked for whose result was lost: named, with the command that finds it.
+    understudy_compiler::release::versions::write(
+        &reg,
+        &understudy_compiler::release::versions::Uploaded {
+            format: understudy_compiler::release::versions::FORMAT,
+            release: old.clone(),
+            worker: "svc".into(),
+            version_id: None,
+            message: "understudy release".into(),
+            intended_at_ms: epoch_ms(),
+            uploaded_at_ms: None,
+        },
+    )
+    .unwrap();
+    let r = env.run(&["releases", "verify", "--registry", "reg"]);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("never recorded")
+            && r.stdout
+                .contains(&format!("understudy releases upload {old} --registry")),
+        "{}",
+        r.stdout
+    );
+}
+
 /// Between judgements nothing was printed, the end was one line, `status` had no times, and
 /// `status | head` panicked on the closed pipe.
 #[test]
@@ -667,8 +732,65 @@ fn a_rollout_shows_where_it_stands_and_ends_with_a_summary_and_a_report() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// A held step's heartbeat: with a 5-minute dwell, the controller speaks at least every 30 s
-/// with the step, the answers against the minimum, the holds and the next judgement.
+/// `releases status` had no times; for a rollout under way it shows where it stands with
+/// the heartbeat's fields: the step, how long it has been watched, the answers it needs, the
+/// holds, the next judgement and the earliest end — and never claims figures it did not read.
+#[test]
+fn status_shows_a_running_rollout_with_its_times_step_holds_and_next_judgement() {
+    let env = Env::new("guard-status-running");
+    let (old, new) = two(&env);
+    strand(&env, &old, &new);
+    let reg = Registry::open(&env.p("reg")).unwrap();
+    let path = record::path(&reg, &new);
+    let mut rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let now = epoch_ms();
+    rec["state"]["phase"] = "watching".into();
+    rec["state"]["since"] = (now - 10_000).into();
+    rec["state"]["due"] = (now + 60_000).into();
+    rec["state"]["holds"] = 2.into();
+    rec["state"]["deployed"] = serde_json::json!([{"at": now - 10_000, "new_percent": 50}]);
+    std::fs::write(&path, rec.to_string()).unwrap();
+    let _held = guard::take(&reg, "releases rollout", None, true).unwrap();
+    let s = env.ok(&["releases", "status", "--registry", "reg"]);
+    for says in [
+        "controller: running (process",
+        "started 20",
+        "step 1 of 2 (50%), watching for 1",
+        "100 answers each needed (the controller reads them at each judgement)",
+        "2 of 6 holds",
+        "next judgement ",
+        " s); end at the earliest ",
+        "deployed: 50% at 20",
+    ] {
+        assert!(s.stdout.contains(says), "{says}:\n{}", s.stdout);
+    }
+    assert!(!s.stdout.contains("unavailable"), "{}", s.stdout);
+    let j = env.ok(&[
+        "releases",
+        "status",
+        "--registry",
+        "reg",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    assert_eq!(v["phase"], "watching");
+    assert_eq!(v["ended"], false);
+    for key in ["started_at", "next_judgement_at", "earliest_end_at"] {
+        assert!(
+            v[key]
+                .as_str()
+                .is_some_and(|t| t.starts_with("20") && t.ends_with('Z')),
+            "{key}: {}",
+            j.stdout
+        );
+    }
+}
+
+/// A held step's heartbeat: with a 5-minute dwell (or one whose tick does not divide 30 s),
+/// the controller speaks at least every 30 s with the step, the answers against the minimum,
+/// the holds and the next judgement.
 #[test]
 fn a_heartbeat_comes_at_least_every_30_seconds_between_judgements() {
     use understudy_compiler::release::rollout::run::{run, Clock, Driver, Start};
@@ -713,28 +835,57 @@ fn a_heartbeat_comes_at_least_every_30_seconds_between_judgements() {
     let env = Env::new("guard-heartbeat");
     let (old, new) = two(&env);
     let reg = Registry::open(&env.p("reg")).unwrap();
-    let slo = understudy_compiler::release::rollout::Slo {
-        steps: vec![10, 50, 100],
-        max_holds: 1,
-        ..Default::default()
+    let rollout = |dwell_ms: u64| {
+        let slo = understudy_compiler::release::rollout::Slo {
+            steps: vec![10, 50, 100],
+            dwell_ms,
+            max_holds: 1,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        let rec = run(
+            &reg,
+            &new,
+            Start::New {
+                old: None,
+                slo,
+                force: false,
+                replay: None,
+            },
+            &mut Thin(0, old.clone(), new.clone()),
+            &mut Fake(1_800_000_000_000),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(rec.state.phase, Phase::RolledBack);
+        let out = String::from_utf8(out).unwrap();
+        // No silence over 30 s between the lines the controller prints as it goes (each
+        // starts with its time: `2027-01-15T08:00:00Z` first, `08:00:30Z` after).
+        let mut last: Option<u64> = None;
+        for line in out.lines().filter(|l| !l.starts_with(' ')) {
+            let first = line.split_whitespace().next().unwrap_or("");
+            let hms = first.rsplit('T').next().unwrap_or("");
+            let Some(hms) = hms.strip_suffix('Z') else {
+                continue;
+            };
+            let parts: Vec<u64> = hms.split(':').filter_map(|x| x.parse().ok()).collect();
+            let [h, m, s] = parts[..] else { continue };
+            let at = h * 3600 + m * 60 + s;
+            if let Some(before) = last {
+                assert!(
+                    (at + 86_400 - before) % 86_400 <= 30,
+                    "silent over 30 s before `{line}` (dwell {dwell_ms} ms):\n{out}"
+                );
+            }
+            last = Some(at);
+        }
+        assert!(last.is_some(), "{out}");
+        std::fs::remove_file(record::path(&reg, &new)).unwrap();
+        out
     };
-    let mut out = Vec::new();
-    let rec = run(
-        &reg,
-        &new,
-        Start::New {
-            old: None,
-            slo,
-            force: false,
-            replay: None,
-        },
-        &mut Thin(0, old, new.clone()),
-        &mut Fake(1_800_000_000_000),
-        &mut out,
-    )
-    .unwrap();
-    assert_eq!(rec.state.phase, Phase::RolledBack);
-    let out = String::from_utf8(out).unwrap();
+    // A tick that does not divide 30 s (a 45 s dwell ticks every 4.5 s) spoke after 31.5 s.
+    rollout(45_000);
+    let out = rollout(300_000);
     let beats: Vec<&str> = out
         .lines()
         .filter(|l| l.contains("next judgement"))

@@ -142,15 +142,12 @@ impl Slo {
                 *bad == 0,
                 format!("{lo}..={hi} for each step"),
             ));
-        } else if self.steps.windows(2).any(|w| w[0] >= w[1]) || self.steps.last() != Some(&100) {
+        } else if let Some(why) = self.steps_fault() {
             out.push(Problem {
                 code: crate::codes::Code::RolloutSteps,
                 key: "steps",
                 value: steps.clone(),
-                message: format!(
-                    "the rollout's steps {:?} do not increase to 100",
-                    self.steps
-                ),
+                message: format!("they do not increase to 100 ({why})"),
                 help: "list increasing percentages ending at 100, e.g. [1, 10, 50, 100]".into(),
             });
         }
@@ -196,6 +193,23 @@ impl Slo {
             }
         }
         out
+    }
+
+    /// Why the steps do not increase to 100, if they do not: the first step not above the
+    /// one before it, or the last step short of 100.
+    fn steps_fault(&self) -> Option<String> {
+        if let Some(w) = self.steps.windows(2).find(|w| w[0] >= w[1]) {
+            return Some(if w[0] == w[1] {
+                format!("{}% twice", w[0])
+            } else {
+                format!("{}% comes after {}%", w[1], w[0])
+            });
+        }
+        match self.steps.last() {
+            None => Some("there are none".into()),
+            Some(&100) => None,
+            Some(last) => Some(format!("the last is {last}%")),
+        }
     }
 
     /// The longest a bad release is seen at `rate_rps` in all, with 99% probability: at the

@@ -261,7 +261,11 @@ fn show(
         r.slo.max_holds
     )?;
     if !r.finished() {
-        writeln!(out, "  now: {}", progress::heartbeat(r, now, None))?;
+        writeln!(
+            out,
+            "  now: {}",
+            progress::heartbeat(r, now, progress::Answers::NotAsked)
+        )?;
     }
     let deployed: Vec<String> = r
         .state

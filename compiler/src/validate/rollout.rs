@@ -18,9 +18,12 @@ pub fn check(ctx: &mut Ctx, m: &Model<'_>) {
             continue;
         }
         ctx.push(
-            ctx.diag(p.code, p.message)
-                .at(span, "steps, in percent")
-                .help(p.help),
+            ctx.diag(
+                p.code,
+                format!("`rollout.steps` is {:?}: {}", slo.steps, p.message),
+            )
+            .at(span, "steps, in percent")
+            .help(p.help),
         );
     }
     for (key, margin, value_span) in [

@@ -53,23 +53,36 @@ pub fn earliest_end(rec: &RolloutRecord, now: u64) -> Option<u64> {
     }
 }
 
-/// The heartbeat: where the rollout stands at `now`, with the step's figures so far when
-/// they could be read.
-pub fn heartbeat(rec: &RolloutRecord, now: u64, figures: Option<&(Figures, Figures)>) -> String {
+/// What a heartbeat knows of the step's answers so far.
+#[derive(Debug, Clone, Copy)]
+pub enum Answers<'a> {
+    /// The old version's and the new one's figures over the step's window so far.
+    Read(&'a (Figures, Figures)),
+    /// The controller asked and the figures could not be read.
+    Unavailable,
+    /// Not asked: `releases status` reads the record, never the figures.
+    NotAsked,
+}
+
+/// The heartbeat: where the rollout stands at `now`, with the step's answers so far.
+pub fn heartbeat(rec: &RolloutRecord, now: u64, answers: Answers<'_>) -> String {
     let mut line = format!("{}  {}, {}", clock(now), step(rec), rec.state.phase.word());
     if let Some(since) = rec.state.since {
         line.push_str(&format!(" for {}", span(now.saturating_sub(since))));
     }
     let min = rec.slo.min_answers;
-    match figures {
-        Some((old, new)) => line.push_str(&format!(
+    match answers {
+        Answers::Read((old, new)) => line.push_str(&format!(
             "; answers old {} / new {} of {min} each",
             old.answers, new.answers
         )),
-        None if rec.state.phase == Phase::Watching => line.push_str(&format!(
+        Answers::Unavailable if rec.state.phase == Phase::Watching => line.push_str(&format!(
             "; answers unknown (figures unavailable), {min} each needed"
         )),
-        None => {}
+        Answers::NotAsked if rec.state.phase == Phase::Watching => line.push_str(&format!(
+            "; {min} answers each needed (the controller reads them at each judgement)"
+        )),
+        Answers::Unavailable | Answers::NotAsked => {}
     }
     line.push_str(&format!(
         "; {} of {} holds",

@@ -277,14 +277,21 @@ pub fn run(
         if ctrl.finished() {
             break;
         }
-        clock.sleep_ms(tick_ms(&rec.slo));
+        // Sleep a tick, or less when the heartbeat falls due sooner: a tick that does not
+        // divide the heartbeat's period would let the rollout stay silent past it.
+        let quiet = clock.now_ms().saturating_sub(spoke);
+        let until_beat = progress::HEARTBEAT_MS.saturating_sub(quiet).max(1);
+        clock.sleep_ms(tick_ms(&rec.slo).min(until_beat));
         let now = clock.now_ms();
         if now.saturating_sub(spoke) >= progress::HEARTBEAT_MS {
             let figures = match (rec.state.phase, rec.state.since) {
                 (Phase::Watching, Some(since)) => driver.figures(since, now).ok(),
                 _ => None,
             };
-            let _ = writeln!(out, "{}", progress::heartbeat(&rec, now, figures.as_ref()));
+            let answers = figures
+                .as_ref()
+                .map_or(progress::Answers::Unavailable, progress::Answers::Read);
+            let _ = writeln!(out, "{}", progress::heartbeat(&rec, now, answers));
             spoke = now;
         }
         pending.extend(ctrl.tick(Millis(now)));
