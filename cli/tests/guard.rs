@@ -593,6 +593,48 @@ fn a_damaged_record_is_named_with_its_way_out_and_abort_force_takes_it() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     let s = env.ok(&["releases", "status", "--registry", "reg"]);
     assert!(s.stdout.contains("DAMAGED"), "{}", s.stdout);
+    // While a controller runs, status names the damaged record (it showed the previous
+    // rollout as done), and nothing moves ACTIVE.
+    {
+        let _held = guard::take(&reg, "releases rollout", None, true).unwrap();
+        let s = env.ok(&["releases", "status", "--registry", "reg"]);
+        assert!(
+            s.stdout
+                .contains(&format!("DAMAGED rollout record of {new}")),
+            "{}",
+            s.stdout
+        );
+        let r = env.run(&["releases", "rollback", "--registry", "reg", "--to", &old]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert_eq!(env.active(), old);
+    }
+    // A rollout of another release does not start over the damaged record's split.
+    let p = env.policy_dir("v3", "v3", "800ms", &["SKU-1", "SKU-2"], DAY1);
+    let before = env.releases();
+    env.ok(&[
+        "releases",
+        "add",
+        p.to_str().unwrap(),
+        "--registry",
+        "reg",
+        "--edge",
+        "edge",
+        "--now",
+        DAY1_NOON,
+    ]);
+    let third = env
+        .releases()
+        .into_iter()
+        .find(|r| !before.contains(r))
+        .unwrap();
+    let r = rollout(&env, &third, &front, &SHORT);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--abort --force") && r.stderr.contains("--force to start anyway"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(front.deployed(), Vec::<u8>::new(), "nothing was deployed");
     let r = rollout(&env, &new, &front, &["--abort", "--force"]);
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(front.deployed(), vec![0]);
