@@ -900,6 +900,15 @@ fn a_heartbeat_comes_at_least_every_30_seconds_between_judgements() {
         )
         .unwrap();
         assert_eq!(rec.state.phase, Phase::RolledBack);
+        // Each judgement on time: its window whole dwells long, never a tick late.
+        for l in &rec.state.log {
+            let window = l.evidence.to - l.evidence.from;
+            assert_eq!(
+                window % dwell_ms,
+                0,
+                "a window of {window} ms, dwell {dwell_ms} ms"
+            );
+        }
         let out = String::from_utf8(out).unwrap();
         // No silence over 30 s between the lines the controller prints as it goes (each
         // starts with its time: `2027-01-15T08:00:00Z` first, `08:00:30Z` after).

@@ -277,11 +277,19 @@ pub fn run(
         if ctrl.finished() {
             break;
         }
-        // Sleep a tick, or less when the heartbeat falls due sooner: a tick that does not
-        // divide the heartbeat's period would let the rollout stay silent past it.
-        let quiet = clock.now_ms().saturating_sub(spoke);
-        let until_beat = progress::HEARTBEAT_MS.saturating_sub(quiet).max(1);
-        clock.sleep_ms(tick_ms(&rec.slo).min(until_beat));
+        // Sleep a tick, or less when the heartbeat or the judgement falls due sooner: a
+        // tick that does not divide the heartbeat's period would let the rollout stay silent
+        // past it, and one shortened for the heartbeat would judge up to a tick late. A
+        // judgement already due (its figures not read yet) is asked again a tick later.
+        let now = clock.now_ms();
+        let until_beat = progress::HEARTBEAT_MS
+            .saturating_sub(now.saturating_sub(spoke))
+            .max(1);
+        let until_due = match (ctrl.state().phase, ctrl.state().due) {
+            (Phase::Watching, Some(due)) if due > now => due - now,
+            _ => u64::MAX,
+        };
+        clock.sleep_ms(tick_ms(&rec.slo).min(until_beat).min(until_due));
         let now = clock.now_ms();
         if now.saturating_sub(spoke) >= progress::HEARTBEAT_MS {
             let figures = match (rec.state.phase, rec.state.since) {
