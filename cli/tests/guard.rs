@@ -272,19 +272,32 @@ fn a_bad_setting_is_refused_the_same_way_on_every_path_with_its_value_named() {
         ("1ms", "`--dwell` is 1ms, outside its valid range 1s..=1d"),
         ("-1s", "`-1s` is negative"),
     ] {
-        let r = env.run(&[
-            "releases",
-            "rollout",
-            &new,
-            "--registry",
-            "reg",
-            "--front",
-            "http://127.0.0.1:9",
-            "--dwell",
-            dwell,
-        ]);
-        assert_eq!(r.code, 2, "{}", r.stderr);
-        assert!(r.stderr.contains(says), "{}", r.stderr);
+        // A real rollout, its rehearsal, and the drill (which rolled a good release back on
+        // no answers with `--dwell 0s`).
+        for path in [
+            &["--front", "http://127.0.0.1:9"][..],
+            &["--dry-run"][..],
+            &[][..],
+        ] {
+            let mut args = if path.is_empty() {
+                vec![
+                    "drill",
+                    "--rollout",
+                    "active",
+                    &new,
+                    "--scenario",
+                    "none.toml",
+                ]
+            } else {
+                vec!["releases", "rollout", &new]
+            };
+            args.extend_from_slice(&["--registry", "reg"]);
+            args.extend_from_slice(path);
+            args.extend_from_slice(&["--dwell", dwell]);
+            let r = env.run(&args);
+            assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+            assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+        }
     }
     // The policy's key refuses the same value with the same code.
     let bad = env.write(
@@ -960,6 +973,42 @@ fn a_heartbeat_comes_at_least_every_30_seconds_between_judgements() {
 /// refused at once with the rollout's way out. Nothing is written either way.
 #[test]
 fn the_nightly_bake_waits_for_a_running_rollout_and_is_refused_during_an_unfinished_one() {
+    // The sample workflow is what this test runs: `bake … --wait … --promote`, in the
+    // rollout workflow's concurrency group, and it says a re-bake is not rolled out gradually.
+    let workflow = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/../.github/workflows/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let (nightly, rollout) = (
+        workflow("nightly-catalog.yml"),
+        workflow("policy-rollout.yml"),
+    );
+    let group = |yml: &str| {
+        yml.lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("group:")
+                    .map(|g| g.trim().to_string())
+            })
+            .expect("a concurrency group")
+    };
+    assert_eq!(group(&nightly), group(&rollout));
+    let bake_step = nightly
+        .split("understudy bake ")
+        .nth(1)
+        .and_then(|t| t.split("- name:").next())
+        .expect("the nightly workflow runs understudy bake");
+    assert!(
+        bake_step.contains("--wait ") && bake_step.contains("--promote"),
+        "{bake_step}"
+    );
+    assert!(
+        nightly.contains("does not roll out gradually"),
+        "the workflow says whether a re-bake rolls out gradually"
+    );
     let env = Env::new("guard-nightly");
     let (old, new) = two(&env);
     let bake = |wait: &str| {
