@@ -75,6 +75,11 @@ fn the_logged_policy_replayed_gives_seed_002s_figures_back_and_a_changed_breaker
     // Seen at the answer of request 14, the first to show the open breaker (its tier read: 2 ms).
     assert_eq!(logged["incidents"][0]["degraded_at_ms"], 14_002);
     assert_eq!(v["input"]["files"][0]["format"], "ndjson");
+    // Per time window too: every answer falls in one of them.
+    let windows = logged["windows"].as_array().expect("windows");
+    assert!(windows.len() > 1, "{windows:?}");
+    let in_windows: u64 = windows.iter().map(|w| w["answers"].as_u64().unwrap()).sum();
+    assert_eq!(in_windows, 30);
 
     // A breaker that opens on 6 failures instead of 3: known from the logs, no range.
     let cand = env.write(
@@ -276,6 +281,53 @@ fn bad_input_is_an_error_or_a_counted_skip_naming_file_and_line() {
     let r = replay(&picked);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("left out: "), "{}", r.stdout);
+
+    // Two releases of one service mixed (the lines from line 11 on written by another
+    // release): the same, naming both releases, where each first appears, and --release.
+    let text: String = std::fs::read_to_string(&search)
+        .unwrap()
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let l = if i >= 10 {
+                l.replace(
+                    "\"policy_version\":\"simulate\"",
+                    "\"policy_version\":\"r-000000000002\"",
+                )
+            } else {
+                l.to_string()
+            };
+            l + "\n"
+        })
+        .collect();
+    let mixed = env.write("mixed.ndjson", &text);
+    let r = replay(&["--logs", mixed.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    for s in [
+        "2 releases",
+        "simulate (10 lines, first at ",
+        "mixed.ndjson:1",
+        "r-000000000002 (20 lines, first at ",
+        "mixed.ndjson:11",
+        "--release",
+    ] {
+        assert!(r.stderr.contains(s), "{s} in {}", r.stderr);
+    }
+    let r = replay(&[
+        "--logs",
+        mixed.to_str().unwrap(),
+        "--release",
+        "r-000000000002",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("20 requests"), "{}", r.stdout);
+    let r = replay(&["--logs", mixed.to_str().unwrap(), "--release", "r-9"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no line of release \"r-9\""),
+        "{}",
+        r.stderr
+    );
 
     // Truncated and foreign lines: counted skips, each named with its line.
     let mut text = std::fs::read_to_string(&search).unwrap();
