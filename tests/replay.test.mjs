@@ -12,9 +12,9 @@
 // lies within the replay's best–worst range, widened by those tolerances.
 //
 // Short form (the suite): time scale 0.1, a breaker that opens on 10 calls (known from the
-// logs) and an 80 ms deadline (a range); 68 s on a shared host (load average 2.3–2.7).
+// logs) and an 80 ms deadline (a range); 71 s on a shared host (load average 2.5–3.7).
 // UNDERSTUDY_LONG=1: time scale 1 (185 s a drill) and two more changed policies — a 35 ms
-// deadline and the user tier removed; ~17 min. Needs the edge build and the CLI
+// deadline and the user tier removed; about 19 min a round (docs/replay.md has its figures). Needs the edge build and the CLI
 // (scripts/test.sh builds both). It runs in scripts/e2e.sh's real-time lane.
 
 import { test, describe } from "node:test";
