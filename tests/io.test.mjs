@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { us_run, us_incoming, FETCHED, KV, LIMITED, TIMER } from "../edge/worker/src/io.js";
+import { us_run, us_incoming, FETCHED, KV, LIMITED, TIMER, ASKED } from "../edge/worker/src/io.js";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -20,6 +20,7 @@ const kvCmd = (io, binding, key) => num(2) + num(io) + str(binding) + str(key);
 const limitCmd = (io, binding, key) => num(3) + num(io) + str(binding) + str(key);
 const abortCmd = (io) => num(5) + num(io);
 const hearCmd = (io, until) => num(6) + num(io) + num(until);
+const askCmd = (call) => num(9) + callsOf([call]);
 const callsOf = (calls) => num(calls.length) + calls.map(([path, binding, object, hint, body, timeout]) => str(path) + str(binding) + str(object) + str(hint) + str(body) + num(timeout)).join("");
 const respondCmd = (status, body, { head = "Content-Type\napplication/json\nX-Correlation-ID\ncid-1", log = '{"outcome":"x"}', cid = "cid-1", writes = [], calls = [], wake = -1 } = {}) =>
   num(8) + num(status) + str(head) + str(body) + str(log) + str(cid) + num(0) + num(writes.length) + writes.map((w) => w.map(str).join("")).join("") + callsOf(calls) + num(wake);
@@ -327,4 +328,50 @@ test("a reply with no wake sets no timer; a truncated output ends the reader ins
   assert.equal(await r2.text(), "old");
   await sleep(20);
   assert.equal(woken, false);
+});
+
+test("an ask goes to the coordinator at once, with the request's call; its answer goes to fleetHeard, then to the request while it waits, and not after", async () => {
+  let asked = 0;
+  const e = engine((r) => {
+    if (r.kind === ASKED) {
+      asked++;
+      return out(-1, abortCmd(1), respondCmd(200, "cut"));
+    }
+    return assert.fail(`unexpected report ${JSON.stringify(r)}`);
+  });
+  const sent = [];
+  const heard = [];
+  e.fleetHeard = (path, ok, text) => {
+    heard.push([path, ok, text, asked]);
+    return undefined;
+  };
+  const ns = {
+    idFromName: (n) => `id:${n}`,
+    get: (id, opts) => ({
+      fetch: async (url, init) => {
+        sent.push([id, opts.locationHint, url, init.body]);
+        await sleep(15);
+        return new Response('{"mode":"OPEN"}');
+      },
+    }),
+  };
+  const model = await origin(() => { /* hangs: the ask's answer decides */ });
+  try {
+    const waits = [];
+    const call = ["/report", "COORD", "svc/cfg/weur", "weur", '{"seq":1}', 500];
+    const res = await us_run(31, out(-1, askCmd(call), fetchCmd(1, `${model.url}/r`)), {}, { COORD: ns }, { waitUntil: (p) => waits.push(p) }, e);
+    assert.equal(await res.text(), "cut");
+    assert.deepEqual(sent, [["id:svc/cfg/weur", "weur", "https://coordinator/report?of=svc%2Fcfg%2Fweur", '{"seq":1}']]);
+    assert.deepEqual(heard, [["/report", true, '{"mode":"OPEN"}', 0]], "the isolate hears it before the request");
+    assert.equal(asked, 1);
+    // Answered already when the ask's answer comes: the isolate hears it, the request is not told.
+    const late = ["/report", "COORD", "svc/cfg/weur", "weur", '{"seq":2}', 500];
+    const r2 = await us_run(32, out(-1, askCmd(late), respondCmd(200, "at once")), {}, { COORD: ns }, { waitUntil: (p) => waits.push(p) }, e);
+    assert.equal(await r2.text(), "at once");
+    await Promise.all(waits);
+    assert.equal(heard.length, 2);
+    assert.equal(asked, 1, "no ASKED report for an answered request");
+  } finally {
+    model.close();
+  }
 });

@@ -242,7 +242,8 @@ pub fn run(
             let k = isolate_of[request as usize] as usize;
             fleet_q.push(at.0 * 1000, Ev::Wake(k, request));
         }
-        for (request, at, path, text, timeout_ms) in std::mem::take(&mut world.reports) {
+        for (request, at, path, text, timeout_ms, ask) in std::mem::take(&mut world.reports) {
+            let asking = ask.then_some(request);
             let watch = path == "/watch";
             if watch {
                 watches += 1;
@@ -257,7 +258,7 @@ pub fn run(
                 if watch {
                     Ev::Pushed(k, Err(e))
                 } else {
-                    Ev::Answer(k, Err(e))
+                    Ev::Answer(k, Err(e), asking)
                 }
             };
             match (lost, down) {
@@ -270,7 +271,7 @@ pub fn run(
                     failed("the coordinator answered 500".into()),
                 ),
                 _ if watch => fleet_q.push(at_us + delay_us, Ev::Watch(k, text)),
-                _ => fleet_q.push(at_us + delay_us, Ev::Deliver(k, text)),
+                _ => fleet_q.push(at_us + delay_us, Ev::Deliver(k, text, asking)),
             }
         }
         let tv = due.peek().map(|Reverse((t, _))| *t);
@@ -341,11 +342,11 @@ pub fn run(
                         m.broadcast(region, &mut fleet_q, at_us, &v);
                     }
                 }
-                Ev::Deliver(k, text) => {
+                Ev::Deliver(k, text, asking) => {
                     let region = &mut regions[region_of[k] as usize];
                     let Some(done) = region.server.admit(at_us) else {
                         let e = Err("the coordinator is overloaded".to_string());
-                        fleet_q.push(at_us + delay_us, Ev::Answer(k, e));
+                        fleet_q.push(at_us + delay_us, Ev::Answer(k, e, asking));
                         continue;
                     };
                     let at = Millis(done / 1000);
@@ -360,7 +361,7 @@ pub fn run(
                         m.broadcast(region, &mut fleet_q, done, &v);
                         text
                     });
-                    fleet_q.push(done + delay_us, Ev::Answer(k, answer));
+                    fleet_q.push(done + delay_us, Ev::Answer(k, answer, asking));
                 }
                 Ev::Watch(k, text) => {
                     // As the Durable Object does: hold the watch first, then answer every
@@ -415,15 +416,22 @@ pub fn run(
                     for r in engines[k].fleet_wake(now) {
                         world
                             .reports
-                            .push((request, now, r.path, r.body, r.timeout_ms));
+                            .push((request, now, r.path, r.body, r.timeout_ms, false));
                     }
                 }
-                Ev::Answer(k, answer) => {
+                Ev::Answer(k, answer, asking) => {
                     if answer.is_err() {
                         report_failures += 1;
                     }
                     engines[k].fleet_heard(now, answer.as_deref().map_err(|e| e.as_str()));
                     note_mode(&mut engines[k], now, (start, &mut last[k], &mut changes[k]));
+                    if let Some(request) = asking {
+                        // The request that asked heeds it, if it still waits.
+                        virtuals[k].asked(request, at_us);
+                        if let Some(next) = virtuals[k].next_at_us() {
+                            due.push(Reverse((next, k)));
+                        }
+                    }
                 }
                 Ev::Pushed(k, answer) => {
                     pushed += u64::from(answer.is_ok());

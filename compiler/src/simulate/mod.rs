@@ -25,6 +25,7 @@ pub mod scenario;
 use std::collections::{BTreeMap, HashMap};
 
 use understudy_core::bake::Bake;
+use understudy_core::breaker::member::FleetReport;
 use understudy_core::catalog::Catalog;
 use understudy_core::classify::Observed;
 use understudy_core::engine::virtual_io::{Arrival, Virtual, World};
@@ -130,9 +131,10 @@ pub(crate) struct ScenarioWorld<'s> {
     modes: Vec<&'static str>,
     /// Model calls made while the scenario's model was faulty.
     outage_calls: u64,
-    /// Reports for the breaker's coordinator the replies carried: (request, when, path, JSON,
-    /// how long the isolate waits for its answer).
-    reports: Vec<(u64, Millis, &'static str, String, u64)>,
+    /// Reports for the breaker's coordinator the replies carried, and those requests asked
+    /// with (`Command::Ask`): (request, when, path, JSON, how long the isolate waits for its
+    /// answer, whether the request asked it).
+    reports: Vec<(u64, Millis, &'static str, String, u64, bool)>,
     /// When the replies asked to be woken for the breaker's coordinator (`fleet_wake`):
     /// (request, when).
     wakes: Vec<(u64, Millis)>,
@@ -190,13 +192,18 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
         }
     }
 
+    fn ask(&mut self, request: u64, now: Millis, call: FleetReport) {
+        self.reports
+            .push((request, now, call.path, call.body, call.timeout_ms, true));
+    }
+
     fn answered(&mut self, request: u64, now: Millis, reply: Reply) {
         if let Some(logs) = &mut self.logs {
             logs.push(reply.log.clone());
         }
         for r in &reply.fleet {
             self.reports
-                .push((request, now, r.path, r.body.clone(), r.timeout_ms));
+                .push((request, now, r.path, r.body.clone(), r.timeout_ms, false));
         }
         if let Some(at) = reply.fleet_wake {
             self.wakes.push((request, at));

@@ -15,6 +15,7 @@ pub const KV: u32 = 2;
 pub const LIMITED: u32 = 3;
 pub const TIMER: u32 = 4;
 pub const HEARD: u32 = 5;
+pub const ASKED: u32 = 6;
 /// Set in `kind` while the request still waits for its response.
 pub const LIVE: u32 = 256;
 
@@ -103,6 +104,10 @@ pub fn encode(out: &Output<'_>) -> String {
                 w.num(7);
                 w.num(io.0);
             }
+            Command::Ask(call) => {
+                w.num(9);
+                calls(&mut w, std::slice::from_ref(call));
+            }
             Command::Respond(r) => respond(&mut w, r),
         }
     }
@@ -189,6 +194,7 @@ pub fn input(
     let io = IoId(io);
     let done = match kind & 0xff {
         TIMER => return Some(Input::Timer),
+        ASKED => return Some(Input::Asked),
         FETCHED => Done::Fetched(match num {
             -2.0 => Observed::TooLarge { limit: max_body },
             n if n < 0.0 => Observed::Connect(a.unwrap_or_default()),

@@ -10,7 +10,7 @@
 // unit tests (tests/io.test.mjs) drive it with a stand-in engine, no runtime needed.
 
 // What a report is about (the `kind` argument of `step`; the engine's `crate::wire`).
-export const FETCHED = 1, KV = 2, LIMITED = 3, TIMER = 4, HEARD = 5;
+export const FETCHED = 1, KV = 2, LIMITED = 3, TIMER = 4, HEARD = 5, ASKED = 6;
 // The flag added to `kind` while the request still waits for its response.
 const LIVE = 256;
 
@@ -72,6 +72,8 @@ export function us_incoming(req, names, place) {
 //   2 kv     io binding key
 //   3 limit  io binding key
 //   5 abort  io       6 hear io until      7 events io (performed in Rust)
+//   9 ask    calls (one call, read as a reply's `calls`: sent now; its answer goes to
+//             `fleetHeard`, then, while the request waits, to the request as ASKED)
 //   8 respond status head body log cid point [index blob×5 double×3] writes [binding key value meta]×writes
 //             calls [path binding object hint body timeout_ms]×calls  (the coordinator's: /report, /watch)
 //             wake  (the instant to ask `fleetWake` for more calls, read as `calls` are; -1: none)
@@ -180,6 +182,11 @@ function apply(f, out) {
     while (r.more()) {
       const code = r.num();
       if (code === 8) { respond(f, r); continue; }
+      if (code === 9) {
+        // [F-SCOPE] The isolate asks the coordinator with the request's first call.
+        for (const call of calls(r)) fleetReport(f, ...call, () => { if (f.live) report(f, ASKED, 0, 0); });
+        continue;
+      }
       const io = r.num();
       switch (code) {
         case 1: {
@@ -291,19 +298,22 @@ function calls(r) {
 
 // [F-SCOPE] A report or a watch to the breaker's coordinator
 // (docs/adr/011-fleet-scoped-breaker.md), after the answer, kept alive by `ctx.waitUntil`:
-// its answer — or why there is none, after `timeoutMs` at most — goes back to the engine.
-// No request waits for it. A watch is held by the coordinator until the fleet opens or
+// its answer — or why there is none, after `timeoutMs` at most — goes back to the engine,
+// then to `then` (a request's ask: the request heeds it). No request waits for it beyond
+// what the engine decides. A watch is held by the coordinator until the fleet opens or
 // closes (or 25 s pass): how an isolate hears of it between its requests. The object is
 // its region's, created near it (`hint`, a location hint); the URL names the object, which
 // learns its role from it.
-function fleetReport(f, path, binding, object, hint, body, timeoutMs) {
+function fleetReport(f, path, binding, object, hint, body, timeoutMs, then) {
   const heard = (ok, text) => {
     const todo = f.engine.fleetHeard(path, ok, text);
-    if (!todo) return;
-    const { log, point } = JSON.parse(todo);
-    if (log) console.log(log);
-    const ds = point ? f.env[us_analytics] : null;
-    if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
+    if (todo) {
+      const { log, point } = JSON.parse(todo);
+      if (log) console.log(log);
+      const ds = point ? f.env[us_analytics] : null;
+      if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
+    }
+    if (then !== undefined) then();
   };
   try {
     const ns = f.env[binding];

@@ -4,10 +4,10 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 pub enum Ev {
-    /// A report reaches isolate k's coordinator.
-    Deliver(usize, String),
-    /// Its answer (or failure) reaches isolate k.
-    Answer(usize, Result<String, String>),
+    /// A report reaches isolate k's coordinator (asked with request i's first call: i).
+    Deliver(usize, String, Option<u64>),
+    /// Its answer (or failure) reaches isolate k (and then the request that asked it).
+    Answer(usize, Result<String, String>, Option<u64>),
     /// A watch reaches isolate k's coordinator.
     Watch(usize, String),
     /// The coordinator answers isolate k's held watch `token` with the verdict as it

@@ -556,3 +556,64 @@ fn a_scenario_with_a_fleet_duration_out_of_range_is_refused_naming_its_file() {
         "{e}"
     );
 }
+
+/// As [`synthetic`], but the fleet closes 55 s after the start (5 s after the fault's end at
+/// 50 s): isolate 0's breaker is open from 40.5 s to 55 s.
+fn synthetic_close(others: &[(u32, u64, &'static str)]) -> FleetRun {
+    let mut run = synthetic(others);
+    for r in &mut run.results {
+        if run.isolate_of[r.index as usize] == 0 && r.arrival_ms >= 55_000 {
+            r.mode = "PRIMARY_HEALTHY";
+        }
+    }
+    run.fleet_moves.push((55_000, FleetMode::Closed));
+    run
+}
+
+/// The time to recover has its reach too: a request after the fleet's close, at an isolate
+/// with no request from 29.5 s before the close until then, could not hear the close before
+/// it came (it meets the opening it was last told of). It breaks the strict rule, not the
+/// rule within reach; one at an isolate that had a request in those 29.5 s breaks both.
+#[test]
+fn the_time_to_recover_separates_the_traffic_the_close_could_not_reach() {
+    let p = policy();
+    let sc = scenario(&p, "isolates = 3\nrecover_within = \"10s\"");
+    // Isolate 1: a request at 10 s, the next at 70 s, met open (its last word was the opening).
+    let stale = [
+        (1, 10_000, "PRIMARY_HEALTHY"),
+        (1, 70_000, "DEGRADED_FALLBACK"),
+    ];
+    let mut run = synthetic_close(&stale);
+    run.results.last_mut().unwrap().source = Source::Tier("user".into());
+    let f = figures("fleet", &run, 40_000, 50_000);
+    assert_eq!(f.recover_in_reach_s, Some(5.25), "{f:?}");
+    assert_eq!(
+        f.recover_s, None,
+        "never: the last slot holds the stale request"
+    );
+    assert_eq!(
+        (f.after_close_out_of_reach, f.after_close_out_of_reach_live),
+        (1, 0)
+    );
+    assert!(unmet(&sc, &f).is_empty(), "{:?}", unmet(&sc, &f));
+    assert!(human("t", &[f]).contains("out of reach of the close (live)"));
+
+    // Isolate 2 had a request 25 s before the close: in reach, and it breaks the bound.
+    let mut told = stale.to_vec();
+    told.extend([
+        (2, 30_000, "PRIMARY_HEALTHY"),
+        (2, 70_000, "DEGRADED_FALLBACK"),
+    ]);
+    let g = figures("fleet", &synthetic_close(&told), 40_000, 50_000);
+    assert_eq!(g.recover_in_reach_s, None, "never: {g:?}");
+    let missed = unmet(&sc, &g);
+    assert_eq!(missed.len(), 1, "{missed:?}");
+    assert!(missed[0].contains("time to recover"), "{missed:?}");
+
+    // No close (isolate scope): no reach, no floor.
+    let mut run = synthetic_close(&stale);
+    run.fleet_moves.clear();
+    let i = figures("isolate", &run, 40_000, 50_000);
+    assert_eq!((i.recover_in_reach_s, i.recover_floor_s), (None, None));
+    assert_eq!(i.after_close_out_of_reach, 0);
+}

@@ -668,6 +668,7 @@ impl Member {
     }
 }
 
+mod ask;
 mod ledger;
 mod watch;
 pub use ledger::Ledger;

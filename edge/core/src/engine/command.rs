@@ -22,6 +22,9 @@ pub enum Input {
     Heard(IoId, Heard),
     /// The timer armed for [`Output::wake_at`] fired.
     Timer,
+    /// [F-SCOPE] The answer to the request's [`Command::Ask`] (or its failure) was handed to
+    /// [`super::Engine::fleet_heard`]: the request heeds what the isolate heard.
+    Asked,
 }
 
 /// What the driver must do.
@@ -39,6 +42,12 @@ pub enum Command<'p> {
     /// whose answer may already be in the isolate's own queue: a good answer then is the
     /// model's word ([`super::verdict`]).
     Hear { io: IoId, until: Millis },
+    /// [F-SCOPE] Send this report to the breaker's coordinator now, with the request's
+    /// first model call (an isolate in the dark asks first:
+    /// [`crate::breaker::member::Member::ask`]). Hand its answer, or its failure after its
+    /// timeout, to [`super::Engine::fleet_heard`] as a [`Reply::fleet`] report's, then —
+    /// while the request is not answered — report [`Input::Asked`].
+    Ask(crate::breaker::member::FleetReport),
     /// Answer the client (then perform the commands after it).
     Respond(Box<Reply>),
 }

@@ -87,6 +87,9 @@ pub(super) struct Req<'p> {
     /// [`crate::cascade::MAX_CONNECTIONS`]): fetches not yet ended or aborted, KV reads not
     /// yet ended (a read the engine stopped waiting for still holds one).
     pub open: Vec<IoId>,
+    /// [F-SCOPE] The request asked the coordinator with its first call and has not heard
+    /// back ([`super::race::asked`]).
+    pub asking: bool,
 }
 
 /// An origin attempt in flight.

@@ -40,6 +40,13 @@ pub(super) fn attempt<'p>(
 ) -> Option<Answer> {
     let swept = engine.verdicts.sweep(now, &mut engine.breaker);
     engine.counters.timeouts_convicted += u64::from(swept.convicted);
+    if req.attempts.is_empty() && !req.asking {
+        // [F-SCOPE] An isolate in the dark asks the coordinator with its first call.
+        if let Some(call) = engine.breaker.member().and_then(|m| m.ask(now)) {
+            cmds.push(Command::Ask(call));
+            req.asking = true;
+        }
+    }
     let admission = engine.breaker.admit(now);
     if admission == Admission::Reject {
         let failure = match req.last_failure.take() {
@@ -337,6 +344,48 @@ fn ended<'p>(
         }
         None => walk::enter(engine, f, req, now, failure, cmds),
     }
+}
+
+/// [F-SCOPE] The coordinator answered the report the request asked with (or it failed), and
+/// the isolate heard it: if the fleet opened, the call still out is cut and the request goes
+/// to the cascade at once — the call's end is no evidence (it is abandoned, not recorded).
+/// `Some` when the request is answered.
+pub(super) fn asked<'p>(
+    engine: &mut Engine<'p>,
+    f: &mut Flight<'p>,
+    req: &mut Req<'p>,
+    now: Millis,
+    cmds: &mut Vec<Command<'p>>,
+) -> Option<Answer> {
+    req.asking = false;
+    if req.calling.is_none() || !engine.breaker.member().is_some_and(|m| m.fleet_opened(now)) {
+        return None;
+    }
+    let c = req.calling.take()?;
+    let out: Vec<IoId> = c.pair.out().collect();
+    for io in out {
+        cmds.push(Command::Abort { io });
+        req.open.retain(|o| *o != io);
+        req.calls.end(io, now, End::Abandoned);
+    }
+    if let Plan::Due { .. } = c.pair.hedge {
+        engine.hedger.refund(engine.policy().origin.hedge.as_ref());
+    }
+    engine.breaker.release(c.admission);
+    // An attempt made, and ended by the opening: the log line's, not the breaker's.
+    req.attempts.push(Attempt {
+        started: c.started,
+        ended: now,
+        timeout_ms: c.timeout_ms,
+        result: Err(FailureReason::BreakerOpen),
+    });
+    drop(c); // its bulkhead slot is free
+    f.note(
+        "FLEET_OPENED",
+        "the fleet's breaker opened while the call was out: it was cut".into(),
+    );
+    let failure = Failure::new(FailureReason::BreakerOpen, "circuit breaker open");
+    walk::enter(engine, f, req, now, failure, cmds)
 }
 
 /// How a call that brought `failure` ended, for the log line.

@@ -222,6 +222,7 @@ pub(super) fn start<'p>(
         walker: None,
         tier: None,
         open: Vec::new(),
+        asking: false,
     });
     let mut cmds = Vec::new();
     match storm_key {

@@ -129,6 +129,7 @@ fn serving<'p>(
             }
         }
         Input::Heard(..) => None,
+        Input::Asked => race::asked(engine, f, req, now, cmds),
     }
 }
 

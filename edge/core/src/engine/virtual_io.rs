@@ -10,6 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
+use crate::breaker::member::FleetReport;
 use crate::classify::Observed;
 use crate::events::flow::{Heard, Io as EventIo};
 use crate::io::{Done, IoId, Op};
@@ -48,6 +49,14 @@ pub trait World<'p> {
         0
     }
 
+    /// [F-SCOPE] Request `request` asks the breaker's coordinator with `call` at `now`
+    /// ([`Command::Ask`]). By default no coordinator is modelled: it never answers. A world
+    /// that models one hands the answer to [`Engine::fleet_heard`] and then tells the driver
+    /// ([`Virtual::asked`]).
+    fn ask(&mut self, request: u64, now: Millis, call: FleetReport) {
+        let _ = (request, now, call);
+    }
+
     /// Request `request` was answered at `now`.
     fn answered(&mut self, request: u64, now: Millis, reply: Reply);
 }
@@ -69,6 +78,8 @@ enum Wake {
     Timer(u64, u64),
     /// The end of a [`Command::Hear`]: the fetch is aborted now if it has not ended.
     Abandon(u64, IoId),
+    /// The isolate heard the answer to the request's [`Command::Ask`].
+    Asked(u64),
 }
 
 struct InFlight<'p> {
@@ -217,6 +228,12 @@ impl<'p> Virtual<'p> {
                     f.results.remove(&io);
                     (i, engine.step(&mut f.flight, now, aborted))
                 }
+                Wake::Asked(i) => {
+                    let Some(f) = self.flights.get_mut(&i) else {
+                        continue;
+                    };
+                    (i, engine.step(&mut f.flight, now, Input::Asked))
+                }
                 Wake::Timer(i, generation) => {
                     let Some(f) = self.flights.get_mut(&i) else {
                         continue;
@@ -284,6 +301,7 @@ impl<'p> Virtual<'p> {
                     self.hearing.insert(io);
                     self.push((until.0 * 1000).max(at_us), Wake::Abandon(request, io));
                 }
+                Command::Ask(call) => world.ask(request, now, call),
                 Command::Respond(reply) => {
                     world.answered(request, now, *reply);
                 }
@@ -301,6 +319,13 @@ impl<'p> Virtual<'p> {
             }
         }
         self.push(at_us, Wake::Done(request, io));
+    }
+
+    /// The isolate heard, at `at_us`, the answer to request `request`'s [`Command::Ask`]
+    /// (the world handed it to [`Engine::fleet_heard`]): the request, if it still waits,
+    /// is told then.
+    pub fn asked(&mut self, request: u64, at_us: u64) {
+        self.push(at_us.max(self.now_us), Wake::Asked(request));
     }
 
     /// The requests not answered yet.

@@ -1,0 +1,60 @@
+//! [F-SCOPE] Asking first (ADR 011, "Asking first"). An isolate that nothing could have told
+//! of a change in the fleet lately — no verdict in force, no watch held for it, no report on
+//! its way — may be meeting an opening or a close it never heard of: it was idle longer than
+//! a watch is held (a Worker's `waitUntil` ends 30 s after its answer), or it is new. Its
+//! request sends the report *with* its first model call rather than after its answer, and
+//! heeds the answer if it comes while the call is still out: if the fleet opened, the call is
+//! cut and the request goes to the cascade at once — an answer in an outage waits one
+//! coordinator round trip instead of the model's deadline, and the coordinator hears of this
+//! isolate before its answer rather than after.
+//!
+//! Asking changes no admission. An isolate in the dark that holds an opening — a verdict
+//! held past its time for want of a report, or the opening its breaker adopted from one —
+//! keeps it for this request, and its answer (a fallback) does not wait: a call to a model
+//! the fleet found down costs that model load in the outage (over 10,000 Zipf isolates, a
+//! probe on every such request more than doubled the calls made during seed 000's outage),
+//! while the close, if it came, reaches the isolate with this answer for its next request.
+//! No request of an isolate that is watched, or heard a verdict lately, asks.
+
+use super::{FleetReport, Health, Lead, Member, REPORT_TIMEOUT_MS};
+use crate::breaker::fleet::WATCH_MS;
+use crate::breaker::Mode;
+use crate::time::Millis;
+
+impl Member {
+    /// Whether nothing could tell this isolate of a change in the fleet at `now`: it is
+    /// named, reports are not failing, no report is on its way, no watch is held for it and
+    /// no verdict it heard is in force.
+    pub fn in_the_dark(&self, now: Millis) -> bool {
+        let watched = self.watching > 0
+            && self
+                .newest_watch
+                .is_some_and(|t| now.since(t) < WATCH_MS + REPORT_TIMEOUT_MS);
+        let heard = self.heard.as_ref().is_some_and(|h| now < h.until);
+        !self.isolate.is_empty()
+            && self.in_flight.is_none()
+            && self.health != Health::Failing
+            && !watched
+            && !heard
+    }
+
+    /// The report a request sends with its first model call when this isolate is in the dark
+    /// ([`Member::in_the_dark`]); it is this isolate's report, answered as any other
+    /// ([`Member::heard`]).
+    pub fn ask(&mut self, now: Millis) -> Option<FleetReport> {
+        if !self.in_the_dark(now) {
+            return None;
+        }
+        self.born.get_or_insert(now);
+        let (_, pace, heartbeat) = self.periods();
+        let every = if self.abnormal(now) { pace } else { heartbeat };
+        self.looked = Some(now);
+        self.report_now(now, every)
+    }
+
+    /// Whether the fleet's verdict opens this isolate at `now` (a call a request made while
+    /// asking is cut then).
+    pub fn fleet_opened(&mut self, now: Millis) -> bool {
+        matches!(self.lead(now), Lead::Fleet(Mode::Open))
+    }
+}
