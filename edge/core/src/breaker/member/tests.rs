@@ -634,18 +634,17 @@ fn a_first_answer_asks_to_be_woken_for_the_first_report_and_a_watch() {
     assert_eq!((w.hold_ms, w.hold_ms()), (None, WATCH_MS));
 }
 
-/// An isolate asks with its request's call only in the dark: new, or with no verdict in
-/// force, no watch held and no report on its way; never while reports fail.
+/// An isolate asks with its request's call only in the dark: it reported before, and holds
+/// no verdict in force, no watch and no report on its way; never while reports fail, nor
+/// when new (its first report keeps its phase).
 #[test]
 fn an_isolate_asks_with_its_call_only_when_nothing_could_tell_it_of_the_fleet() {
     let mut m = member();
-    let asked = m.ask(Millis(1_000)).expect("a new isolate is in the dark");
-    assert_eq!(asked.path, "/report");
-    assert!(m.ask(Millis(1_001)).is_none(), "its report is on its way");
     assert!(
-        m.report_due(Millis(1_002)).is_none(),
-        "the answer does not report again"
+        m.ask(Millis(1_000)).is_none(),
+        "a new isolate's first report keeps its phase"
     );
+    m.report_due(Millis(1_000)).expect("its first report");
     m.heard(Millis(1_040), verdict(FleetMode::Closed, 1_030));
     assert!(m.ask(Millis(2_000)).is_none(), "a verdict in force");
     // The answer sends a watch, held 29 s: watched, it does not ask.
@@ -657,13 +656,15 @@ fn an_isolate_asks_with_its_call_only_when_nothing_could_tell_it_of_the_fleet() 
         m.ask(Millis(31_010)).is_none(),
         "the watch's verdict is in force"
     );
+    let asked = m
+        .ask(Millis(40_000))
+        .expect("idle past its watch: in the dark");
+    assert_eq!(asked.path, "/report");
+    assert!(m.ask(Millis(40_001)).is_none(), "its report is on its way");
     assert!(
-        m.ask(Millis(40_000)).is_some(),
-        "idle past its watch: in the dark"
+        m.report_due(Millis(40_002)).is_none(),
+        "the answer does not report again"
     );
     m.failed(Millis(40_500), "no answer within 500 ms");
     assert!(m.ask(Millis(60_000)).is_none(), "reports fail: no asking");
-    // Unnamed (no request yet): nothing to ask with.
-    let fresh = Member::new("svc", "", seed_rate_breaker(), scope());
-    assert!(!fresh.in_the_dark(Millis(0)));
 }

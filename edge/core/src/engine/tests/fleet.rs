@@ -73,8 +73,8 @@ fn a_held_watch_brings_the_opening_to_an_isolate_between_its_requests() {
     let mut thin = Engine::new(&b).unwrap();
     first_report_at_once(&mut thin);
     let (r, asked) = run_asking(&mut thin, 0, "/recommendations/alice");
-    let report = asked.expect("a new isolate's first request asks");
-    assert_eq!(report_of(&r), None, "its answer does not report again");
+    assert_eq!(asked, None, "a new isolate does not ask");
+    let report = report_of(&r).expect("the first answer reports");
     let watch = watch_of(&r).expect("and watches");
     assert_eq!(watch.timeout_ms, WATCH_MS + REPORT_TIMEOUT_MS);
     let v = c
@@ -130,9 +130,9 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
     let b = bake(p.clone());
     let mut e = Engine::new(&b).unwrap();
     first_report_at_once(&mut e);
-    let (r, asked) = run_asking(&mut e, 0, "/recommendations/alice");
+    let r = run(&mut e, 0, "/recommendations/alice", ok());
     assert_eq!(r.status, 200);
-    let report = asked.expect("a new isolate's first request asks");
+    let report = report_of(&r).expect("the first answer reports");
     assert_eq!(report.binding, "BREAKER_COORDINATOR");
     // No `cf` located this isolate: the default region's coordinator, its location hint.
     let region = crate::breaker::fleet::place::DEFAULT_REGION;
@@ -218,8 +218,8 @@ fn the_first_requests_cf_picks_the_region_whose_coordinator_the_isolate_reports_
         continent: Some("EU"),
         ..Cf::default()
     }));
-    let (_, asked) = run_asking(&mut e, 0, "/recommendations/alice");
-    let report = asked.expect("a new isolate's first request asks");
+    let r = run(&mut e, 0, "/recommendations/alice", ok());
+    let report = report_of(&r).expect("the first answer reports");
     assert!(report.object.ends_with("/apac"), "{}", report.object);
     assert_eq!(report.hint, "apac");
     let status = e.breaker.member().unwrap().status(at(5));
@@ -230,20 +230,26 @@ fn the_first_requests_cf_picks_the_region_whose_coordinator_the_isolate_reports_
     assert!(!e.wants_place(), "isolate scope: no coordinator, no region");
 }
 
-/// A coordinator whose fleet another isolate's window has opened (every call timed out).
-fn opened_coordinator(p: &crate::policy::Policy) -> Coordinator {
+fn coordinator(p: &crate::policy::Policy) -> Coordinator {
     let BreakerCfg::Rate(rate) = &p.breaker else {
         unreachable!()
     };
-    let config = settings_hash(rate, "p");
-    let mut c = Coordinator::new(&p.service.name, &config, rate.clone(), 1_000);
+    Coordinator::new(&p.service.name, &settings_hash(rate, "p"), rate.clone(), 1_000)
+}
+
+/// A coordinator whose fleet another isolate's window opened at `t` (every call timed out).
+fn opened_coordinator(p: &crate::policy::Policy, t: u64) -> Coordinator {
+    let BreakerCfg::Rate(rate) = &p.breaker else {
+        unreachable!()
+    };
+    let mut c = coordinator(p);
     let busy = crate::breaker::fleet::Report {
         service: p.service.name.clone(),
-        config,
+        config: settings_hash(rate, "p"),
         isolate: "busy".into(),
         seq: 1,
         buckets: vec![crate::breaker::fleet::Counts {
-            epoch: at(0).0 / (rate.window_ms / 10),
+            epoch: at(t).0 / (rate.window_ms / 10),
             calls: 40,
             failures: 40,
             timeouts: 40,
@@ -252,44 +258,64 @@ fn opened_coordinator(p: &crate::policy::Policy) -> Coordinator {
         }],
         period_ms: 0,
     };
-    let v = c.report(at(0), busy).unwrap();
+    let v = c.report(at(t), busy).unwrap();
     assert_eq!(v.mode, crate::breaker::fleet::FleetMode::Open);
     c
 }
 
-/// An isolate in the dark (a new one, or idle past its watches) asks the coordinator with its
-/// request's first call; the fleet's opening heard while the call is out cuts the call, and
-/// the request is answered from the cascade at once — the call counted as no evidence. A
-/// request while the verdict is in force does not ask. A close heard while the call is out
-/// cuts nothing.
+/// An isolate that reported at 0 (the fleet closed), its watch answered at its hold's end:
+/// idle 40 s later, nothing could have told it of the fleet.
+fn in_the_dark<'b>(b: &'b crate::bake::Bake, p: &crate::policy::Policy) -> Engine<'b> {
+    let mut calm = coordinator(p);
+    let mut e = Engine::new(b).unwrap();
+    first_report_at_once(&mut e);
+    let (r, asked) = run_asking(&mut e, 0, "/recommendations/alice");
+    assert_eq!(asked, None, "a new isolate does not ask");
+    let report = report_of(&r).expect("the first answer reports");
+    let watch = watch_of(&r).expect("and watches");
+    let v = calm
+        .report(at(10), Coordinator::parse(&report.body).unwrap())
+        .unwrap();
+    e.fleet_heard(at(20), Ok(&serde_json::to_string(&v).unwrap()));
+    let held = calm.watch(at(29_010), &Coordinator::parse_watch(&watch.body).unwrap());
+    assert!(held.is_ok());
+    let v = calm.verdict(at(29_010));
+    e.fleet_watched(at(29_020), Ok(&serde_json::to_string(&v).unwrap()));
+    e
+}
+
+fn ask_of(out: &Output<'_>) -> Option<FleetReport> {
+    out.commands.iter().find_map(|c| match c {
+        Command::Ask(r) => Some(r.clone()),
+        _ => None,
+    })
+}
+
+/// An isolate in the dark (idle past its watches) asks the coordinator with its request's
+/// first call; the fleet's opening heard while the call is out cuts the call, and the request
+/// is answered from the cascade at once — the call counted as no evidence. A request while
+/// the verdict is in force does not ask. A close heard while the call is out cuts nothing.
 #[test]
 fn an_isolate_in_the_dark_asks_with_its_first_call_and_an_opening_heard_cuts_the_call() {
     let p = fleet_policy();
     let b = bake(p.clone());
-    let mut c = opened_coordinator(&p);
-    let mut e = Engine::new(&b).unwrap();
-    let (mut f, out) = begin(&mut e, 1, 2);
-    let ask = out
-        .commands
-        .iter()
-        .find_map(|c| match c {
-            Command::Ask(r) => Some(r.clone()),
-            _ => None,
-        })
-        .expect("a new isolate asks with its first call");
+    let mut c = opened_coordinator(&p, 40_000);
+    let mut e = in_the_dark(&b, &p);
+    let (mut f, out) = begin(&mut e, 40_001, 2);
+    let ask = ask_of(&out).expect("an isolate in the dark asks with its first call");
     assert_eq!(ask.path, "/report");
     let (io, _) = fetches(&out)[0];
     // The model hangs; the coordinator answers 20 ms later: the fleet is open.
     let v = c
-        .report(at(10), Coordinator::parse(&ask.body).unwrap())
+        .report(at(40_010), Coordinator::parse(&ask.body).unwrap())
         .unwrap();
-    e.fleet_heard(at(21), Ok(&serde_json::to_string(&v).unwrap()));
-    let out = e.step(&mut f, at(21), Input::Asked);
+    e.fleet_heard(at(40_021), Ok(&serde_json::to_string(&v).unwrap()));
+    let out = e.step(&mut f, at(40_021), Input::Asked);
     assert!(
         out.commands.contains(&Command::Abort { io }),
         "the call is cut: {out:?}"
     );
-    let r = finish(&mut e, &mut f, 21, out, &Observed::TimedOut);
+    let r = finish(&mut e, &mut f, 40_021, out, &Observed::TimedOut);
     assert_eq!(r.header("X-Degraded"), Some("true"));
     assert_eq!(r.header("X-Degraded-Reason"), Some("BREAKER_OPEN"));
     let line = log(&r);
@@ -297,43 +323,30 @@ fn an_isolate_in_the_dark_asks_with_its_first_call_and_an_opening_heard_cuts_the
     assert_eq!(line["calls"][0]["end"], "abandoned", "{line}");
     assert!(line["notes"].to_string().contains("FLEET_OPENED"), "{line}");
     assert_eq!(
-        e.breaker.member().unwrap().status(at(30))["decided_by"],
+        e.breaker.member().unwrap().status(at(40_030))["decided_by"],
         "fleet"
     );
     // The verdict is in force: the next request neither asks nor calls.
-    let (_, out) = begin(&mut e, 40, 3);
-    assert!(!out.commands.iter().any(|c| matches!(c, Command::Ask(_))));
+    let (_, out) = begin(&mut e, 40_040, 3);
+    assert_eq!(ask_of(&out), None);
     assert!(fetches(&out).is_empty());
 
     // A close heard while the call is out cuts nothing: the model's answer is the answer.
-    let mut calm = Coordinator::new(
-        &p.service.name,
-        &settings_hash(
-            match &p.breaker {
-                BreakerCfg::Rate(r) => r,
-                _ => unreachable!(),
-            },
-            "p",
-        ),
-        seed_rate_breaker(),
-        1_000,
-    );
-    let mut e = Engine::new(&b).unwrap();
-    let (mut f, out) = begin(&mut e, 1, 2);
-    let Some(Command::Ask(ask)) = out.commands.iter().find(|c| matches!(c, Command::Ask(_))) else {
-        panic!("no ask: {out:?}")
-    };
+    let mut calm = coordinator(&p);
+    let mut e = in_the_dark(&b, &p);
+    let (mut f, out) = begin(&mut e, 40_001, 2);
+    let ask = ask_of(&out).expect("in the dark");
     let v = calm
-        .report(at(10), Coordinator::parse(&ask.body).unwrap())
+        .report(at(40_010), Coordinator::parse(&ask.body).unwrap())
         .unwrap();
-    e.fleet_heard(at(21), Ok(&serde_json::to_string(&v).unwrap()));
-    let after = e.step(&mut f, at(21), Input::Asked);
+    e.fleet_heard(at(40_021), Ok(&serde_json::to_string(&v).unwrap()));
+    let after = e.step(&mut f, at(40_021), Input::Asked);
     assert!(!after
         .commands
         .iter()
         .any(|c| matches!(c, Command::Abort { .. })));
     let (io, _) = fetches(&out)[0];
-    let done = e.step(&mut f, at(26), fetched(io, ok()));
+    let done = e.step(&mut f, at(40_026), fetched(io, ok()));
     assert_eq!(done.reply().unwrap().status, 200);
     assert_eq!(done.reply().unwrap().header("X-Degraded"), Some("false"));
 }
