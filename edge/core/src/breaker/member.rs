@@ -156,6 +156,8 @@ pub struct Member {
     /// before when the next may go (after a failed one); verdicts pushed through a watch.
     watching: u8,
     newest_watch: Option<Millis>,
+    /// Until when the watches handed out are held at the latest (each is held `hold_ms`).
+    watch_until: Option<Millis>,
     /// When the last answer went out (a thin isolate renews its watch with each request).
     last_answer: Option<Millis>,
     watch_after: Millis,
@@ -211,6 +213,7 @@ impl Member {
             unreported_probe: false,
             watching: 0,
             newest_watch: None,
+            watch_until: None,
             last_answer: None,
             watch_after: Millis(0),
             pushed: 0,

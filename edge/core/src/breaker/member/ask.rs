@@ -20,19 +20,18 @@
 //! capacity — so a new isolate's first report keeps its phase of a heartbeat (or the wake).
 
 use super::{FleetReport, Health, Lead, Member, REPORT_TIMEOUT_MS};
-use crate::breaker::fleet::WATCH_MS;
 use crate::breaker::Mode;
 use crate::time::Millis;
 
 impl Member {
     /// Whether nothing could tell this isolate of a change in the fleet at `now`: it has
     /// reported before, reports are not failing, no report is on its way, no watch is held
-    /// for it and no verdict it heard is in force.
+    /// for it (none unanswered, or their holds ended) and no verdict it heard is in force.
     pub fn in_the_dark(&self, now: Millis) -> bool {
         let watched = self.watching > 0
             && self
-                .newest_watch
-                .is_some_and(|t| now.since(t) < WATCH_MS + REPORT_TIMEOUT_MS);
+                .watch_until
+                .is_some_and(|t| now < t.plus(REPORT_TIMEOUT_MS));
         let heard = self.heard.as_ref().is_some_and(|h| now < h.until);
         self.seq > 0
             && self.in_flight.is_none()

@@ -668,3 +668,22 @@ fn an_isolate_asks_with_its_call_only_when_nothing_could_tell_it_of_the_fleet() 
     m.failed(Millis(40_500), "no answer within 500 ms");
     assert!(m.ask(Millis(60_000)).is_none(), "reports fail: no asking");
 }
+
+/// A thin isolate renews its watch by what it still covers, not by when it was sent: a watch
+/// held short (the wake's, within what is left of its answer's `waitUntil`) is renewed by the
+/// next request, where a full one sent as recently is not.
+#[test]
+fn a_watch_held_short_is_renewed_sooner_than_one_held_in_full() {
+    let mut full = member();
+    full.report_due(Millis(0)).unwrap();
+    full.heard(Millis(10), verdict(FleetMode::Closed, 5));
+    assert!(full.watch_due(Millis(1_000), true, WATCH_MS).is_some());
+    assert!(full.watch_due(Millis(2_000), true, WATCH_MS).is_none());
+    let mut short = member();
+    short.report_due(Millis(0)).unwrap();
+    short.heard(Millis(10), verdict(FleetMode::Closed, 5));
+    assert!(short.watch_due(Millis(1_000), true, 20_000).is_some());
+    let renewed = short.watch_due(Millis(2_000), true, WATCH_MS);
+    assert!(renewed.is_some(), "it covers 19 s, under two thirds of a watch");
+    assert!(short.watch_due(Millis(3_000), true, WATCH_MS).is_none());
+}

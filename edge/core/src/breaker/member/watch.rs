@@ -98,12 +98,22 @@ impl Member {
             } else {
                 (1, 0)
             };
-            if self.watching >= cap || now.since(newest) < after {
+            // A thin isolate renews once what it holds covers less than a full watch sent a
+            // third of WATCH_MS ago would: a watch held short (the wake's, within what was
+            // left of its answer's `waitUntil`) is renewed sooner than one held in full.
+            let covered = self.watch_until.map_or(0, |u| u.since(now));
+            let fresh = self.watching > 0 && covered > WATCH_MS - after;
+            if self.watching >= cap || (after > 0 && fresh) {
                 return None;
             }
         }
         self.watching += 1;
         self.newest_watch = Some(now);
+        self.watch_until = Some(
+            self.watch_until
+                .map_or(now, |u| u.max(now))
+                .max(now.plus(hold_ms)),
+        );
         let watch = Watch {
             service: self.service.clone(),
             config: self.config.clone(),

@@ -234,7 +234,12 @@ fn coordinator(p: &crate::policy::Policy) -> Coordinator {
     let BreakerCfg::Rate(rate) = &p.breaker else {
         unreachable!()
     };
-    Coordinator::new(&p.service.name, &settings_hash(rate, "p"), rate.clone(), 1_000)
+    Coordinator::new(
+        &p.service.name,
+        &settings_hash(rate, "p"),
+        rate.clone(),
+        1_000,
+    )
 }
 
 /// A coordinator whose fleet another isolate's window opened at `t` (every call timed out).
