@@ -684,6 +684,9 @@ fn a_watch_held_short_is_renewed_sooner_than_one_held_in_full() {
     short.heard(Millis(10), verdict(FleetMode::Closed, 5));
     assert!(short.watch_due(Millis(1_000), true, 20_000).is_some());
     let renewed = short.watch_due(Millis(2_000), true, WATCH_MS);
-    assert!(renewed.is_some(), "it covers 19 s, under two thirds of a watch");
+    assert!(
+        renewed.is_some(),
+        "it covers 19 s, under two thirds of a watch"
+    );
     assert!(short.watch_due(Millis(3_000), true, WATCH_MS).is_none());
 }
