@@ -9,7 +9,7 @@
 // Locally a version's ID is its release ID (what its answers' `X-Policy-Version` says).
 //
 // The front also counts each version's answers as the Analytics Engine query of
-// docs/observability.md ("Rollout figures") does — answers (every status but 4xx), degraded
+// docs/rollout.md ("The queries it sends") does — answers (every status but 4xx), degraded
 // (`X-Degraded: true`, or a 5xx), unavailable (a 5xx), latency in the histogram buckets of
 // `release::rollout::latency` — and answers the controller's two calls:
 //   POST /__rollout/deploy   {"new_percent": P}     → the split, like `versions deploy`

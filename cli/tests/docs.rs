@@ -1,7 +1,10 @@
 //! Claims the docs make about the project itself, kept true: every ADR states its status, a
-//! status cited elsewhere is the ADR's own, architecture.md lists every ADR, and no doc or
-//! code comment speaks of the work's past sessions ("stop 31", "issue 13's fourth stop") —
-//! the docs say what is; the history is in docs/history/ and the git log.
+//! status cited elsewhere is the ADR's own, architecture.md lists every ADR; the lists the
+//! reference pages give of what the code defines (breaker modes, the event log lines' fields,
+//! alert names, what `simulate` answers an HTTP tier) are the code's; the commands beside
+//! their figures name real flags and files; and no doc or code comment speaks of the work's
+//! past sessions ("stop 31", "issue 13's fourth stop") — the docs say what is; the history is
+//! in docs/history/ and the git log.
 
 use std::path::{Path, PathBuf};
 
@@ -287,4 +290,336 @@ fn the_bench_flag_table_is_bench_help() {
         .join("\n");
     assert!(in_help.len() >= 8, "bench --help was read: {in_help:?}");
     assert_eq!(flags(&table), in_help, "docs/bench.md's flag table");
+}
+
+/// The names a `breaker_mode` can take — each breaker's vocabulary, and `UNKNOWN` where no
+/// breaker answered — are the ones docs/observability.md's log line table gives.
+#[test]
+fn the_log_lines_breaker_modes_are_the_codes() {
+    use understudy_core::breaker::{rate_name, Breaker, Mode};
+    let doc = read("docs/observability.md");
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `breaker_mode` |"))
+        .expect("docs/observability.md's log line table has a `breaker_mode` row");
+    let mut names = vec![understudy_core::engine::MODE_UNKNOWN];
+    for mode in [Mode::Healthy, Mode::Open, Mode::Probing] {
+        names.push(Breaker::Off.name(mode));
+        names.push(rate_name(mode));
+    }
+    for name in names {
+        assert!(
+            row.contains(&format!("`{name}`")),
+            "the `breaker_mode` row does not name `{name}`: {row}"
+        );
+    }
+    let documented: Vec<&str> = row
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        .collect();
+    for name in documented {
+        assert!(
+            name == understudy_core::engine::MODE_UNKNOWN || Mode::from_name(name).is_some(),
+            "the `breaker_mode` row names `{name}`, which no breaker writes"
+        );
+    }
+}
+
+/// The keys of the first `json!({ … })` object after `fn NAME` in `source`, in order.
+fn json_keys(source: &str, function: &str) -> Vec<String> {
+    let at = source
+        .find(&format!("fn {function}("))
+        .unwrap_or_else(|| panic!("no `fn {function}`"));
+    let body = &source[at..];
+    let body = &body[body.find("json!({").expect("a json! object") + 7..];
+    let body = &body[..body.find("})").expect("the object's end")];
+    body.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .strip_prefix("serde_json::json!({")
+                .unwrap_or(l)
+                .trim_start();
+            let rest = l.strip_prefix('"')?;
+            let key = &rest[..rest.find('"')?];
+            rest[key.len() + 1..]
+                .trim_start()
+                .starts_with(':')
+                .then(|| key.to_string())
+        })
+        .collect()
+}
+
+/// The event log lines' fields in docs/events.md are the ones the code writes, in its order,
+/// and the outcomes listed for a delivery are the verdicts' names.
+#[test]
+fn the_event_log_lines_are_the_documented_ones() {
+    let doc = read("docs/events.md");
+    let block = doc
+        .split("<!-- event-lines -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- /event-lines -->").next())
+        .expect("docs/events.md has an <!-- event-lines --> list");
+    // One item per line kind: "- `NAME`, when: `field`, `field` (`value`, …), …".
+    let items: Vec<String> = block
+        .split("\n- ")
+        .map(|i| i.replace('\n', " "))
+        .filter(|i| i.contains('`'))
+        .collect();
+    let documented = |kind: &str| -> (Vec<String>, Vec<String>) {
+        let item = items
+            .iter()
+            .find(|i| i.trim_start_matches("- ").starts_with(&format!("`{kind}`")))
+            .unwrap_or_else(|| panic!("docs/events.md does not list the `{kind}` line"));
+        let fields = &item[item.find(':').unwrap() + 1..];
+        // Top-level fields: the first code span of each comma-separated part outside
+        // parentheses; the spans inside parentheses are the field's values.
+        let (mut names, mut values, mut depth, mut part_named) = (vec![], vec![], 0, false);
+        let mut spans = fields.split('`');
+        let mut outside = spans.next().unwrap_or("").to_string();
+        while let Some(span) = spans.next() {
+            for c in outside.chars() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    ',' | ';' if depth == 0 => part_named = false,
+                    _ => {}
+                }
+            }
+            if depth > 0 {
+                values.push(span.to_string());
+            } else if !part_named {
+                names.push(span.to_string());
+                part_named = true;
+            }
+            outside = spans.next().unwrap_or("").to_string();
+        }
+        (names, values)
+    };
+    let request = json_keys(&read("edge/core/src/events/flow/mod.rs"), "log_line");
+    let delivery = json_keys(&read("edge/core/src/events/delivery.rs"), "log_line");
+    for (kind, code) in [("events_request", request), ("event_delivery", delivery)] {
+        assert_eq!(
+            code.first().map(String::as_str),
+            Some("event"),
+            "{kind}: {code:?}"
+        );
+        let (names, values) = documented(kind);
+        assert_eq!(names, code[1..], "docs/events.md's `{kind}` line");
+        if kind == "event_delivery" {
+            let src = read("edge/core/src/events/outbox/mod.rs");
+            let name_fn = &src[src.find("impl Verdict").expect("impl Verdict")..];
+            let name_fn = &name_fn[..name_fn.find("\n}\n").unwrap()];
+            let verdicts: Vec<String> = name_fn
+                .split("=> \"")
+                .skip(1)
+                .map(|s| s[..s.find('"').unwrap()].to_string())
+                .collect();
+            assert!(verdicts.len() >= 4, "the verdicts were read: {verdicts:?}");
+            for v in &verdicts {
+                assert!(
+                    values.contains(v),
+                    "docs/events.md's delivery outcomes lack `{v}`"
+                );
+            }
+        }
+    }
+}
+
+/// Every source file of the product (not tests, not docs).
+fn sources() -> String {
+    let mut all = Vec::new();
+    for dir in ["edge", "compiler", "lab", "cli/src", "scripts"] {
+        files(&root().join(dir), &mut all);
+    }
+    all.iter()
+        .filter(|p| {
+            let p = p.display().to_string();
+            !p.ends_with(".md") && !p.contains("/tests")
+        })
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every alert or code named `ALERT_…` or `EVENTS_…` in the docs is one the product writes,
+/// and docs/events.md's alert table has a row for each alert the outbox raises.
+#[test]
+fn the_alerts_the_docs_name_are_the_codes() {
+    let code = sources();
+    let mut named = Vec::new();
+    for (rel, text) in docs() {
+        if rel.starts_with("docs/history/") {
+            continue;
+        }
+        for prefix in ["ALERT_", "EVENTS_"] {
+            for (at, _) in text.match_indices(prefix) {
+                let b = text.as_bytes();
+                if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_') {
+                    continue;
+                }
+                let name: String = text[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                named.push((rel.clone(), name));
+            }
+        }
+    }
+    assert!(named.len() >= 10, "the alerts were found: {named:?}");
+    for (rel, name) in &named {
+        assert!(
+            code.contains(&format!("\"{name}\"")) || code.contains(&format!("\"{name}:")),
+            "{rel} names {name}, which no source file writes"
+        );
+    }
+    let stats = read("edge/core/src/events/stats.rs");
+    let raised: Vec<&str> = stats
+        .split("name: \"")
+        .skip(1)
+        .map(|s| &s[..s.find('"').unwrap()])
+        .collect();
+    let doc = read("docs/events.md");
+    let table: Vec<&str> = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("| alert |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('`').nth(1))
+        .collect();
+    assert_eq!(table, raised, "docs/events.md's alert table");
+}
+
+/// What `simulate` answers for an HTTP tier, as docs/scenarios.md and ADR 010 quote it, is
+/// what the simulator writes.
+#[test]
+fn the_docs_quote_what_simulate_answers_an_http_tier() {
+    let simulate = {
+        let mut all = Vec::new();
+        files(&root().join("compiler/src/simulate"), &mut all);
+        all.iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let message = "simulated: HTTP tiers are not modelled";
+    assert!(
+        simulate.contains(&format!("\"{message}\"")),
+        "compiler/src/simulate no longer answers an HTTP tier with `{message}`: \
+         docs/scenarios.md and ADR 010 say it does"
+    );
+    for rel in ["docs/scenarios.md", "docs/adr/010-the-engine-owns-time.md"] {
+        let text = read(rel).replace('\n', " ");
+        assert!(
+            text.contains(&format!("`{message}`")) && text.contains("connect error"),
+            "{rel} does not say that simulate answers an HTTP tier with a connect error"
+        );
+    }
+}
+
+/// Every `understudy …` command the reference pages give beside a figure or an alert runs
+/// as written: its subcommand exists, `--help` lists each of its flags, and the policies
+/// and scenarios it names are in the repository.
+#[test]
+fn the_reference_pages_commands_name_real_flags_and_files() {
+    let mut checked = 0;
+    for rel in ["docs/observability.md", "docs/events.md", "docs/bench.md"] {
+        for command in commands(&read(rel)) {
+            let words: Vec<&str> = command.split_whitespace().skip(1).collect();
+            let sub: Vec<&str> = words
+                .iter()
+                .take_while(|w| {
+                    !w.starts_with('-') && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                })
+                .copied()
+                .collect();
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_understudy"))
+                .args(&sub)
+                .arg("--help")
+                .output()
+                .unwrap();
+            let help = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{rel}: `understudy {}` is no command",
+                sub.join(" ")
+            );
+            for w in &words[sub.len()..] {
+                if w.starts_with("--") {
+                    let flag = w.split('=').next().unwrap();
+                    assert!(
+                        help.contains(&format!("{flag} "))
+                            || help.contains(&format!("{flag}\n"))
+                            || help.contains(&format!("{flag}="))
+                            || help.contains(&format!("{flag},")),
+                        "{rel}: `{command}`: `understudy {} --help` has no {flag}",
+                        sub.join(" ")
+                    );
+                } else if w.starts_with("policies/") || w.starts_with("scenarios/") {
+                    assert!(root().join(w).is_file(), "{rel}: `{command}`: no file {w}");
+                }
+            }
+            if std::env::var_os("PRINT_COMMANDS").is_some() {
+                println!("{rel}: {command}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "the commands were found ({checked})");
+}
+
+/// The `understudy` command lines of a Markdown page: inline code spans (wrapped across lines
+/// or not) and lines of code blocks, continuation lines joined.
+fn commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    let mut pending = String::new();
+    let mut prose = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let code = fenced || line.starts_with("    ");
+        if !code {
+            prose.push_str(line);
+            prose.push(' ');
+            continue;
+        }
+        pending.push_str(line.trim());
+        if let Some(p) = pending.strip_suffix('\\') {
+            pending = format!("{} ", p.trim_end());
+            continue;
+        }
+        out.extend(command_in(&pending));
+        pending.clear();
+    }
+    for span in prose.split('`').skip(1).step_by(2) {
+        out.extend(command_in(span));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The `understudy …` command in a line of code (after `target/release/` or not), up to a
+/// pipe, a redirection or a comment.
+fn command_in(line: &str) -> Option<String> {
+    let line = line.trim();
+    let at = line.find("understudy ")?;
+    let before = &line[..at];
+    if !(before.is_empty() || before.ends_with("target/release/") || before.ends_with("&& ")) {
+        return None;
+    }
+    let cmd = line[at..]
+        .split(['|', '>', '#', ';'])
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let second = cmd.split_whitespace().nth(1)?;
+    (!second.starts_with('-') && second.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        .then_some(cmd)
 }

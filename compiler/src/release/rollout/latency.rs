@@ -1,6 +1,6 @@
 //! A version's answer latencies as a histogram of geometric buckets, 10% wide: what the
-//! local front counts and what the Analytics Engine query groups by (docs/observability.md,
-//! "Rollout figures"), so both drivers give the controller the same shape.
+//! local front counts and what the Analytics Engine query groups by (docs/rollout.md, "The
+//! queries it sends"), so both drivers give the controller the same shape.
 //!
 //! Bucket 0 holds answers under 1 ms; bucket `b ≥ 1` holds `[1.1^(b-1), 1.1^b)` ms; the last
 //! bucket ([`TOP`]) holds everything from `1.1^(TOP-1)` ms (about 60 s) up. The bucket of a

@@ -6,7 +6,9 @@
 //! not ended), and until its own `--resume` or `--abort` resolves it nothing else moves the
 //! deployment ([`guard::settled`]; a new rollout over it only with `--force`, [`preflight`]).
 //! `--resume` and `--abort` first read the deployment serving now and refuse to deploy over
-//! one that is not the rollout's.
+//! one that is not the rollout's. The registry's own lock ([`Registry::lock`]) is taken only
+//! around each write (the record, `ACTIVE` at the end), so `releases add`, `upload` or
+//! `verify` run while a rollout does.
 //!
 //! When the rollout is done the new release becomes `ACTIVE` (the history's action is
 //! `rollout`) before the record says so; a rolled-back rollout leaves `ACTIVE` on the old

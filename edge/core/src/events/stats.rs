@@ -254,7 +254,7 @@ pub fn delivery_point(
 
 /// A shard's backlog after an alarm run, as two data points: `event_backlog` (pending
 /// events, age of the oldest in ms) and `event_dead_letters` (dead letters, held
-/// aggregates). The alert rules in docs/observability.md query them.
+/// aggregates). The alert rules in docs/events.md query them.
 pub fn backlog_points(
     service: &str,
     release: &str,

@@ -4,8 +4,8 @@
 //! `CLOUDFLARE_API_BASE_URL`).
 //!
 //! This module builds what is sent — every wrangler command line, the two SQL queries — and
-//! reads what comes back; [`driver`] runs them. The queries are in docs/observability.md
-//! ("Rollout figures") beside the data point's fields, and a test keeps the two equal.
+//! reads what comes back; [`driver`] runs them. The queries are in docs/rollout.md ("The
+//! queries it sends"), and a test keeps the two equal.
 
 pub mod driver;
 

@@ -100,7 +100,7 @@ fn the_answers_become_figures_and_bad_answers_are_named() {
         .contains("not the SQL API's JSON"));
 }
 
-/// The example docs/observability.md shows: the queries for these values, verbatim.
+/// The example docs/rollout.md shows: the queries for these values, verbatim.
 const DOC_EXAMPLE: (&str, &str, &str, u64, u64) = (
     "recommendation-service",
     "r-0123456789ab",
@@ -110,12 +110,9 @@ const DOC_EXAMPLE: (&str, &str, &str, u64, u64) = (
 );
 
 #[test]
-fn the_queries_are_in_the_docs_beside_the_data_points_fields() {
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/observability.md"
-    ))
-    .expect("docs/observability.md");
+fn the_queries_are_in_the_rollout_docs_verbatim() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/rollout.md"))
+        .expect("docs/rollout.md");
     let (s, o, n, from, to) = DOC_EXAMPLE;
     for (name, q) in [
         ("counts", counts_sql(s, o, n, from, to)),
@@ -126,7 +123,7 @@ fn the_queries_are_in_the_docs_beside_the_data_points_fields() {
         }
         assert!(
             doc.contains(&format!("```sql\n{q}\n```")),
-            "docs/observability.md lacks the {name} query as the driver sends it:\n{q}"
+            "docs/rollout.md lacks the {name} query as the driver sends it:\n{q}"
         );
     }
 }
