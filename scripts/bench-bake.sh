@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Benchmark for issues 5 and 12 (prints figures; not a timed test):
+# Benchmark of the bake (prints figures; not a timed test):
 #   - the nightly re-bake of a 50,000-SKU catalog + inventory into an existing build
 #     (`understudy bake`), median of RUNS runs, against a full `understudy build` of the
 #     same policy and catalog (validation + bake into the prebuilt edge);
 #   - module size, raw (the platform's limit: 64 MiB uncompressed on every plan) and
 #     gzipped (gzip -6, an opt-in start-up budget), for 1 (baseline), 100, 10,000, 50,000 and
 #     200,000 SKUs;
-#   - issue 12: bake time (wall and CPU) and peak memory for 10k, 50k and 200k SKUs, against
+#   - bake time (wall and CPU) and peak memory for 10k, 50k and 200k SKUs, against
 #     the catalog's size on disk (goal: 200k in under 1 s, peak under 4x the catalog), and
 #     publishing 10,000 category lists (10 SKUs each) against the 200k inventory (goal: < 1 s);
 #   - first-request (cold isolate) time in workerd (Miniflare) per size, median of RUNS.
@@ -121,7 +121,7 @@ echo "full build, same inputs (understudy build, prebuilt edge): median ${fb} ms
 echo "ratio re-bake / full build: $(awk -v a="$rb" -v b="$fb" 'BEGIN {printf "%.2f", a / b}'); modules ${same}"
 # Issue 12: bake and publish, wall, CPU and peak memory (max RSS, /usr/bin/time).
 echo
-echo "issue 12: bake (understudy bake --from a 100-SKU build --out DIR), median wall of ${RUNS}; CPU and peak memory of that run:"
+echo "bake (understudy bake --from a 100-SKU build --out DIR), median wall of ${RUNS}; CPU and peak memory of that run:"
 peak() { # peak LABEL BYTES_ON_DISK cmd... : median wall, its CPU and max RSS
   local label=$1 disk=$2; shift 2
   local rows=()
