@@ -24,6 +24,7 @@ mod fleet;
 mod flight;
 pub mod freshness;
 mod hedge;
+mod incoming;
 pub mod kvcache;
 mod lag;
 pub mod outbound;
@@ -35,22 +36,25 @@ pub mod rng;
 mod start;
 mod steps;
 pub mod trace;
+mod unbaked;
 mod verdict;
 pub mod virtual_io;
 mod walk;
-
-use std::collections::BTreeMap;
 
 pub use crate::http::{Credential, Outbound};
 pub use crate::io::{Done, IoId, KvRead, Op};
 pub use command::{Command, Input, Output, Reply};
 pub use fleet::FleetHeard;
 pub use flight::Flight;
+#[cfg(test)]
+pub(crate) use incoming::HEADERS_ASKED;
+pub use incoming::{Bindings, Incoming, READ_HEADERS};
 pub use record::BUSY_MS;
+pub use unbaked::{last_resort, unbaked, LAST_RESORT_CID, MODE_UNKNOWN};
 
 use crate::bake::Bake;
 use crate::breaker::Breaker;
-use crate::correlation::{self, Provenance};
+use crate::correlation::Provenance;
 use crate::disclosure::{self, Meta, Rendered};
 use crate::metrics::{data_point, Counters, Outcome};
 use crate::policy::Policy;
@@ -58,68 +62,8 @@ use crate::request::Validator;
 use crate::time::Millis;
 use crate::writethrough::{KvWrite, WriteThrough};
 
-use self::rng::Rng;
-use self::trace::Trace;
-
 /// Wrangler `[vars]` entry that points the origin elsewhere (local dev, tests, drills).
 pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
-
-/// What the driver can read from its environment: secret bindings and plain vars.
-pub trait Bindings {
-    fn secret(&self, name: &str) -> Option<String>;
-    fn var(&self, name: &str) -> Option<String>;
-    /// Fills `buf` with cryptographically strong random bytes (the seal's nonces); `false`
-    /// when the environment has none (the edge then stores nothing and answers 503).
-    fn random_bytes(&self, buf: &mut [u8]) -> bool {
-        let _ = buf;
-        false
-    }
-}
-
-/// The request as the driver received it, nothing interpreted yet.
-#[derive(Debug, Clone, Copy)]
-pub struct Incoming<'a> {
-    pub method: &'a str,
-    /// The URL path, still percent-encoded.
-    pub path: &'a str,
-    /// The raw query string without `?`.
-    pub query: &'a str,
-    /// Header names (any case) and values.
-    pub headers: &'a [(String, String)],
-}
-
-/// The request headers the engine reads whatever the policy (names lower-case): a driver may
-/// hand it only these and the policy's own ([`Engine::request_headers`]). A header the
-/// engine reads must be listed here; the tests record every name it asks for and check.
-pub const READ_HEADERS: &[&str] = &[
-    "authorization",
-    "cookie",
-    "cf-connecting-ip",
-    "x-correlation-id",
-    trace::TRACEPARENT,
-    trace::TRACESTATE,
-    "content-length",
-    "content-type",
-];
-
-#[cfg(test)]
-thread_local! {
-    /// Every header name [`Incoming::header`] was asked for on this thread (the tests check
-    /// them against [`READ_HEADERS`] and the policy's).
-    pub(crate) static HEADERS_ASKED: std::cell::RefCell<std::collections::BTreeSet<String>> =
-        const { std::cell::RefCell::new(std::collections::BTreeSet::new()) };
-}
-
-impl<'a> Incoming<'a> {
-    pub fn header(&self, name: &str) -> Option<&'a str> {
-        #[cfg(test)]
-        HEADERS_ASKED.with(|h| h.borrow_mut().insert(name.to_ascii_lowercase()));
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 /// One isolate's engine: the bake, the compiled parameter rules, and the state that lives as
 /// long as the isolate — the breaker, the write-through map, the counters.
@@ -172,23 +116,6 @@ impl Ios {
     }
 }
 
-fn request_headers(policy: &Policy) -> Vec<String> {
-    let mut names: Vec<String> = READ_HEADERS.iter().map(|h| h.to_string()).collect();
-    let own = policy
-        .params
-        .iter()
-        .filter(|p| p.source == crate::policy::ParamSource::Header)
-        .map(|p| p.from.as_str())
-        .chain(policy.origin.idempotency_key_header.as_deref());
-    for h in own {
-        let h = h.to_ascii_lowercase();
-        if !names.contains(&h) {
-            names.push(h);
-        }
-    }
-    names
-}
-
 impl<'p> Engine<'p> {
     /// An engine for `bake`. A pattern that does not compile is a bake the compiler should
     /// have refused; the driver answers [`unbaked`] with the message.
@@ -215,7 +142,7 @@ impl<'p> Engine<'p> {
             freshness: freshness::Freshness::default(),
             hedger: hedge::Hedger::new(bake.policy.origin.hedge.as_ref()),
             lag: lag::Lag::default(),
-            request_headers: request_headers(&bake.policy),
+            request_headers: incoming::request_headers(&bake.policy),
             isolate: String::new(),
             ios: Ios::default(),
         })
@@ -463,120 +390,6 @@ struct Facts<'a> {
     calls: &'a [calls::Call],
     origin_override: bool,
     writes: Vec<KvWrite>,
-}
-
-/// The answer when the isolate has no usable bake (missing or corrupt custom section):
-/// 503 `BAKE_INVALID`, with a log line. There is no policy to consult.
-pub fn unbaked(now: Millis, req: &Incoming<'_>, message: &str, seed: u64) -> Reply {
-    let mut rng = Rng::new(seed);
-    let (cid, provenance) =
-        correlation::resolve(req.header(correlation::HEADER), || rng.bytes::<16>());
-    let trace = Trace::resolve(
-        req.header(trace::TRACEPARENT),
-        req.header(trace::TRACESTATE),
-        &mut rng,
-    );
-    edge_down(now, &cid, provenance, &trace.trace_id, message)
-}
-
-/// The answer a driver gives when even the engine cannot run for a request (its code
-/// trapped, the runtime threw): 503 `DEPENDENCY_UNAVAILABLE` with the envelope and every
-/// header a response carries, rendered once when the isolate starts. `{cid}` stands for the
-/// correlation ID the driver fills in; `release` is the bake's (`none` without one).
-pub fn last_resort(release: &str) -> Reply {
-    let cid = LAST_RESORT_CID;
-    let m = meta(cid, release, false);
-    let mut r = disclosure::error(
-        503,
-        "DEPENDENCY_UNAVAILABLE",
-        "the edge could not complete this request",
-        true,
-        &m,
-    );
-    r.headers.push(("Retry-After", "1".to_string()));
-    r.headers.push(("X-Breaker-Mode", MODE_UNKNOWN.to_string()));
-    Reply {
-        correlation_id: cid.to_string(),
-        status: r.status,
-        headers: r.headers,
-        body: r.body,
-        writes: Vec::new(),
-        log: String::new(),
-        point: None,
-        fleet: Vec::new(),
-        fleet_wake: None,
-    }
-}
-
-/// Where [`last_resort`]'s correlation ID goes.
-pub const LAST_RESORT_CID: &str = "{cid}";
-
-/// The mode `X-Breaker-Mode` names when there is no breaker to ask: no usable bake.
-pub const MODE_UNKNOWN: &str = "UNKNOWN";
-
-/// 503 `BAKE_INVALID` with every header a response carries (`X-Breaker-Mode: UNKNOWN`:
-/// without a policy there is no breaker) and its log line.
-fn edge_down(
-    now: Millis,
-    cid: &str,
-    provenance: Provenance,
-    trace_id: &str,
-    message: &str,
-) -> Reply {
-    let mut r = disclosure::bake_invalid(message, cid);
-    r.headers.push(("X-Breaker-Mode", MODE_UNKNOWN.to_string()));
-    let log = report::Line {
-        correlation_id: cid,
-        provenance,
-        trace_id,
-        at: now,
-        outcome: Outcome::BakeInvalid.name(),
-        status: r.status,
-        tier: None,
-        reason: Some(crate::classify::bounded(message)),
-        class: None,
-        notes: &[],
-        tiers: &[],
-        attempts: 0,
-        calls: &[],
-        // The bake-less answer has nothing to time: it does no I/O.
-        latency_ms: 0,
-        origin_override: false,
-        policy_version: "none",
-        breaker_mode: MODE_UNKNOWN,
-        service: "unknown",
-        isolate: "none",
-    }
-    .to_json();
-    Reply {
-        correlation_id: cid.to_string(),
-        status: r.status,
-        headers: r.headers,
-        body: r.body,
-        writes: Vec::new(),
-        log,
-        point: None,
-        fleet: Vec::new(),
-        fleet_wake: None,
-    }
-}
-
-/// Secret values a test or `simulate` hands the engine.
-impl Bindings for BTreeMap<String, String> {
-    fn secret(&self, name: &str) -> Option<String> {
-        self.get(name).cloned()
-    }
-    fn var(&self, name: &str) -> Option<String> {
-        self.get(name).cloned()
-    }
-    /// Tests and `simulate`: a fixed pattern (nonces need not be secret, only fresh per
-    /// key, and these drivers seal nothing that is kept).
-    fn random_bytes(&self, buf: &mut [u8]) -> bool {
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = 0x5a ^ i as u8;
-        }
-        true
-    }
 }
 
 /// The request's meta for rendering.
