@@ -29,6 +29,7 @@ mod play;
 pub mod plot;
 pub mod prepare;
 pub mod rate;
+mod regions;
 pub mod script;
 pub(crate) mod setup;
 pub mod stall;

@@ -17,6 +17,7 @@ use super::check::{self, Latency, UserProbe};
 use super::driver::{self, Config, Planned, Progress};
 use super::observe::{self, IsolateSeen, Observed, SeenTransition};
 use super::prepare::{epoch_ms, kv_seed, plan_request};
+use super::regions::{place, region_cfs, CF_BLOB};
 use super::setup::Prepared;
 use super::stall::{self, Injected};
 use super::status::{merge, parse_status, status_once};
@@ -69,51 +70,6 @@ fn write_through_refresh(policy: &Policy) -> u64 {
 
 /// Calibration: requests refused before any I/O (an unknown path) measure what the client
 /// adds to the Worker's own clock.
-/// The header workerd reads a request's `cf` from on a local socket (Miniflare's
-/// `cfBlobHeader`); Cloudflare's network sets `cf` itself and no client can.
-pub const CF_BLOB: &str = "mf-cf-blob";
-
-/// Each of `k` isolates' `cf` blob (JSON) over `regions` regions, round robin; none with one
-/// region.
-fn region_cfs(k: usize, regions: usize) -> Vec<String> {
-    use understudy_core::breaker::fleet::place::REGIONS;
-    if regions <= 1 {
-        return Vec::new();
-    }
-    (0..k)
-        .map(|i| {
-            let cf = REGIONS[i % regions.min(REGIONS.len())].sample_cf();
-            serde_json::json!({
-                "continent": cf.continent,
-                "country": cf.country,
-                "longitude": cf.longitude,
-            })
-            .to_string()
-        })
-        .collect()
-}
-
-/// One request to each isolate with its region's `cf`, before anything else reaches it: an
-/// isolate picks its region at its first request.
-async fn place(addrs: &[std::net::SocketAddr], cf: &[String]) -> anyhow::Result<()> {
-    for (addr, blob) in addrs.iter().zip(cf) {
-        let mut conn = None;
-        let p = Planned {
-            index: 0,
-            due_us: 0,
-            method: "GET".into(),
-            target: "/__understudy_drill/place".into(),
-            headers: vec![(CF_BLOB.into(), blob.clone())],
-            user: None,
-        };
-        let o = driver::once(&mut conn, *addr, &p, Duration::from_secs(5)).await;
-        if o.status == 0 {
-            anyhow::bail!("the isolate at {addr} did not answer its placing request");
-        }
-    }
-    Ok(())
-}
-
 async fn calibrate(addr: std::net::SocketAddr) -> Vec<f64> {
     let mut conn = None;
     let probe = Planned {
