@@ -1,7 +1,7 @@
 //! A crate's modules, the modules each names, and the cycles among them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::read::{lex, references, tokens, without_tests, Module, Tok};
 
@@ -12,12 +12,28 @@ pub type Edges = BTreeMap<String, BTreeSet<String>>;
 
 /// Reads the crate at `src` from its root file down its non-test `mod` declarations.
 pub fn load(src: &Path) -> Modules {
+    walk(src)
+        .into_iter()
+        .map(|(module, _, code)| (module, code))
+        .collect()
+}
+
+/// The crate's non-test module files: a file that only a `#[cfg(test)] mod` names is test
+/// code, as is all that lies below it.
+pub fn files(src: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = walk(src).into_iter().map(|(_, file, _)| file).collect();
+    files.sort();
+    files
+}
+
+/// Each non-test module of the crate at `src`, with its file and its code.
+fn walk(src: &Path) -> Vec<(Module, PathBuf, String)> {
     let root_file = ["lib.rs", "main.rs"]
         .into_iter()
         .map(|f| src.join(f))
         .find(|f| f.exists())
         .unwrap_or_else(|| panic!("{}: no lib.rs or main.rs", src.display()));
-    let mut modules = Modules::new();
+    let mut modules = Vec::new();
     let mut todo = vec![(Module::new(), root_file)];
     while let Some((module, file)) = todo.pop() {
         let text =
@@ -44,7 +60,7 @@ pub fn load(src: &Path) -> Modules {
                 }
             }
         }
-        modules.insert(module, code);
+        modules.push((module, file, code));
     }
     modules
 }

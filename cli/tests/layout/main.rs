@@ -17,18 +17,25 @@
 //!   parent's items through `super::`): two siblings or cousins that use each other are two
 //!   concepts tangled, and the shared part belongs in a module of its own below both.
 //!
+//! A file's code is every line of it (blank and comment lines included) outside its
+//! `#[cfg(test)]` items — a test module, a test helper `fn`, a `use` only tests need —
+//! wherever they sit in the file; a file that only a `#[cfg(test)] mod` names (`tests.rs`,
+//! `tests/…`, a `testing` module) is test code throughout and is not counted.
+//!
 //! The parsing is deliberately small (a token scanner, not a Rust parser, in `read.rs`;
-//! the graphs in `graph.rs`): the tests at the bottom show it reads what the tree writes,
-//! and that each check can fail.
+//! the graphs in `graph.rs`, the line count in `size.rs`): the tests at the bottom show it
+//! reads what the tree writes, and that each check can fail.
 
 mod graph;
 mod read;
+mod size;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use graph::{cycles, dependencies, file_edges, load, name, top_level_edges, Edges, Modules};
+use graph::{cycles, dependencies, file_edges, files, load, name, top_level_edges, Edges, Modules};
 use read::{lex, without_tests, Module};
+use size::code_lines;
 
 const CRATES: [&str; 5] = [
     "edge/core/src",
@@ -38,30 +45,24 @@ const CRATES: [&str; 5] = [
     "cli/src",
 ];
 
-/// Lines of code (before a file's `#[cfg(test)]`) above which a file is split.
-const CODE_LINES_CEILING: usize = 550;
+/// Lines of code (every line outside `#[cfg(test)]` items, see `size.rs`) above which a
+/// file is split.
+const CODE_LINES_CEILING: usize = 500;
+
+/// Files allowed over the ceiling for now; the list only shrinks (the test fails on an entry
+/// that is within the ceiling). Each is being changed on another branch, which splits it.
+const OVER_THE_CEILING: &[&str] = &[
+    // The fleet member and its coordinator: being split with the fleet failover work.
+    "edge/core/src/breaker/member.rs",
+    "edge/core/src/breaker/fleet.rs",
+    // `simulate`'s scenarios and fleet model: changed with the same work.
+    "compiler/src/simulate/scenario.rs",
+    "compiler/src/simulate/fleet.rs",
+    "compiler/src/simulate/fleet/figures.rs",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("directory entry").path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            if p.file_name().is_some_and(|n| n != "tests") {
-                rust_files(&p, out);
-            }
-        } else if p.extension().is_some_and(|e| e == "rs")
-            && p.file_name().is_some_and(|n| n != "tests.rs")
-        {
-            out.push(p);
-        }
-    }
 }
 
 fn cycles_in_every_crate(
@@ -102,22 +103,16 @@ fn no_crate_has_an_import_cycle_between_its_module_files() {
 #[test]
 fn no_source_file_runs_past_the_ceiling() {
     let mut over = Vec::new();
+    let mut allowed = BTreeMap::new();
     for krate in CRATES {
-        let mut files = Vec::new();
-        rust_files(&root().join(krate), &mut files);
-        for f in files {
+        for f in files(&root().join(krate)) {
             let text = std::fs::read_to_string(&f).expect("source");
-            let n = text
-                .split("#[cfg(test)]")
-                .next()
-                .unwrap_or("")
-                .lines()
-                .count();
-            if n > CODE_LINES_CEILING {
-                over.push(format!(
-                    "{}: {n} lines of code",
-                    f.strip_prefix(root()).unwrap_or(&f).display()
-                ));
+            let n = code_lines(&text);
+            let path = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
+            if OVER_THE_CEILING.contains(&path.as_str()) {
+                allowed.insert(path, n);
+            } else if n > CODE_LINES_CEILING {
+                over.push(format!("{path}: {n} lines of code"));
             }
         }
     }
@@ -125,6 +120,16 @@ fn no_source_file_runs_past_the_ceiling() {
         over.is_empty(),
         "files over {CODE_LINES_CEILING} lines of code (split them by concept):\n  {}",
         over.join("\n  ")
+    );
+    // The list only shrinks: a file split (or gone) leaves it.
+    let stale: Vec<_> = OVER_THE_CEILING
+        .iter()
+        .filter(|f| allowed.get(**f).is_none_or(|&n| n <= CODE_LINES_CEILING))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "allowed over the ceiling but within it now, or no module file: remove from \
+         OVER_THE_CEILING: {stale:?}"
     );
 }
 
@@ -275,4 +280,79 @@ fn the_cycle_finder_finds_a_cycle() {
     edges.entry("c".into()).or_default().insert("a".into());
     edges.entry("c".into()).or_default().insert("d".into());
     assert_eq!(cycles(&edges), vec![vec!["a", "b", "c", "a"]]);
+}
+
+#[test]
+fn test_items_anywhere_in_a_file_are_not_counted_and_all_else_is() {
+    // A `cfg(test)` item near the top does not end the count (the first version stopped
+    // there), a trailing test module is left out, and so is a test helper in an `impl`,
+    // with its doc comment.
+    let text = "\
+//! A module.
+use std::fmt;
+#[cfg(test)]
+use std::collections::BTreeSet;
+
+/// Code.
+pub struct S;
+
+impl S {
+    pub fn f(&self) -> &'static str {
+        \"}\"
+    }
+
+    /// Only for tests.
+    #[cfg(test)]
+    pub fn g(&self) -> char {
+        '}'
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // A brace in a comment: }
+    const T: &str = \"{ /* \";
+    #[test]
+    fn t() {}
+}
+";
+    assert_eq!(code_lines(text), 13);
+    assert_eq!(code_lines(""), 0);
+}
+
+#[test]
+fn a_line_a_test_item_shares_with_code_is_code() {
+    let text =
+        "fn f() {}\nstruct A { #[cfg(test)] x: u8, y: u8 }\n#[cfg(test)] fn g() {} fn h() {}\n";
+    assert_eq!(code_lines(text), 3);
+    // Multi-line literals and block comments keep their lines.
+    let text = "const S: &str = \"a\nb\nc\";\n/* one\ntwo */\nfn f() {}\n#[cfg(test)]\nmod t { const U: &str = \"x\ny\"; }\n";
+    assert_eq!(code_lines(text), 6);
+}
+
+#[test]
+fn a_file_only_a_test_module_names_is_test_code() {
+    let dir = std::env::temp_dir().join(format!("layout-files-{}", std::process::id()));
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("a")).expect("temp dir");
+    for (file, text) in [
+        ("lib.rs", "mod a;\n#[cfg(test)]\nmod testing;\n"),
+        ("a.rs", "mod b;\n#[cfg(test)]\nmod tests;\n"),
+        ("a/b.rs", ""),
+        ("a/tests.rs", "mod helpers;\n"),
+        ("testing.rs", ""),
+    ] {
+        std::fs::write(src.join(file), text).expect("temp file");
+    }
+    let found: Vec<_> = files(&src)
+        .iter()
+        .map(|f| {
+            f.strip_prefix(&src)
+                .expect("below src")
+                .display()
+                .to_string()
+        })
+        .collect();
+    std::fs::remove_dir_all(&dir).expect("temp dir removed");
+    assert_eq!(found, ["a/b.rs", "a.rs", "lib.rs"]);
 }

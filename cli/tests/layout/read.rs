@@ -1,12 +1,14 @@
 //! Reading a module's code: what it names, as paths resolved from the crate root.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 /// A module's path below its crate root (`["engine", "flight"]`); empty for the root.
 pub type Module = Vec<String>;
 
 /// The source with comments blanked and every string or char literal emptied, so that
-/// neither a path in a doc comment nor a brace in a format string is read as code.
+/// neither a path in a doc comment nor a brace in a format string is read as code. The
+/// newlines stay where they were: line `n` of the result is line `n` of the source.
 pub fn lex(text: &str) -> String {
     let s: Vec<char> = text.chars().collect();
     let at = |i: usize, lit: &str| {
@@ -37,6 +39,7 @@ pub fn lex(text: &str) -> String {
                 i += 1;
             }
         } else if at(i, "/*") {
+            let start = i;
             let mut depth = 0;
             while i < s.len() {
                 if at(i, "/*") {
@@ -53,8 +56,10 @@ pub fn lex(text: &str) -> String {
                 }
             }
             out.push(' ');
+            newlines(&s[start..i.min(s.len())], &mut out);
         } else if let Some((r, hashes)) = raw(i).filter(|_| starts_token) {
             // A raw string ends at `"` followed by as many `#` as it opened with.
+            let start = i;
             i += r + hashes + 1;
             let close: String = std::iter::once('"')
                 .chain("#".repeat(hashes).chars())
@@ -64,13 +69,16 @@ pub fn lex(text: &str) -> String {
             }
             i += close.len();
             out.push_str("\"\"");
+            newlines(&s[start..i.min(s.len())], &mut out);
         } else if s[i] == '"' || (starts_token && at(i, "b\"")) {
+            let start = i;
             i += if s[i] == 'b' { 2 } else { 1 };
             while i < s.len() && s[i] != '"' {
                 i += if s[i] == '\\' { 2 } else { 1 };
             }
             i += 1;
             out.push_str("\"\"");
+            newlines(&s[start..i.min(s.len())], &mut out);
         } else if s[i] == '\'' && s.get(i + 1) == Some(&'\\') {
             i += 3; // `'\n'`, `'\''`, `'\u{..}'`: the escape, then up to the closing quote
             while i < s.len() && s[i] != '\'' {
@@ -89,23 +97,40 @@ pub fn lex(text: &str) -> String {
     out
 }
 
+/// The newlines of a blanked comment or emptied literal, kept so that lines stay put.
+fn newlines(blanked: &[char], out: &mut String) {
+    out.extend(blanked.iter().filter(|&&c| c == '\n'));
+}
+
 /// `code` without its `#[cfg(test)]` items (a `mod tests { .. }`, a `mod testing;`, a test
 /// helper `fn`, a `use` only tests need).
 pub fn without_tests(code: &str) -> String {
-    const ATTR: &str = "#[cfg(test)]";
     let mut out = String::new();
-    let mut rest = code;
-    while let Some(i) = rest.find(ATTR) {
-        out.push_str(&rest[..i]);
-        rest = &rest[i + ATTR.len()..];
-        rest = &rest[item_len(rest)..];
+    let mut from = 0;
+    for item in test_items(code) {
+        out.push_str(&code[from..item.start]);
+        from = item.end;
     }
-    out.push_str(rest);
+    out.push_str(&code[from..]);
     out
 }
 
-/// The length of the item `s` starts with: up to its `;` or `,` or its closing brace, or
-/// to the bracket that closes what encloses it.
+/// Where each `#[cfg(test)]` item of `code` (lexed) sits: from its attribute to its end.
+pub fn test_items(code: &str) -> Vec<Range<usize>> {
+    const ATTR: &str = "#[cfg(test)]";
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = code[from..].find(ATTR) {
+        let start = from + i;
+        let body = start + ATTR.len();
+        from = body + item_len(&code[body..]);
+        out.push(start..from);
+    }
+    out
+}
+
+/// The length of the item `s` starts with: up to its `;` or `,` or its closing brace (and
+/// the `;` after it, as in `use a::{b, c};`), or to the bracket that closes what encloses it.
 fn item_len(s: &str) -> usize {
     let mut depth = 0i32;
     for (i, c) in s.char_indices() {
@@ -117,7 +142,11 @@ fn item_len(s: &str) -> usize {
                     return i;
                 }
                 if depth == 0 && c == '}' {
-                    return i + 1;
+                    let after = s[i + 1..].trim_start();
+                    return match after.strip_prefix(';') {
+                        Some(rest) => s.len() - rest.len(),
+                        None => i + 1,
+                    };
                 }
             }
             ';' | ',' if depth == 0 => return i + 1,
