@@ -258,7 +258,8 @@ export default function (env) {
 // every call — "" passes through; "error" answers 500; "throw" throws; "hang" never answers
 // (the caller's own timeout ends the wait); "reset:N" reaches a fresh object (a coordinator
 // that restarted empty). "MODE@NAME" strikes only the objects whose name ends in "/NAME" (a
-// region, such as "error@weur", or "error@global"); the others pass through. Only
+// region, such as "error@weur", or "error@global"); the others pass through. Several, comma
+// separated ("error@weur,error@global"): the first that names the object. Only
 // `startEdges(…, { coordinatorFaults: true })` binds it.
 const COORDINATOR_PROXY = `
 export default function (env) {
@@ -266,9 +267,14 @@ export default function (env) {
     idFromName: (name) => name,
     get: (name) => ({
       async fetch(url, init) {
-        let mode = (await env.CONTROL.get("mode")) ?? "";
-        const at = mode.indexOf("@");
-        if (at >= 0) mode = name.endsWith("/" + mode.slice(at + 1)) ? mode.slice(0, at) : "";
+        let mode = "";
+        for (const part of ((await env.CONTROL.get("mode")) ?? "").split(",")) {
+          const at = part.indexOf("@");
+          if (at < 0 || name.endsWith("/" + part.slice(at + 1))) {
+            mode = at < 0 ? part : part.slice(0, at);
+            break;
+          }
+        }
         if (mode === "error") return new Response("coordinator fault (drill)", { status: 500 });
         if (mode === "throw") throw new Error("coordinator fault (drill): the object threw");
         if (mode === "hang") return new Promise(() => {});
@@ -689,7 +695,7 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     mf,
     workers: loaded,
     logs: output.logs,
-    /** `coordinatorFaults`: "" (none), "error", "throw", "hang" or "reset:N", each alone or "@REGION" / "@global". */
+    /** `coordinatorFaults`: "" (none), "error", "throw", "hang" or "reset:N", each alone or "@REGION" / "@global", several comma separated. */
     setCoordinatorFault: async (mode) => {
       if (!coordinatorFaults) throw new Error("startEdges: started without coordinatorFaults");
       await kvToolNamespace(mf, "COORDINATOR_CONTROL").put("mode", mode);

@@ -349,8 +349,8 @@ describe("the coordinator's faults [F-SCOPE]", () => {
 
   // Regional coordinators: isolates 0 and 2 in enam, 1 and 3 in weur (their requests' `cf`),
   // one coordinator each and the global one merging their windows. A region's coordinator
-  // down: its isolates run in isolate scope (their own breakers adopted the opening), the
-  // other region's stay with their fleet. The global one down or hung: every region decides
+  // down: the global one stands in for it; both down, its isolates run in isolate scope
+  // (their own breakers adopted the opening), the other region's stay with their fleet. The global one down or hung: every region decides
   // on its own evidence, and every isolate stays with its region's verdict. Answers never
   // notice: every one 200 and disclosed.
   test("a region's coordinator down, then the global one: answers do not notice, each isolate's decided_by is right", { timeout: 180_000 }, async () => {
@@ -386,10 +386,22 @@ describe("the coordinator's faults [F-SCOPE]", () => {
         assertDisclosed(await load(targets, 1_500, CFS), `after ${what}`);
         await expect(`back after ${what}`, () => ["ok", "fleet"]);
       };
-      // weur's coordinator answers 500: weur's isolates on their own, enam's with the fleet.
+      // weur's coordinator answers 500: after two failures in a row weur's isolates report to
+      // the global coordinator, which stands in for it (ADR 011, "Failing over"); every
+      // isolate stays with the fleet.
+      // An open isolate does not hurry: its reports go a report interval apart, two to weur's
+      // coordinator, then the global one's.
       await fleet.setCoordinatorFault("error@weur");
-      assertDisclosed(await load(targets, 2_000, CFS), "weur's coordinator down");
-      await expect("weur's coordinator down", (r) => (r === "weur" ? ["failing", "isolate"] : ["ok", "fleet"]));
+      assertDisclosed(await load(targets, 4_000, CFS), "weur's coordinator down");
+      await expect("weur's coordinator down", () => ["ok", "fleet"]);
+      for (const [i, u] of targets.entries()) {
+        const b = await statusOf(u);
+        assert.equal(b.fleet.coordinator.failover, REGION[i] === "weur", `isolate ${i} (${REGION[i]}): ${JSON.stringify(b.fleet)}`);
+      }
+      // The global one down too: weur's isolates on their own, enam's with their region.
+      await fleet.setCoordinatorFault("error@weur,error@global");
+      assertDisclosed(await load(targets, 2_000, CFS), "weur's coordinator and the global one down");
+      await expect("weur's and the global coordinator down", (r) => (r === "weur" ? ["failing", "isolate"] : ["ok", "fleet"]));
       await back("weur's coordinator down");
       // The global coordinator answers 500, then hangs: each region on its own evidence.
       for (const mode of ["error@global", "hang@global"]) {

@@ -12,7 +12,9 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use understudy_core::breaker::fleet::{settings_hash, Coordinator, FleetMode, Verdict};
+use understudy_core::breaker::fleet::place::Role;
+use understudy_core::breaker::fleet::{settings_hash, Coordinator, FleetMode, Snapshot, Verdict};
+use understudy_core::breaker::member::REPORT_TIMEOUT_MS;
 use understudy_core::catalog::Catalog;
 use understudy_core::engine::virtual_io::Virtual;
 use understudy_core::engine::Engine;
@@ -20,7 +22,7 @@ use understudy_core::policy::{Breaker, FleetScope, Policy, Scope, DEFAULT_COORDI
 use understudy_core::Millis;
 
 use super::scenario::Scenario;
-use super::{arrival, bake, setup, DevBindings, RequestResult};
+use super::{arrival, bake, setup, DevBindings, RequestResult, Sent};
 
 /// One isolate's mode changes: (ms after the start, new mode).
 type Changes = Vec<(u64, &'static str)>;
@@ -69,6 +71,8 @@ struct Region {
     server: Server,
     held: Held,
     sent: u64,
+    /// The snapshot in its storage (written at most once a second, `Snapshot`).
+    stored: Option<Snapshot>,
 }
 
 /// When any region's verdict opened or closed (ms since the start, mode).
@@ -169,10 +173,13 @@ pub fn run(
             server: Server::new(name, spec.capacity_rps, spec.queue, start_us),
             held: Held::new(),
             sent: 0,
+            stored: None,
         })
         .collect();
+    // The global coordinator: the regions' windows merge there when there are several, and
+    // it stands in for a failing region (`member::failover`) in any fleet.
     let merged = regions.len() > 1 && fresh().is_some();
-    let mut global = merged.then(|| {
+    let mut global = fresh().is_some().then(|| {
         (
             fresh(),
             Server::new("global", spec.capacity_rps, spec.queue, start_us),
@@ -218,11 +225,11 @@ pub fn run(
     if let Some((from, _, Down::Reset)) = spec.down {
         fleet_q.push(start_us + from * 1000, Ev::Reset);
     }
-    if merged {
+    if fresh().is_some() {
         fleet_q.push(start_us + interval_ms * 1000, Ev::Tick);
     }
     let struck = |r: Option<usize>| match (&spec.struck, r) {
-        (Struck::Regions, Some(_)) | (Struck::Global, None) => true,
+        (Struck::All, _) | (Struck::Regions, Some(_)) | (Struck::Global, None) => true,
         (Struck::Region(name), Some(r)) => spec.regions[r].0 == *name,
         _ => false,
     };
@@ -237,23 +244,45 @@ pub fn run(
     let mut seen = vec![false; isolate_of.len()];
     let (mut reports, mut report_failures, mut watches, mut pushed) = (0u64, 0u64, 0u64, 0u64);
     let mut last_arrival_us = start_us;
+    // Reports sent again at once after a failure (`Engine::fleet_heard`): (isolate, call).
+    let mut again: Vec<(usize, Sent)> = Vec::new();
     loop {
         for (request, at) in std::mem::take(&mut world.wakes) {
             let k = isolate_of[request as usize] as usize;
             fleet_q.push(at.0 * 1000, Ev::Wake(k, request));
         }
-        for (request, at, path, text, timeout_ms, ask) in std::mem::take(&mut world.reports) {
+        let sent = std::mem::take(&mut world.reports).into_iter();
+        for (
+            k,
+            Sent {
+                request,
+                at,
+                call,
+                ask,
+            },
+        ) in sent
+            .map(|s| (isolate_of[s.request as usize] as usize, s))
+            .chain(again.drain(..))
+            .collect::<Vec<_>>()
+        {
             let asking = ask.then_some(request);
-            let watch = path == "/watch";
+            let watch = call.path == "/watch";
             if watch {
                 watches += 1;
             } else {
                 reports += 1;
             }
-            let k = isolate_of[request as usize] as usize;
+            // The global coordinator stands in for a failing region (`member::failover`).
+            let to_global = Role::of(&call.object) == Ok(Role::Global);
+            let (hop_us, r) = if to_global {
+                (global_us, None)
+            } else {
+                (delay_us, Some(region_of[k] as usize))
+            };
             let at_us = at.0 * 1000;
             let lost = unit(mix(request) ^ (reports + watches)) < spec.report_loss;
-            let down = down_at(at.since(start), Some(region_of[k] as usize));
+            let down = down_at(at.since(start), r);
+            let timeout_ms = call.timeout_ms;
             let failed = |e: String| {
                 if watch {
                     Ev::Pushed(k, Err(e))
@@ -261,17 +290,24 @@ pub fn run(
                     Ev::Answer(k, Err(e), asking)
                 }
             };
+            // A watch's answer begins at once (the coordinator streams the verdict when the
+            // fleet moves): one that has not begun within the report timeout failed.
+            let timeout_ms = if watch {
+                timeout_ms.min(REPORT_TIMEOUT_MS)
+            } else {
+                timeout_ms
+            };
             match (lost, down) {
                 (true, _) | (_, Some(Down::Hang)) => fleet_q.push(
                     at_us + timeout_ms * 1000,
                     failed(format!("no answer within {timeout_ms} ms")),
                 ),
                 (_, Some(_)) => fleet_q.push(
-                    at_us + 2 * delay_us,
+                    at_us + 2 * hop_us,
                     failed("the coordinator answered 500".into()),
                 ),
-                _ if watch => fleet_q.push(at_us + delay_us, Ev::Watch(k, text)),
-                _ => fleet_q.push(at_us + delay_us, Ev::Deliver(k, text, asking)),
+                _ if watch => fleet_q.push(at_us + hop_us, Ev::Watch(k, call.body)),
+                _ => fleet_q.push(at_us + hop_us, Ev::Deliver(k, call.body, asking, to_global)),
             }
         }
         let tv = due.peek().map(|Reverse((t, _))| *t);
@@ -290,7 +326,13 @@ pub fn run(
                 Ev::Reset => {
                     for (r, region) in regions.iter_mut().enumerate() {
                         if struck(Some(r)) {
+                            // Restarted: empty, then what its storage kept.
                             region.coordinator = fresh();
+                            if let (Some(c), Some(snap)) =
+                                (region.coordinator.as_mut(), region.stored.clone())
+                            {
+                                c.restore(now, snap);
+                            }
                             for (_, k) in region.held.drain() {
                                 let e = Err("the coordinator was reset".to_string());
                                 fleet_q.push(at_us + delay_us, Ev::Pushed(k, e));
@@ -307,6 +349,14 @@ pub fn run(
                         let Some(c) = region.coordinator.as_mut() else {
                             continue;
                         };
+                        // A hung object runs no alarm: it merges and stores nothing.
+                        if down_at(t_ms, Some(r)) == Some(Down::Hang) {
+                            continue;
+                        }
+                        region.stored = Some(c.snapshot(now));
+                        if !merged {
+                            continue;
+                        }
                         region.sent += 1;
                         let report = c.window_report(now, &spec.regions[r].0, region.sent);
                         // The global one down: the region hears nothing and decides alone.
@@ -342,7 +392,30 @@ pub fn run(
                         m.broadcast(region, &mut fleet_q, at_us, &v);
                     }
                 }
-                Ev::Deliver(k, text, asking) => {
+                Ev::Deliver(k, text, asking, true) => {
+                    // An isolate's report to the global coordinator, standing in for its
+                    // region's: answered as a region's merge is, no watch held.
+                    let Some((g, server)) = global.as_mut() else {
+                        let e = Err("no global coordinator".to_string());
+                        fleet_q.push(at_us + global_us, Ev::Answer(k, e, asking));
+                        continue;
+                    };
+                    let Some(done) = server.admit(at_us) else {
+                        let e = Err("the coordinator is overloaded".to_string());
+                        fleet_q.push(at_us + global_us, Ev::Answer(k, e, asking));
+                        continue;
+                    };
+                    let at = Millis(done / 1000);
+                    let answer = match g.as_mut() {
+                        None => Err("no coordinator".to_string()),
+                        Some(c) => match Coordinator::parse(&text).and_then(|r| c.report(at, r)) {
+                            Ok(v) => Ok(json(&v)),
+                            Err(refusal) => Err(format!("refused: {refusal:?}")),
+                        },
+                    };
+                    fleet_q.push(done + global_us, Ev::Answer(k, answer, asking));
+                }
+                Ev::Deliver(k, text, asking, false) => {
                     let region = &mut regions[region_of[k] as usize];
                     let Some(done) = region.server.admit(at_us) else {
                         let e = Err("the coordinator is overloaded".to_string());
@@ -413,17 +486,36 @@ pub fn run(
                     }
                 }
                 Ev::Wake(k, request) => {
-                    for r in engines[k].fleet_wake(now) {
-                        world
-                            .reports
-                            .push((request, now, r.path, r.body, r.timeout_ms, false));
+                    for call in engines[k].fleet_wake(now) {
+                        let (at, ask) = (now, false);
+                        world.reports.push(Sent {
+                            request,
+                            at,
+                            call,
+                            ask,
+                        });
                     }
                 }
                 Ev::Answer(k, answer, asking) => {
                     if answer.is_err() {
                         report_failures += 1;
                     }
-                    engines[k].fleet_heard(now, answer.as_deref().map_err(|e| e.as_str()));
+                    let heard =
+                        engines[k].fleet_heard(now, answer.as_deref().map_err(|e| e.as_str()));
+                    if let Some(call) = heard.again {
+                        // Sent again at once, from the failed one's callback.
+                        let request = k as u64 | 1 << 40;
+                        let ask = false;
+                        again.push((
+                            k,
+                            Sent {
+                                request,
+                                at: now,
+                                call,
+                                ask,
+                            },
+                        ));
+                    }
                     note_mode(&mut engines[k], now, (start, &mut last[k], &mut changes[k]));
                     if let Some(request) = asking {
                         // The request that asked heeds it, if it still waits.
@@ -435,7 +527,21 @@ pub fn run(
                 }
                 Ev::Pushed(k, answer) => {
                     pushed += u64::from(answer.is_ok());
-                    engines[k].fleet_watched(now, answer.as_deref().map_err(|e| e.as_str()));
+                    let heard =
+                        engines[k].fleet_watched(now, answer.as_deref().map_err(|e| e.as_str()));
+                    if let Some(call) = heard.again {
+                        let request = k as u64 | 1 << 40;
+                        let ask = false;
+                        again.push((
+                            k,
+                            Sent {
+                                request,
+                                at: now,
+                                call,
+                                ask,
+                            },
+                        ));
+                    }
                     note_mode(&mut engines[k], now, (start, &mut last[k], &mut changes[k]));
                 }
             }
@@ -482,7 +588,8 @@ pub fn run(
     if fresh().is_none() {
         coordinators.clear();
     }
-    coordinators.extend(global.iter().map(|g| load(&g.1)));
+    let stood_in = |g: &&(Option<Coordinator>, Server)| merged || g.1.admitted() > 0;
+    coordinators.extend(global.iter().filter(stood_in).map(|g| load(&g.1)));
     let mut moves = m.moves;
     moves.sort_by_key(|(t, _)| *t);
     Ok(FleetRun {

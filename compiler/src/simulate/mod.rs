@@ -131,10 +131,9 @@ pub(crate) struct ScenarioWorld<'s> {
     modes: Vec<&'static str>,
     /// Model calls made while the scenario's model was faulty.
     outage_calls: u64,
-    /// Reports for the breaker's coordinator the replies carried, and those requests asked
-    /// with (`Command::Ask`): (request, when, path, JSON, how long the isolate waits for its
-    /// answer, whether the request asked it).
-    reports: Vec<(u64, Millis, &'static str, String, u64, bool)>,
+    /// Calls to the breaker's coordinators the replies carried, and those requests asked
+    /// with (`Command::Ask`).
+    reports: Vec<Sent>,
     /// When the replies asked to be woken for the breaker's coordinator (`fleet_wake`):
     /// (request, when).
     wakes: Vec<(u64, Millis)>,
@@ -143,6 +142,15 @@ pub(crate) struct ScenarioWorld<'s> {
     /// In a fleet run with regions: each request's region (an index into `region_names`).
     pub(crate) request_region: Vec<u16>,
     pub(crate) region_names: Vec<String>,
+}
+
+/// A call to a breaker's coordinator an isolate handed out: with request `request`'s answer
+/// (or, `ask`, with its first model call), at `at`.
+pub(crate) struct Sent {
+    pub request: u64,
+    pub at: Millis,
+    pub call: FleetReport,
+    pub ask: bool,
 }
 
 impl ScenarioWorld<'_> {
@@ -193,8 +201,12 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
     }
 
     fn ask(&mut self, request: u64, now: Millis, call: FleetReport) {
-        self.reports
-            .push((request, now, call.path, call.body, call.timeout_ms, true));
+        self.reports.push(Sent {
+            request,
+            at: now,
+            call,
+            ask: true,
+        });
     }
 
     fn answered(&mut self, request: u64, now: Millis, reply: Reply) {
@@ -202,8 +214,12 @@ impl<'p> World<'p> for ScenarioWorld<'_> {
             logs.push(reply.log.clone());
         }
         for r in &reply.fleet {
-            self.reports
-                .push((request, now, r.path, r.body.clone(), r.timeout_ms, false));
+            self.reports.push(Sent {
+                request,
+                at: now,
+                call: r.clone(),
+                ask: false,
+            });
         }
         if let Some(at) = reply.fleet_wake {
             self.wakes.push((request, at));

@@ -12,21 +12,28 @@
 //! lost (an error, no answer within [`MERGE_TIMEOUT_MS`]), the region's verdict stands on
 //! its own evidence once the last global verdict expired.
 //!
-//! It is soft state: kept in memory, rebuilt from the next round of reports after a restart
-//! (each report carries the isolate's whole window); a restart drops the held watches, and
-//! their isolates watch again with their next request. The object runs in the same Worker
+//! It is soft state: kept in memory, its decisions (the fleet's mode and times, the last
+//! global verdict) written to the object's storage at most once a second when they changed
+//! (`Snapshot`), and resumed from there after a restart; the window's counts rebuild from the
+//! next round of reports (each carries the isolate's whole window). A restart drops the held
+//! watches: a watch's answer begins at once (its headers; the verdict follows in the body
+//! when the fleet moves or its hold passed), so an isolate knows within the report timeout
+//! that its watch is held, and one that failed is sent again. The object runs in the same Worker
 //! as the isolates, so it has the bake: its breaker settings are the policy's, and a report
 //! made under other settings (another release) is refused, never merged. Nothing here may
 //! panic: every problem is an HTTP answer the isolate counts as a failed report.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
 use js_sys::{Array, Promise};
 use understudy_core::breaker::fleet::place::{global_name, Role};
-use understudy_core::breaker::fleet::{settings_hash, Coordinator, Verdict, WATCH_MS};
+use understudy_core::breaker::fleet::{
+    settings_hash, Coordinator, Snapshot, Verdict, SNAPSHOT_EVERY_MS, WATCH_MS,
+};
 use understudy_core::policy::{Breaker, Scope};
 use wasm_bindgen::prelude::*;
 use worker::wasm_bindgen_futures::JsFuture;
@@ -71,8 +78,10 @@ extern "C" {
 pub struct BreakerCoordinator {
     state: State,
     env: Env,
-    /// Built from the bake at the first report.
-    inner: RefCell<Option<Coordinator>>,
+    /// Built from the bake at the first report (and what the storage kept).
+    inner: Rc<RefCell<Option<Coordinator>>>,
+    /// The snapshot last written.
+    stored: RefCell<Option<Snapshot>>,
     /// The watches held: each is answered with the verdict when the fleet opens or closes.
     watchers: RefCell<Vec<oneshot::Sender<String>>>,
     /// How many held watches make the next sweep of those whose caller is gone.
@@ -90,7 +99,8 @@ impl DurableObject for BreakerCoordinator {
         BreakerCoordinator {
             state,
             env,
-            inner: RefCell::new(None),
+            inner: Rc::new(RefCell::new(None)),
+            stored: RefCell::new(None),
             watchers: RefCell::new(Vec::new()),
             sweep_at: Cell::new(SWEEP_MIN),
             role: Cell::new(None),
@@ -114,13 +124,17 @@ impl DurableObject for BreakerCoordinator {
             Ok(t) => t,
             Err(e) => return Response::error(format!("unreadable request: {e}"), 400),
         };
+        self.resume().await;
         if watch {
-            return self.watch(&text).await;
+            let answer = self.watch(&text);
+            self.persist().await;
+            return answer;
         }
         let answer = self.with(|c| {
             let verdict = Coordinator::parse(&text).and_then(|r| c.report(isolate::now(), r));
             verdict.map_err(|refusal| (refusal.message(), refusal.status()))
         });
+        self.persist().await;
         match answer {
             Ok(body) => {
                 self.arm().await;
@@ -165,6 +179,7 @@ impl DurableObject for BreakerCoordinator {
             // global verdict expired (`Coordinator::followed`).
             Err(e) => worker::console_log!("fleet merge: {e}"),
         }
+        self.persist().await;
         self.arm().await;
         Response::ok("merged")
     }
@@ -241,8 +256,9 @@ impl BreakerCoordinator {
 
     /// A watch: answered at once when the fleet is not as the isolate last heard it, else
     /// held until it opens or closes, or its hold passed — [`WATCH_MS`] or less, as it asks
-    /// (then with the verdict as it stands).
-    async fn watch(&self, text: &str) -> Result<Response> {
+    /// (then with the verdict as it stands). A held watch's answer begins at once: its
+    /// headers now, the verdict in its body later, so the isolate knows its watch is held.
+    fn watch(&self, text: &str) -> Result<Response> {
         let mut held = None;
         let mut hold_ms = WATCH_MS;
         let answer = self.with(|c| {
@@ -265,24 +281,82 @@ impl BreakerCoordinator {
                 }
             }
         });
-        let body = match (answer, held) {
+        let rx = match (answer, held) {
             (Err((message, status)), _) => return Response::error(message, status),
-            (Ok(body), None) => body,
-            (Ok(_), Some(rx)) => {
-                let timeout = Delay::from(Duration::from_millis(hold_ms));
-                match select(rx, timeout).await {
-                    Either::Left((Ok(body), _)) => body,
-                    // Timed out, or the object dropped its watchers: the verdict as it stands.
-                    _ => match self.with(|c| Ok(c.verdict(isolate::now()))) {
-                        Ok(body) => body,
-                        Err((message, status)) => return Response::error(message, status),
-                    },
-                }
-            }
+            (Ok(body), None) => return Response::ok(body),
+            (Ok(_), Some(rx)) => rx,
         };
-        Response::ok(body)
+        let inner = Rc::clone(&self.inner);
+        let body = async move {
+            let timeout = Delay::from(Duration::from_millis(hold_ms));
+            let body = match select(rx, timeout).await {
+                Either::Left((Ok(body), _)) => body,
+                // Timed out, or the object dropped its watchers: the verdict as it stands
+                // (a move it makes is answered to the others with the next call).
+                _ => inner
+                    .borrow_mut()
+                    .as_mut()
+                    .and_then(|c| serde_json::to_string(&c.verdict(isolate::now())).ok())
+                    .unwrap_or_default(),
+            };
+            Ok::<Vec<u8>, worker::Error>(body.into_bytes())
+        };
+        Response::from_stream(futures_util::stream::once(body))
+    }
+
+    /// Builds the coordinator, resumed from the snapshot its storage kept, when this object
+    /// has none yet (its first call, or the first after a restart).
+    async fn resume(&self) {
+        if self.inner.borrow().is_some() {
+            return;
+        }
+        let Ok(mut c) = coordinator() else {
+            return;
+        };
+        match self.state.storage().get::<String>(SNAPSHOT_KEY).await {
+            Ok(Some(text)) => match serde_json::from_str::<Snapshot>(&text) {
+                Ok(snap) => {
+                    c.restore(isolate::now(), snap.clone());
+                    *self.stored.borrow_mut() = Some(snap);
+                }
+                Err(e) => worker::console_log!("fleet snapshot: unreadable, not resumed: {e}"),
+            },
+            Ok(None) => {}
+            Err(e) => worker::console_log!("fleet snapshot: cannot read it: {e}"),
+        }
+        let mut inner = self.inner.borrow_mut();
+        if inner.is_none() {
+            *inner = Some(c);
+        }
+    }
+
+    /// Writes the coordinator's snapshot when its decisions changed, at most once per
+    /// [`SNAPSHOT_EVERY_MS`].
+    async fn persist(&self) {
+        let now = isolate::now();
+        let snap = match self.inner.borrow().as_ref() {
+            Some(c) => c.snapshot(now),
+            None => return,
+        };
+        let due = match self.stored.borrow().as_ref() {
+            Some(last) => !last.same(&snap) && now.since(last.at) >= SNAPSHOT_EVERY_MS,
+            None => true,
+        };
+        if !due {
+            return;
+        }
+        let Ok(text) = serde_json::to_string(&snap) else {
+            return;
+        };
+        match self.state.storage().put(SNAPSHOT_KEY, text).await {
+            Ok(()) => *self.stored.borrow_mut() = Some(snap),
+            Err(e) => worker::console_log!("fleet snapshot: cannot write it: {e}"),
+        }
     }
 }
+
+/// The storage key of the coordinator's snapshot.
+const SNAPSHOT_KEY: &str = "snapshot";
 
 /// The object name in a coordinator URL's query (`?of=`, percent-encoded by the driver's
 /// `encodeURIComponent`): read here rather than through a URL parser, which would cost the

@@ -13,6 +13,8 @@
 export const FETCHED = 1, KV = 2, LIMITED = 3, TIMER = 4, HEARD = 5, ASKED = 6;
 // The flag added to `kind` while the request still waits for its response.
 const LIVE = 256;
+// How soon a coordinator's answer must begin (member::REPORT_TIMEOUT_MS; a test holds them equal).
+const BEGIN_MS = 500;
 
 const firstLine = (e) => String((e && e.message) || e).split("\n")[0];
 
@@ -301,35 +303,45 @@ function calls(r) {
 // its answer — or why there is none, after `timeoutMs` at most — goes back to the engine,
 // then to `then` (a request's ask: the request heeds it). No request waits for it beyond
 // what the engine decides. A watch is held by the coordinator until the fleet opens or
-// closes (or 25 s pass): how an isolate hears of it between its requests. The object is
-// its region's, created near it (`hint`, a location hint); the URL names the object, which
-// learns its role from it.
+// closes (or its hold passes): how an isolate hears of it between its requests. The object
+// is its region's, created near it (`hint`, a location hint), or the global one standing in
+// for a failing region (no hint); the URL names the object, which learns its role from it.
+// A call that fails may come back from the engine as one to send again at once.
 function fleetReport(f, path, binding, object, hint, body, timeoutMs, then) {
   const heard = (ok, text) => {
     const todo = f.engine.fleetHeard(path, ok, text);
     if (todo) {
-      const { log, point } = JSON.parse(todo);
+      const { log, point, again } = JSON.parse(todo);
       if (log) console.log(log);
       const ds = point ? f.env[us_analytics] : null;
       if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
+      // A failed call's retry, sent at once (still within this request's waitUntil).
+      if (again) for (const call of calls(new Reader(again))) fleetReport(f, ...call);
     }
     if (then !== undefined) then();
   };
   try {
     const ns = f.env[binding];
     if (ns == null) throw new Error(`Durable Object binding \`${binding}\` is not bound`);
-    const stub = ns.get(ns.idFromName(object), { locationHint: hint });
+    // The global coordinator (standing in for a failing region) has no location hint.
+    const stub = ns.get(ns.idFromName(object), hint ? { locationHint: hint } : undefined);
     let timer;
-    const late = new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    const late = (ms) => new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
     });
     const url = `https://coordinator${path}?of=${encodeURIComponent(object)}`;
-    const asked = stub.fetch(url, { method: "POST", body }).then(async (res) => {
-      const text = await res.text();
-      if (!res.ok) throw new Error(`HTTP ${res.status}: ${text}`);
-      return text;
-    });
-    const p = Promise.race([asked, late]).then(
+    // The answer begins within BEGIN_MS (a held watch's headers come at once), and ends
+    // within timeoutMs of the call (a watch's verdict when the fleet moves).
+    const t0 = Date.now();
+    const begun = Promise.race([stub.fetch(url, { method: "POST", body }), late(Math.min(timeoutMs, BEGIN_MS))]);
+    const p = begun.then((res) => {
+      clearTimeout(timer);
+      const text = res.text().then((t) => {
+        if (!res.ok) throw new Error(`HTTP ${res.status}: ${t}`);
+        return t;
+      });
+      return Promise.race([text, late(Math.max(0, timeoutMs - (Date.now() - t0)))]);
+    }).then(
       (text) => heard(true, text),
       (e) => heard(false, firstLine(e)),
     ).finally(() => clearTimeout(timer));

@@ -356,7 +356,8 @@ fn write_failed(binding: String, key: String, error: String, cid: String) {
 /// [F-SCOPE] The breaker's coordinator answered a report or a watch (`path`; `ok`: `text`
 /// is its answer) or it failed (`text` says why): the engine applies the verdict, or falls
 /// back to isolate scope (a failed report). What the driver must do about it, as JSON — `{"log": line or null,
-/// "point": {"indexes", "blobs", "doubles"} or null}` — or nothing.
+/// "point": {"indexes", "blobs", "doubles"} or null, "again": calls or null}`, `again` the
+/// call to send at once (a failed one's retry, encoded as a reply's calls) — or nothing.
 fn fleet_heard(path: String, ok: bool, text: String) -> Option<String> {
     let now = now();
     let answer = if ok {
@@ -372,13 +373,14 @@ fn fleet_heard(path: String, ok: bool, text: String) -> Option<String> {
         }
     })
     .ok()?;
-    if heard.log.is_none() && heard.point.is_none() {
+    if heard.log.is_none() && heard.point.is_none() && heard.again.is_none() {
         return None;
     }
     let point = heard
         .point
         .map(|p| serde_json::json!({"indexes": [p.index], "blobs": p.blobs, "doubles": p.doubles}));
-    Some(serde_json::json!({"log": heard.log, "point": point}).to_string())
+    let again = heard.again.map(|c| wire::encode_calls(&[c]));
+    Some(serde_json::json!({"log": heard.log, "point": point, "again": again}).to_string())
 }
 
 /// [F-SCOPE] The instant an answer's `wake` named came: the coordinator's calls to send now

@@ -57,6 +57,11 @@ impl Server {
         Some(self.busy_until_us)
     }
 
+    /// Requests that reached it, served or refused.
+    pub fn admitted(&self) -> u64 {
+        self.per_second.iter().map(|&n| u64::from(n)).sum()
+    }
+
     /// What it did over a run of `run_s` seconds whose fault spans `fault_s` (seconds
     /// after the start, end excluded).
     pub fn load(&self, run_s: f64, fault_s: (u64, u64)) -> Load {

@@ -4,8 +4,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 pub enum Ev {
-    /// A report reaches isolate k's coordinator (asked with request i's first call: i).
-    Deliver(usize, String, Option<u64>),
+    /// A report reaches isolate k's coordinator (asked with request i's first call: i) —
+    /// the global one standing in for its region's: true.
+    Deliver(usize, String, Option<u64>, bool),
     /// Its answer (or failure) reaches isolate k (and then the request that asked it).
     Answer(usize, Result<String, String>, Option<u64>),
     /// A watch reaches isolate k's coordinator.

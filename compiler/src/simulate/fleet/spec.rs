@@ -77,6 +77,8 @@ pub struct RawDown {
 /// Which coordinator a stretch down strikes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Struck {
+    /// Every coordinator: the regions' and the global one.
+    All,
     Regions,
     Global,
     Region(String),
@@ -237,11 +239,12 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
         .and_then(|d| d.coordinator.as_deref())
     {
         None | Some("regions") => Struck::Regions,
+        Some("all") => Struck::All,
         Some("global") => Struck::Global,
         Some(r) if regions.iter().any(|(n, _)| n == r) => Struck::Region(r.to_string()),
         Some(r) => {
             return Err(format!(
-                "[fleet.coordinator_down] coordinator: `{r}` is not `regions`, `global` or a region of [fleet] regions"
+                "[fleet.coordinator_down] coordinator: `{r}` is not `regions`, `global`, `all` or a region of [fleet] regions"
             ))
         }
     };

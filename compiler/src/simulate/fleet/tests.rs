@@ -139,7 +139,7 @@ fn with_the_coordinator_failing_isolates_fall_back_to_their_own_evidence() {
     for how in ["error", "hang"] {
         let sc = scenario(
             &p,
-            &format!("isolates = 40\ncoordinator_down = {{ from = \"0s\", to = \"60s\", how = \"{how}\" }}"),
+            &format!("isolates = 40\ncoordinator_down = {{ from = \"0s\", to = \"60s\", how = \"{how}\", coordinator = \"all\" }}"),
         );
         let (iso, fleet, run) = both(&p, &sc);
         assert_eq!(
@@ -159,6 +159,31 @@ fn with_the_coordinator_failing_isolates_fall_back_to_their_own_evidence() {
             "{how}: degraded answers served: {fallbacks}"
         );
     }
+}
+
+/// The regions' coordinators hung from the start: after two failures in a row each isolate
+/// reports to the global one, which decides for the fleet as its region's would have.
+#[test]
+fn the_global_coordinator_stands_in_for_hung_regions() {
+    let p = policy();
+    let sc = scenario(
+        &p,
+        "isolates = 40\ncoordinator_down = { from = \"0s\", to = \"60s\", how = \"hang\" }",
+    );
+    let (iso, fleet, run) = both(&p, &sc);
+    assert!(fleet.report_failures < fleet.reports / 2, "{fleet:?}");
+    let global = run
+        .coordinators
+        .last()
+        .expect("the global coordinator's load");
+    assert!(global.requests > 0, "{global:?}");
+    assert!(fleet.fleet_opened_s.is_none(), "no region's verdict moved");
+    assert!(
+        fleet.degrade_s.unwrap() < iso.degrade_s.unwrap(),
+        "fleet {:?} against isolate {:?}",
+        fleet.degrade_s,
+        iso.degrade_s
+    );
 }
 
 #[test]

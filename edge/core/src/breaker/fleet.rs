@@ -181,7 +181,7 @@ pub struct Verdict {
     pub sole: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 enum State {
     Closed,
     Open { since: Millis, until: Millis },
@@ -504,6 +504,8 @@ impl Coordinator {
 
 pub mod place;
 mod region;
+mod snapshot;
+pub use snapshot::{Snapshot, SNAPSHOT_EVERY_MS};
 pub mod sample;
 use sample::Sample;
 mod watch;

@@ -26,9 +26,9 @@
 
 use super::credit::ProbeCredit;
 use super::fleet::place::{self, Cf, Region};
-use super::fleet::{settings_hash, FleetMode, Report, Verdict};
+use super::fleet::{settings_hash, FleetMode, Verdict};
 use super::rate::Rate;
-use super::{log_transition, Admission, Evidence, Mode, Outcome, Transition};
+use super::{log_transition, Admission, Mode, Outcome, Transition};
 use crate::policy::{FleetScope, RateBreaker};
 use crate::time::Millis;
 
@@ -187,6 +187,15 @@ pub struct Member {
     /// When its first report falls due should no request carry it (handed to the driver
     /// once, [`Member::first_wake`]).
     wake: Option<Millis>,
+    /// Reports failed in a row; until when they go to the global coordinator; whether the
+    /// one in flight went there; whether the next goes at once ([`failover`]).
+    streak: u32,
+    failover_until: Option<Millis>,
+    sent_global: bool,
+    retry: bool,
+    /// A watch failed: the next goes at once ([`Member::watch_again`]), once in a row.
+    rewatch: bool,
+    rewatched: bool,
 }
 
 impl Member {
@@ -231,6 +240,12 @@ impl Member {
             looked: None,
             region: None,
             wake: None,
+            streak: 0,
+            failover_until: None,
+            sent_global: false,
+            retry: false,
+            rewatch: false,
+            rewatched: false,
         }
     }
 
@@ -390,231 +405,10 @@ impl Member {
             || self.local.mode(now) != Mode::Healthy
     }
 
-    /// The report to send now, as JSON, when one is due: at most one in flight (one that
-    /// was never answered counts as failed after `verdict_ttl`), every report interval while
-    /// anything is abnormal, every [`HEARTBEAT_FACTOR`] intervals otherwise.
-    pub fn report_due(&mut self, now: Millis) -> Option<FleetReport> {
-        if self.isolate.is_empty() {
-            return None;
-        }
-        if let Some(sent) = self.in_flight {
-            if now.since(sent) < self.fleet.verdict_ttl_ms {
-                return None;
-            }
-            let _ = self.failed(now, "the last report was never answered");
-        }
-        let (interval, pace, heartbeat) = self.periods();
-        // A probe's outcome goes out at once (one report in flight still): the fleet decides
-        // to close on the probes it has heard, and probes are 2% of the traffic at most.
-        let abnormal = self.abnormal(now);
-        let every = if self.unreported_probe {
-            0
-        } else if abnormal {
-            pace
-        } else {
-            heartbeat
-        };
-        let born = *self.born.get_or_insert(now);
-        // The first report goes at once with something to tell.
-        let first_at_once = abnormal && self.last_report.is_none();
-        let due = first_at_once || self.due(now, born, every, self.pace_ms > interval);
-        self.looked = Some(now);
-        if !due {
-            return None;
-        }
-        self.report_now(now, if every == 0 { pace } else { every })
-    }
-
-    /// The report interval, the period the coordinator asked for and the heartbeat.
-    fn periods(&self) -> (u64, u64, u64) {
-        let interval = self.fleet.report_interval_ms.max(1);
-        let pace = self.pace_ms.max(interval);
-        let heartbeat = if self.heartbeat_ms == 0 {
-            interval * HEARTBEAT_FACTOR
-        } else {
-            self.heartbeat_ms.max(pace)
-        };
-        (interval, pace, heartbeat)
-    }
-
-    /// The report, sent now, covering `period_ms`.
-    fn report_now(&mut self, now: Millis, period_ms: u64) -> Option<FleetReport> {
-        self.seq += 1;
-        self.unreported_probe = false;
-        self.in_flight = Some(now);
-        self.last_report = Some(now);
-        let report = Report {
-            service: self.service.clone(),
-            config: self.config.clone(),
-            isolate: self.isolate.clone(),
-            seq: self.seq,
-            buckets: self.ledger.buckets(now),
-            period_ms,
-        };
-        self.call("/report", &report, REPORT_TIMEOUT_MS)
-    }
-
-    /// Whether a report `every` ms is due at `now`. The first goes `phase` of a period
-    /// after this isolate first had one to make, or with the last answer before that
-    /// moment when requests come as far apart as the last two (at once when it has
-    /// something to tell): a fleet that starts at once spreads its first reports over a
-    /// heartbeat, and a thin isolate is not left without one for a gap. On `slots` —
-    /// when the coordinator asks for a longer period than the policy's interval (many
-    /// isolates share it) — each goes at this isolate's next slot, `phase` of a period past
-    /// a multiple of it: a fleet that turns abnormal at once spreads its reports over the
-    /// period instead of sending them in the same second.
-    fn due(&self, now: Millis, born: Millis, every: u64, slots: bool) -> bool {
-        let last = self.last_report;
-        if every == 0 {
-            return true;
-        }
-        let phase = self.phase.unwrap_or(0.0);
-        if last.is_none() {
-            // Its next request may come a gap like the last after this one: it goes now
-            // if its phase would pass before then (a thin isolate's slot falls in a gap).
-            return (now.since(born) + self.gap_ms) as f64 >= phase * every as f64;
-        }
-        if !slots {
-            return last.is_none_or(|t| now.since(t) >= every);
-        }
-        // A slot's start passed since this isolate last looked: a fleet turning abnormal
-        // together (its last reports a heartbeat back) still waits for its slots.
-        let offset = (phase * every as f64) as u64;
-        let slot = |t: Millis| (t.0 + every - offset) / every;
-        let looked = last.max(self.looked).unwrap_or(born);
-        slot(now) > slot(looked)
-    }
-
-    /// A call to this isolate's coordinator at `path` with `body` as JSON.
-    fn call(
-        &self,
-        path: &'static str,
-        body: &impl serde::Serialize,
-        timeout_ms: u64,
-    ) -> Option<FleetReport> {
-        let region = self.region();
-        Some(FleetReport {
-            path,
-            binding: self.fleet.coordinator.clone(),
-            object: object_name(&self.service, &self.config, region),
-            hint: region.name(),
-            body: serde_json::to_string(body).ok()?,
-            timeout_ms,
-        })
-    }
-
     /// This isolate answered a request at `now` without the model (a fallback, a refusal):
     /// it has something to tell or to learn, whatever its breaker recorded.
     pub fn noticed(&mut self, now: Millis) {
         self.noticed = Some(now);
-    }
-
-    /// The coordinator answered the report in flight with `verdict` at `now`.
-    pub fn heard(&mut self, now: Millis, verdict: Verdict) -> Option<FleetChange> {
-        self.in_flight = None;
-        self.probe_failed = false;
-        self.apply(now, verdict)
-    }
-
-    fn apply(&mut self, now: Millis, verdict: Verdict) -> Option<FleetChange> {
-        if self
-            .heard
-            .as_ref()
-            .is_some_and(|h| verdict.issued_at < h.verdict.issued_at)
-        {
-            // Older than the verdict applied (a report's answer and a watch's crossed):
-            // the coordinator answered, but what it said then is superseded.
-            self.health = Health::Ok;
-            return None;
-        }
-        self.pace_ms = verdict.pace_ms;
-        self.heartbeat_ms = verdict.heartbeat_ms;
-        let regained = matches!(self.health, Health::Failing | Health::Expired);
-        let moved = self.last_verdict != Some(verdict.mode);
-        let change = (regained || moved).then_some(FleetChange {
-            event: if regained { "regained" } else { "verdict" },
-            verdict: fleet_mode_name(Some(verdict.mode)),
-            calls: verdict.calls,
-            isolates: verdict.isolates,
-        });
-        self.last_verdict = Some(verdict.mode);
-        self.health = Health::Ok;
-        let ttl = self
-            .fleet
-            .verdict_ttl_ms
-            .min(verdict.expires_at.saturating_sub(verdict.issued_at));
-        let h = Heard {
-            until: now.plus(ttl),
-            at: now,
-            sole: verdict.sole.as_deref() == Some(self.isolate.as_str()),
-            verdict,
-        };
-        // A verdict on this isolate's reports alone moves nothing its breaker has not
-        // decided already (an opening it recovered from since, a recovery it made itself).
-        let recovery = h
-            .verdict
-            .probing_since
-            .filter(|_| h.verdict.mode == FleetMode::Closed && !h.sole);
-        if recovery.is_some() && recovery != self.recovered {
-            // A recovery this isolate has not applied yet: seed 000's fresh window, so the
-            // outage's calls in it cannot trip it again on a model that is back.
-            self.recovered = recovery;
-            self.local.forget();
-            if let (Some(probing), Some(opened)) = (recovery, self.local.opened_at(now)) {
-                if opened < h.local(probing) {
-                    let evidence = Evidence {
-                        calls: h.verdict.probes,
-                        failures: h.verdict.probes.saturating_sub(h.verdict.probe_ok),
-                        timeouts: 0,
-                        p95_ms: None,
-                    };
-                    self.local.recover(now, Some(evidence));
-                }
-            }
-        }
-        if let (FleetMode::Open | FleetMode::Probing, Some(opened), false) =
-            (h.verdict.mode, h.verdict.opened_at, h.sole)
-        {
-            let evidence = Evidence {
-                calls: h.verdict.calls,
-                failures: h.verdict.failures,
-                timeouts: 0,
-                p95_ms: None,
-            };
-            self.local
-                .adopt_open(h.local(opened).min(now), now, Some(evidence));
-        }
-        let was_probing = self
-            .heard
-            .as_ref()
-            .is_some_and(|o| o.verdict.mode == FleetMode::Probing);
-        if h.verdict.mode == FleetMode::Probing && !was_probing {
-            // The first request of the fleet's probing probes at once, as in isolate scope.
-            self.credit.next_probes();
-        }
-        self.heard = Some(h);
-        self.mode(now);
-        change
-    }
-
-    /// The report in flight failed (unreachable, over its timeout, erroring, refused, or a
-    /// reply that is no verdict): isolate scope from now on, until a report succeeds.
-    pub fn failed(&mut self, now: Millis, why: &str) -> Option<FleetChange> {
-        let lost = !matches!(self.health, Health::Failing);
-        self.last_verdict = None;
-        self.in_flight = None;
-        self.heard = None;
-        self.probe_failed = false;
-        self.health = Health::Failing;
-        self.failures += 1;
-        self.last_error = Some(crate::classify::bounded(why));
-        self.mode(now);
-        lost.then_some(FleetChange {
-            event: "lost",
-            verdict: fleet_mode_name(None),
-            calls: 0,
-            isolates: 0,
-        })
     }
 
     pub fn transitions(&self) -> &[Transition] {
@@ -655,6 +449,7 @@ impl Member {
                 "failures": self.failures,
                 "last_error": self.last_error,
                 "reports": self.seq,
+                "failover": self.failing_over(now),
                 "watching": self.watching,
                 "pushed": self.pushed,
             },
@@ -671,9 +466,13 @@ impl Member {
     }
 }
 
+mod answers;
 mod ask;
+mod failover;
 mod ledger;
+mod report;
 mod watch;
+pub use failover::FAILOVER_AFTER;
 pub use ledger::Ledger;
 pub use watch::{MAX_WATCHES, THIN_GAP_MS};
 

@@ -6,11 +6,13 @@ use crate::breaker::fleet::Verdict;
 use crate::metrics::DataPoint;
 use crate::time::Millis;
 
-/// What [`Engine::fleet_heard`] asks the driver to do: print the log line, write the point.
+/// What [`Engine::fleet_heard`] asks the driver to do: print the log line, write the point,
+/// send the report again at once (a failed one's retry, `breaker::member::failover`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FleetHeard {
     pub log: Option<String>,
     pub point: Option<DataPoint>,
+    pub again: Option<crate::breaker::member::FleetReport>,
 }
 
 impl Engine<'_> {
@@ -47,7 +49,11 @@ impl Engine<'_> {
                 (change, Some(log))
             }
         };
-        self.fleet_point(now, change, log)
+        let again = member.again(now);
+        FleetHeard {
+            again,
+            ..self.fleet_point(now, change, log)
+        }
     }
 
     /// [F-SCOPE] The coordinator answered the watch a [`super::Reply`] carried (`Ok`: the
@@ -61,7 +67,11 @@ impl Engine<'_> {
             .ok()
             .and_then(|t| serde_json::from_str::<Verdict>(t).ok());
         let change = member.watched(now, verdict);
-        self.fleet_point(now, change, None)
+        let again = member.watch_again(now);
+        FleetHeard {
+            again,
+            ..self.fleet_point(now, change, None)
+        }
     }
 
     /// [F-SCOPE] The instant a [`super::Reply::fleet_wake`] named came: the calls to send
@@ -91,6 +101,10 @@ impl Engine<'_> {
                 (c.calls, c.isolates),
             )
         });
-        FleetHeard { log, point }
+        FleetHeard {
+            log,
+            point,
+            again: None,
+        }
     }
 }

@@ -159,18 +159,27 @@ fn a_failing_coordinator_puts_the_isolate_back_in_isolate_scope_at_once() {
     m.heard(Millis(5), verdict(FleetMode::Open, 5));
     assert_eq!(m.admit(Millis(1_000)), Admission::Reject);
     assert!(m.report_due(Millis(1_005)).is_some());
-    m.failed(Millis(1_300), "HTTP 500 from the coordinator");
+    // One report lost: sent again at once, the verdict holding meanwhile.
+    assert_eq!(m.failed(Millis(1_300), "no answer within 500 ms"), None);
+    assert_eq!(m.health(), Health::Ok);
+    assert!(m.fleet_led(Millis(1_300)));
+    assert!(m.again(Millis(1_300)).is_some());
+    // Two in a row: the coordinator is failing.
+    let lost = m.failed(Millis(1_350), "HTTP 500 from the coordinator");
+    assert_eq!(lost.map(|c| c.event), Some("lost"));
     assert_eq!(m.health(), Health::Failing);
     // Isolate scope: its own breaker, which adopted the fleet's opening — still open, and
-    // probing by itself once its hold-down is over.
-    assert!(!m.fleet_led(Millis(1_301)));
-    assert_eq!(m.admit(Millis(1_301)), Admission::Reject);
-    // It tries again one interval after the last report, not after the heartbeat.
-    assert!(m.report_due(Millis(2_004)).is_none());
-    assert!(m.report_due(Millis(2_005)).is_some());
-    let s = m.status(Millis(2_005));
+    // probing by itself once its hold-down is over. Open, it does not hurry to the global
+    // coordinator: its next report goes one interval after the last, not after the
+    // heartbeat.
+    assert!(!m.fleet_led(Millis(1_351)));
+    assert_eq!(m.admit(Millis(1_351)), Admission::Reject);
+    assert!(m.again(Millis(1_351)).is_none());
+    assert!(m.report_due(Millis(2_299)).is_none());
+    assert!(m.report_due(Millis(2_300)).is_some());
+    let s = m.status(Millis(2_300));
     assert_eq!(s["coordinator"]["health"], "failing");
-    assert_eq!(s["coordinator"]["failures"], 1);
+    assert_eq!(s["coordinator"]["failures"], 2);
     assert_eq!(s["decided_by"], "isolate");
     assert_eq!(s["isolate_mode"], "DEGRADED_FALLBACK");
     assert_eq!(m.admit(Millis(30_005)), Admission::Probe);
@@ -202,9 +211,12 @@ fn reports_come_every_interval_when_troubled_every_ten_when_healthy_one_at_a_tim
         m.report_due(Millis(11_000)).is_some(),
         "a failure: every interval"
     );
-    // A report never answered counts as failed once a verdict would have expired.
+    // A report never answered counts as failed once a verdict would have expired (and is
+    // sent again at once); the second in a row is a failing coordinator.
     assert!(m.report_due(Millis(13_999)).is_none());
     assert!(m.report_due(Millis(14_000)).is_some());
+    assert_eq!(m.health(), Health::Ok);
+    assert!(m.report_due(Millis(17_000)).is_some());
     assert_eq!(m.health(), Health::Failing);
 }
 
@@ -353,17 +365,32 @@ fn watches_are_renewed_by_requests_and_stop_while_the_coordinator_fails() {
         b.watch_due(Millis(WATCH_MS / 2), false, WATCH_MS).is_none(),
         "one open"
     );
-    // A watch that failed: the next one waits a report interval.
+    // A watch that failed is sent again at once, holding what it covered, once; the next
+    // one that fails waits a report interval, and a watch of its own resets that.
     assert_eq!(b.watched(Millis(WATCH_MS), None), None);
-    assert!(b
-        .watch_due(Millis(WATCH_MS + 500), false, WATCH_MS)
-        .is_none());
+    let again = b.watch_again(Millis(WATCH_MS)).expect("sent again at once");
+    assert_eq!(again.path, "/watch");
+    assert!(b.watch_again(Millis(WATCH_MS)).is_none());
+    assert_eq!(b.watched(Millis(WATCH_MS + 500), None), None);
+    assert!(
+        b.watch_again(Millis(WATCH_MS + 500)).is_none(),
+        "once in a row"
+    );
     assert!(b
         .watch_due(Millis(WATCH_MS + 1_000), false, WATCH_MS)
+        .is_none());
+    assert!(b
+        .watch_due(Millis(WATCH_MS + 1_500), false, WATCH_MS)
         .is_some());
-    // Reports failing: no watch, and a verdict a late watch brings is not applied.
+    assert_eq!(b.watched(Millis(WATCH_MS + 1_600), None), None);
+    assert!(b.watch_again(Millis(WATCH_MS + 1_600)).is_some());
+    // Reports failing (two in a row): no watch; a verdict a late watch brings is the
+    // coordinator's word, and is applied.
     b.report_due(Millis(WATCH_MS + 2_000)).unwrap();
     b.failed(Millis(WATCH_MS + 2_500), "HTTP 500");
+    b.again(Millis(WATCH_MS + 2_500)).unwrap();
+    b.failed(Millis(WATCH_MS + 2_600), "HTTP 500");
+    assert_eq!(b.health(), Health::Failing);
     assert!(b
         .watch_due(Millis(WATCH_MS + 20_000), true, WATCH_MS)
         .is_none());
@@ -371,7 +398,8 @@ fn watches_are_renewed_by_requests_and_stop_while_the_coordinator_fails() {
         Millis(WATCH_MS + 3_000),
         Some(verdict(FleetMode::Open, WATCH_MS + 2_990)),
     );
-    assert!(!b.fleet_led(Millis(WATCH_MS + 3_000)));
+    assert!(b.fleet_led(Millis(WATCH_MS + 3_000)));
+    assert_eq!(b.health(), Health::Ok);
 }
 
 /// A pushed opening reaches an isolate that has no request in flight, and it holds until its
@@ -666,6 +694,8 @@ fn an_isolate_asks_with_its_call_only_when_nothing_could_tell_it_of_the_fleet() 
         "the answer does not report again"
     );
     m.failed(Millis(40_500), "no answer within 500 ms");
+    m.again(Millis(40_500)).expect("sent again at once");
+    m.failed(Millis(41_000), "no answer within 500 ms");
     assert!(m.ask(Millis(60_000)).is_none(), "reports fail: no asking");
 }
 
@@ -689,4 +719,49 @@ fn a_watch_held_short_is_renewed_sooner_than_one_held_in_full() {
         "it covers 19 s, under two thirds of a watch"
     );
     assert!(short.watch_due(Millis(3_000), true, WATCH_MS).is_none());
+}
+
+/// A failed report is sent again at once; after its region's coordinator failed twice in a
+/// row the global one stands in for a heartbeat, and a failing global one sends it back.
+#[test]
+fn a_failed_report_goes_again_at_once_and_the_global_coordinator_stands_in_for_a_failing_region() {
+    let mut m = member();
+    let first = m.report_due(Millis(1_000)).unwrap();
+    assert!(first.object.ends_with("/enam") && first.hint == "enam");
+    m.failed(Millis(1_500), "no answer within 500 ms");
+    let retry = m.again(Millis(1_500)).expect("sent again at once");
+    assert!(retry.object.ends_with("/enam"));
+    assert!(m.again(Millis(1_500)).is_none(), "one in flight");
+    m.failed(Millis(2_000), "no answer within 500 ms");
+    let global = m.again(Millis(2_000)).expect("the global one, at once");
+    assert!(global.object.ends_with("/global") && global.hint.is_empty());
+    assert!(m.status(Millis(2_000))["coordinator"]["failover"] == true);
+    // No watch goes to the global coordinator.
+    m.heard(Millis(2_100), verdict(FleetMode::Open, 2_090));
+    assert!(m.fleet_led(Millis(2_100)));
+    assert!(m.watch_due(Millis(2_200), true, WATCH_MS).is_none());
+    // Within the heartbeat, reports go to the global one; after it, to the region again.
+    assert!(m
+        .report_due(Millis(3_100))
+        .unwrap()
+        .object
+        .ends_with("/global"));
+    m.heard(Millis(3_150), verdict(FleetMode::Open, 3_140));
+    let back = m.report_due(Millis(12_100)).unwrap();
+    assert!(back.object.ends_with("/enam"), "{}", back.object);
+    // The global one failing: back to the region, and no more reports at once.
+    let mut g = member();
+    g.report_due(Millis(1_000)).unwrap();
+    g.failed(Millis(1_500), "HTTP 500");
+    g.again(Millis(1_500)).unwrap();
+    g.failed(Millis(1_600), "HTTP 500");
+    assert!(g.again(Millis(1_600)).unwrap().object.ends_with("/global"));
+    g.failed(Millis(1_700), "HTTP 500");
+    assert_eq!(g.health(), Health::Failing);
+    assert!(g.again(Millis(1_700)).is_none(), "no more at once");
+    assert!(g
+        .report_due(Millis(2_700))
+        .unwrap()
+        .object
+        .ends_with("/enam"));
 }

@@ -82,12 +82,12 @@ impl Member {
         if self.isolate.is_empty()
             || self.seq == 0
             || self.health == Health::Failing
+            || self.failing_over(now)
             || now < self.watch_after
             || hold_ms == 0
         {
             return None;
         }
-        let timeout_ms = hold_ms + REPORT_TIMEOUT_MS;
         if let Some(newest) = self.newest_watch {
             if now.since(newest) > 2 * (WATCH_MS + REPORT_TIMEOUT_MS) {
                 // Every driver answers a watch within its timeout; one never heard of is gone.
@@ -107,6 +107,14 @@ impl Member {
                 return None;
             }
         }
+        // A watch of its own: the next one that fails is sent again.
+        self.rewatched = false;
+        self.watch_now(now, hold_ms)
+    }
+
+    /// A watch sent at `now`, held `hold_ms` at most.
+    fn watch_now(&mut self, now: Millis, hold_ms: u64) -> Option<FleetReport> {
+        let timeout_ms = hold_ms + REPORT_TIMEOUT_MS;
         self.watching += 1;
         self.newest_watch = Some(now);
         self.watch_until = Some(
@@ -121,21 +129,22 @@ impl Member {
             seen: self.last_verdict,
             hold_ms: (hold_ms < WATCH_MS).then_some(hold_ms),
         };
-        self.call("/watch", &watch, timeout_ms)
+        self.call(now, "/watch", &watch, timeout_ms)
     }
 
     /// The watch in flight ended at `now`: answered with `verdict` (applied as a report's
     /// answer is, unless reports are failing: isolate scope holds until one succeeds), or
-    /// failed (`None`: the next watch waits a report interval).
+    /// failed (`None`: sent again at once the first time, [`Member::watch_again`]; after
+    /// that, the next watch waits a report interval).
     pub fn watched(&mut self, now: Millis, verdict: Option<Verdict>) -> Option<FleetChange> {
         self.watching = self.watching.saturating_sub(1);
         let Some(verdict) = verdict else {
             self.watch_after = now.plus(self.fleet.report_interval_ms);
+            self.rewatch = !self.rewatched;
+            self.rewatched = true;
             return None;
         };
-        if self.health == Health::Failing {
-            return None;
-        }
+        // While reports fail, a verdict pushed is still the coordinator's word: it answered.
         if self.last_verdict != Some(verdict.mode) {
             // News (the fleet opened or closed): counted. A failed probe the coordinator
             // has not heard yet keeps this isolate open only while the fleet still probes.
@@ -145,5 +154,24 @@ impl Member {
             self.watch_after = self.watch_after.max(now.plus(spread));
         }
         self.apply(now, verdict)
+    }
+
+    /// The watch to send again at once after one failed at `now` (lost on the way, its
+    /// answer not begun within [`REPORT_TIMEOUT_MS`], refused), held for what the failed one
+    /// still covered: a watch lost just before an opening would leave a thin isolate deaf to
+    /// it until its next request. Once in a row: a coordinator that keeps failing waits a
+    /// report interval between watches.
+    pub fn watch_again(&mut self, now: Millis) -> Option<FleetReport> {
+        if !std::mem::take(&mut self.rewatch)
+            || self.health == Health::Failing
+            || self.failing_over(now)
+        {
+            return None;
+        }
+        let hold_ms = self.watch_until.map_or(0, |u| u.since(now)).min(WATCH_MS);
+        if hold_ms == 0 {
+            return None;
+        }
+        self.watch_now(now, hold_ms)
     }
 }

@@ -163,27 +163,34 @@ fn an_answer_carries_the_report_and_the_verdict_changes_are_points_and_log_lines
         e.fleet_heard(at(11_010), Ok(&serde_json::to_string(&v).unwrap())),
         FleetHeard::default()
     );
-    // The coordinator lost: a log line naming the alert, and one point; not one per failure.
+    // A report failed: a log line naming the alert; the coordinator lost (two in a row): one
+    // point, not one per failure.
     let r = run(&mut e, 21_000, "/recommendations/alice", ok());
     assert!(report_of(&r).is_some());
     let lost = e.fleet_heard(at(21_500), Err("no answer within 500 ms"));
     let line: Value = serde_json::from_str(lost.log.as_deref().unwrap()).unwrap();
     assert_eq!(line["event"], "breaker_coordinator_failed");
     assert_eq!(line["alert"], "ALERT_BREAKER_COORDINATOR_LOST");
-    assert_eq!(lost.point.unwrap().blobs[2], "lost");
-    let r = run(&mut e, 22_600, "/recommendations/alice", ok());
-    let again = e.fleet_heard(at(22_700), Err("HTTP 500: down"));
-    assert!(report_of(&r).is_some() && again.log.is_some() && again.point.is_none());
-    // Back: "regained".
-    let r = run(&mut e, 23_800, "/recommendations/alice", ok());
+    assert!(
+        lost.point.is_none(),
+        "one report lost is no coordinator lost"
+    );
+    // Sent again at once; failing again, the coordinator is lost (the point), and the global
+    // coordinator stands in for the region (`member::failover`), at once too.
+    let retry = lost.again.expect("a failed report is sent again at once");
+    assert!(retry.object.ends_with("/enam"), "{}", retry.object);
+    let again = e.fleet_heard(at(22_000), Err("HTTP 500: down"));
+    assert!(again.log.is_some());
+    assert_eq!(again.point.unwrap().blobs[2], "lost");
+    let global = again.again.expect("the global coordinator stands in");
+    assert!(global.object.ends_with("/global") && global.hint.is_empty());
+    // Back: "regained", from the global coordinator's answer.
     let v = c
-        .report(
-            at(23_810),
-            Coordinator::parse(&report_of(&r).unwrap().body).unwrap(),
-        )
+        .report(at(22_100), Coordinator::parse(&global.body).unwrap())
         .unwrap();
-    let back = e.fleet_heard(at(23_810), Ok(&serde_json::to_string(&v).unwrap()));
+    let back = e.fleet_heard(at(22_100), Ok(&serde_json::to_string(&v).unwrap()));
     assert_eq!(back.point.unwrap().blobs[2], "regained");
+    assert!(back.again.is_none(), "an answer sends nothing again");
     // An answer that is no verdict is a failure too.
     let r = run(&mut e, 34_000, "/recommendations/alice", ok());
     assert!(report_of(&r).is_some());
