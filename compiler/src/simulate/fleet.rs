@@ -14,7 +14,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use understudy_core::breaker::fleet::place::Role;
 use understudy_core::breaker::fleet::{settings_hash, Coordinator, FleetMode, Snapshot, Verdict};
-use understudy_core::breaker::member::REPORT_TIMEOUT_MS;
+use understudy_core::breaker::member::{FleetReport, REPORT_TIMEOUT_MS};
 use understudy_core::catalog::Catalog;
 use understudy_core::engine::virtual_io::Virtual;
 use understudy_core::engine::Engine;
@@ -98,6 +98,22 @@ impl Moves {
             }
         }
     }
+}
+
+/// Isolate `k`'s call sent again at `now`, from a failed one's callback (no request carries
+/// it: its loss draw is seeded by the isolate).
+fn sent_again(k: usize, now: Millis, call: FleetReport) -> (usize, Sent) {
+    let request = k as u64 | 1 << 40;
+    let ask = false;
+    (
+        k,
+        Sent {
+            request,
+            at: now,
+            call,
+            ask,
+        },
+    )
 }
 
 fn json(v: &Verdict) -> String {
@@ -502,20 +518,7 @@ pub fn run(
                     }
                     let heard =
                         engines[k].fleet_heard(now, answer.as_deref().map_err(|e| e.as_str()));
-                    if let Some(call) = heard.again {
-                        // Sent again at once, from the failed one's callback.
-                        let request = k as u64 | 1 << 40;
-                        let ask = false;
-                        again.push((
-                            k,
-                            Sent {
-                                request,
-                                at: now,
-                                call,
-                                ask,
-                            },
-                        ));
-                    }
+                    again.extend(heard.again.map(|call| sent_again(k, now, call)));
                     note_mode(&mut engines[k], now, (start, &mut last[k], &mut changes[k]));
                     if let Some(request) = asking {
                         // The request that asked heeds it, if it still waits.
@@ -529,19 +532,7 @@ pub fn run(
                     pushed += u64::from(answer.is_ok());
                     let heard =
                         engines[k].fleet_watched(now, answer.as_deref().map_err(|e| e.as_str()));
-                    if let Some(call) = heard.again {
-                        let request = k as u64 | 1 << 40;
-                        let ask = false;
-                        again.push((
-                            k,
-                            Sent {
-                                request,
-                                at: now,
-                                call,
-                                ask,
-                            },
-                        ));
-                    }
+                    again.extend(heard.again.map(|call| sent_again(k, now, call)));
                     note_mode(&mut engines[k], now, (start, &mut last[k], &mut changes[k]));
                 }
             }
