@@ -9,7 +9,7 @@ use crate::classify::Observed;
 use crate::engine::{Command, Done, Input, IoId, KvRead, Op, Output, Reply};
 use crate::events::flow::Io as EventIo;
 
-/// What a report is about (`kind` & 0xff; the constants of `src/io.js`).
+/// What a report is about (`kind` & 0xff).
 pub const FETCHED: u32 = 1;
 pub const KV: u32 = 2;
 pub const LIMITED: u32 = 3;
@@ -18,6 +18,58 @@ pub const HEARD: u32 = 5;
 pub const ASKED: u32 = 6;
 /// Set in `kind` while the request still waits for its response.
 pub const LIVE: u32 = 256;
+
+/// What a command is: the first number of each in the engine's output.
+pub const START_FETCH: u32 = 1;
+pub const START_KV: u32 = 2;
+pub const START_LIMIT: u32 = 3;
+pub const ABORT: u32 = 5;
+pub const HEAR: u32 = 6;
+pub const EVENTS: u32 = 7;
+pub const RESPOND: u32 = 8;
+pub const ASK: u32 = 9;
+
+pub use crate::breaker::member::{REPORT_PATH, WATCH_PATH};
+
+/// The driver's constants, as the JavaScript module `edge/worker/src/wire.js` declares them:
+/// that file is this text (a test holds them equal; `UNDERSTUDY_BLESS=1 cargo test -p
+/// understudy-core wire` writes it).
+pub fn js() -> String {
+    let consts: &[(&str, String)] = &[
+        ("FETCHED", FETCHED.to_string()),
+        ("KV", KV.to_string()),
+        ("LIMITED", LIMITED.to_string()),
+        ("TIMER", TIMER.to_string()),
+        ("HEARD", HEARD.to_string()),
+        ("ASKED", ASKED.to_string()),
+        ("LIVE", LIVE.to_string()),
+        ("START_FETCH", START_FETCH.to_string()),
+        ("START_KV", START_KV.to_string()),
+        ("START_LIMIT", START_LIMIT.to_string()),
+        ("ABORT", ABORT.to_string()),
+        ("HEAR", HEAR.to_string()),
+        ("EVENTS", EVENTS.to_string()),
+        ("RESPOND", RESPOND.to_string()),
+        ("ASK", ASK.to_string()),
+        ("REPORT_PATH", format!("{REPORT_PATH:?}")),
+        ("WATCH_PATH", format!("{WATCH_PATH:?}")),
+        (
+            "BEGIN_MS",
+            crate::breaker::member::REPORT_TIMEOUT_MS.to_string(),
+        ),
+    ];
+    let mut out = String::from(
+        "// The wire between the engine and its JavaScript driver (src/io.js), generated from\n\
+         // edge/core/src/wire.rs: do not edit. `UNDERSTUDY_BLESS=1 cargo test -p understudy-core\n\
+         // wire` writes it; a test fails when the two differ.\n",
+    );
+    for (name, value) in consts {
+        out += &format!("export const {name} = {value};\n");
+    }
+    out += "// Called once by the Worker (so that the bundle carries this module).\n";
+    out += "export function us_wire() { return RESPOND; }\n";
+    out
+}
 
 struct Writer(String);
 
@@ -67,7 +119,7 @@ pub fn encode(out: &Output<'_>) -> String {
         match c {
             Command::Start { io, op } => match op {
                 Op::Fetch(o) => {
-                    w.num(1);
+                    w.num(START_FETCH);
                     w.num(io.0);
                     w.str(&o.url);
                     w.str(o.method.as_str());
@@ -79,33 +131,33 @@ pub fn encode(out: &Output<'_>) -> String {
                     w.num(o.max_body_bytes);
                 }
                 Op::ReadKv { binding, key } => {
-                    w.num(2);
+                    w.num(START_KV);
                     w.num(io.0);
                     w.str(binding);
                     w.str(key);
                 }
                 Op::Limit { binding, key } => {
-                    w.num(3);
+                    w.num(START_LIMIT);
                     w.num(io.0);
                     w.str(binding);
                     w.str(key);
                 }
             },
             Command::Abort { io } => {
-                w.num(5);
+                w.num(ABORT);
                 w.num(io.0);
             }
             Command::Hear { io, until } => {
-                w.num(6);
+                w.num(HEAR);
                 w.num(io.0);
                 w.num(until.0);
             }
             Command::Events { io, .. } => {
-                w.num(7);
+                w.num(EVENTS);
                 w.num(io.0);
             }
             Command::Ask(call) => {
-                w.num(9);
+                w.num(ASK);
                 calls(&mut w, std::slice::from_ref(call));
             }
             Command::Respond(r) => respond(&mut w, r),
@@ -115,7 +167,7 @@ pub fn encode(out: &Output<'_>) -> String {
 }
 
 fn respond(w: &mut Writer, r: &Reply) {
-    w.num(8);
+    w.num(RESPOND);
     w.num(r.status);
     w.flat(r.headers.iter().map(|(k, v)| (*k, v.as_str())));
     w.str(&r.body);
@@ -232,6 +284,26 @@ mod tests {
     use super::*;
     use crate::http::{Method, Outbound};
     use crate::Millis;
+
+    /// `edge/worker/src/io.js` reads every code, path and timeout of the wire from
+    /// `wire.js`, which is this declaration's text.
+    #[test]
+    fn the_drivers_wire_module_is_generated_from_this_declaration() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../worker/src/wire.js");
+        let want = js();
+        if std::env::var_os("UNDERSTUDY_BLESS").is_some() {
+            std::fs::write(path, &want).expect("write wire.js");
+        }
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            have == want,
+            "edge/worker/src/wire.js differs from edge/core/src/wire.rs: run `UNDERSTUDY_BLESS=1 cargo test -p understudy-core wire`"
+        );
+        let io = include_str!("../../worker/src/io.js");
+        for code in ["case 1", "case 2", "code === 8", "code === 9", "\"/watch\""] {
+            assert!(!io.contains(code), "io.js writes `{code}` by hand");
+        }
+    }
 
     #[test]
     fn a_fetch_and_a_timer_encode_as_the_driver_reads_them() {

@@ -110,7 +110,7 @@ impl DurableObject for BreakerCoordinator {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let watch = req.path() == "/watch";
+        let watch = req.path() == understudy_core::breaker::member::WATCH_PATH;
         if self.role.get().is_none() {
             let of = object_of(&req.inner().url());
             let role = match of.as_deref().map(Role::of) {

@@ -9,12 +9,11 @@
 // per step, no per-field `Array` calls (issue 23, point 5). Imported by crate::shim; its
 // unit tests (tests/io.test.mjs) drive it with a stand-in engine, no runtime needed.
 
-// What a report is about (the `kind` argument of `step`; the engine's `crate::wire`).
-export const FETCHED = 1, KV = 2, LIMITED = 3, TIMER = 4, HEARD = 5, ASKED = 6;
-// The flag added to `kind` while the request still waits for its response.
-const LIVE = 256;
-// How soon a coordinator's answer must begin (member::REPORT_TIMEOUT_MS; a test holds them equal).
-const BEGIN_MS = 500;
+// The wire's codes, paths and timeout: `wire.js`, generated from the engine's `crate::wire`
+// (what a report is about, the `kind` argument of `step`, and LIVE added while the request
+// waits; what a command is; the coordinator's paths; how soon its answer must begin).
+import { FETCHED, KV, LIMITED, TIMER, HEARD, ASKED, LIVE, START_FETCH, START_KV, START_LIMIT, ABORT, HEAR, EVENTS, RESPOND, ASK, WATCH_PATH, BEGIN_MS } from "./wire.js";
+export { FETCHED, KV, LIMITED, TIMER, HEARD, ASKED } from "./wire.js";
 
 const firstLine = (e) => String((e && e.message) || e).split("\n")[0];
 
@@ -183,15 +182,15 @@ function apply(f, out) {
     const wake = r.num();
     while (r.more()) {
       const code = r.num();
-      if (code === 8) { respond(f, r); continue; }
-      if (code === 9) {
+      if (code === RESPOND) { respond(f, r); continue; }
+      if (code === ASK) {
         // [F-SCOPE] The isolate asks the coordinator with the request's first call.
         for (const call of calls(r)) fleetReport(f, ...call, () => { if (f.live) report(f, ASKED, 0, 0); });
         continue;
       }
       const io = r.num();
       switch (code) {
-        case 1: {
+        case START_FETCH: {
           const url = r.str(), method = r.str(), head = r.str(), body = r.str(), max = r.num();
           const ctl = new AbortController();
           f.fetches.set(io, ctl);
@@ -203,7 +202,7 @@ function apply(f, out) {
           });
           break;
         }
-        case 2: {
+        case START_KV: {
           const binding = r.str(), key = r.str();
           const ns = f.env[binding];
           const p = ns == null ? Promise.resolve([2, `KV binding \`${binding}\` is not bound`]) : readKv(ns, key);
@@ -215,17 +214,17 @@ function apply(f, out) {
           p.then((x) => report(f, KV, io, x[0], x[1], x[2]));
           break;
         }
-        case 3: {
+        case START_LIMIT: {
           const binding = r.str(), key = r.str();
           limit(f.env, binding, key).then((x) => report(f, LIMITED, io, x[0], x[1]));
           break;
         }
-        case 5: {
+        case ABORT: {
           const ctl = f.fetches.get(io);
           if (ctl !== undefined) { f.fetches.delete(io); abortSoon(ctl); }
           break;
         }
-        case 6: {
+        case HEAR: {
           // Listened to after its timeout: aborted at `until`, its end reported if sooner
           // (the engine's; the request may be answered by then, hence waitUntil).
           const until = r.num();
@@ -237,7 +236,7 @@ function apply(f, out) {
           }
           break;
         }
-        case 7:
+        case EVENTS:
           f.engine.perform(f.id, io).then(() => report(f, HEARD, io, 0));
           break;
         default:
@@ -269,7 +268,7 @@ function respond(f, r) {
   if (!f.live) {
     // Answered already (by a failure path): nothing more to send. A watch the engine counted
     // as sent is handed back as failed, or the isolate would wait for its answer.
-    for (const [path] of fleet) if (path === "/watch") f.engine.fleetHeard(path, false, "not sent: the request was answered already");
+    for (const [path] of fleet) if (path === WATCH_PATH) f.engine.fleetHeard(path, false, "not sent: the request was answered already");
     return;
   }
   const res = new Response(body, { status, headers: headersOf(head) });
@@ -397,7 +396,7 @@ function fail(f, e) {
     try {
       const r = new Reader(out);
       r.num();
-      if (r.num() === 8) return respond(f, r);
+      if (r.num() === RESPOND) return respond(f, r);
     } catch (_) { /* fall through to the last resort */ }
   }
   finish(f, lastResort(f.req, firstLine(e)));

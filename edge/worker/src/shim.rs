@@ -12,6 +12,12 @@ use js_sys::{Array, Promise};
 use wasm_bindgen::prelude::*;
 use worker::web_sys;
 
+// The wire's constants, generated from `understudy_core::wire` (`io.js` imports them).
+#[wasm_bindgen(module = "/src/wire.js")]
+extern "C" {
+    fn us_wire() -> u32;
+}
+
 #[wasm_bindgen(module = "/src/io.js")]
 extern "C" {
     fn us_incoming(req: &web_sys::Request, names: &Array, place: bool) -> String;
@@ -46,6 +52,11 @@ extern "C" {
 /// run.
 pub fn init(analytics: &str, head: &str, body: &str) {
     us_init(analytics, head, body);
+    // The bundle carries `wire.js` beside `io.js` (its one use from Rust), and says so if it
+    // is not the one this engine was built with.
+    if us_wire() != understudy_core::wire::RESPOND {
+        worker::console_log!("edge: src/wire.js is not the engine's wire (rebuild the Worker)");
+    }
 }
 
 /// Runs request `id`'s driver from the engine's first output `out` (`us_run`): the promise

@@ -34,6 +34,9 @@ use crate::time::Millis;
 
 /// How long a driver waits for the coordinator's answer before it reports the report failed.
 pub const REPORT_TIMEOUT_MS: u64 = 500;
+/// The coordinator's paths: a report, and a watch (held until the fleet moves).
+pub const REPORT_PATH: &str = "/report";
+pub const WATCH_PATH: &str = "/watch";
 /// A healthy isolate reports this many times less often (a heartbeat that keeps it counted).
 pub const HEARTBEAT_FACTOR: u64 = 10;
 

@@ -87,20 +87,3 @@ impl Member {
         self.report_now(now, pace)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::super::REPORT_TIMEOUT_MS;
-
-    /// The Worker's driver gives up on an answer that has not begun within the report
-    /// timeout: its constant is this one.
-    #[test]
-    fn the_driver_waits_for_an_answer_to_begin_as_long_as_the_member_does() {
-        let io = include_str!("../../../../worker/src/io.js");
-        let line = format!("const BEGIN_MS = {REPORT_TIMEOUT_MS};");
-        assert!(
-            io.contains(&line),
-            "edge/worker/src/io.js must declare `{line}`"
-        );
-    }
-}

@@ -69,7 +69,7 @@ impl Member {
             buckets: self.ledger.buckets(now),
             period_ms,
         };
-        self.call(now, "/report", &report, REPORT_TIMEOUT_MS)
+        self.call(now, super::REPORT_PATH, &report, REPORT_TIMEOUT_MS)
     }
 
     /// Whether a report `every` ms is due at `now`. The first goes `phase` of a period

@@ -129,7 +129,7 @@ impl Member {
             seen: self.last_verdict,
             hold_ms: (hold_ms < WATCH_MS).then_some(hold_ms),
         };
-        self.call(now, "/watch", &watch, timeout_ms)
+        self.call(now, super::WATCH_PATH, &watch, timeout_ms)
     }
 
     /// The watch in flight ended at `now`: answered with `verdict` (applied as a report's
