@@ -55,7 +55,7 @@ pub use unbaked::{last_resort, unbaked, LAST_RESORT_CID, MODE_UNKNOWN};
 use crate::bake::Bake;
 use crate::breaker::Breaker;
 use crate::correlation::Provenance;
-use crate::disclosure::{self, Meta, Rendered};
+use crate::disclosure::{Meta, Rendered};
 use crate::metrics::{data_point, Counters, Outcome};
 use crate::policy::Policy;
 use crate::request::Validator;
@@ -277,13 +277,7 @@ impl<'p> Engine<'p> {
             &self.bake.release_id,
             flight.credentialed,
         );
-        let mut r = disclosure::error(
-            503,
-            "DEPENDENCY_UNAVAILABLE",
-            "the edge could not complete this request",
-            true,
-            &m,
-        );
+        let mut r = unbaked::could_not_complete(&m);
         r.headers.push((
             "Retry-After",
             self.bake

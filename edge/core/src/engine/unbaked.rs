@@ -30,13 +30,7 @@ pub fn unbaked(now: Millis, req: &Incoming<'_>, message: &str, seed: u64) -> Rep
 pub fn last_resort(release: &str) -> Reply {
     let cid = LAST_RESORT_CID;
     let m = meta(cid, release, false);
-    let mut r = disclosure::error(
-        503,
-        "DEPENDENCY_UNAVAILABLE",
-        "the edge could not complete this request",
-        true,
-        &m,
-    );
+    let mut r = could_not_complete(&m);
     r.headers.push(("Retry-After", "1".to_string()));
     r.headers.push(("X-Breaker-Mode", MODE_UNKNOWN.to_string()));
     Reply {
@@ -103,4 +97,16 @@ fn edge_down(
         fleet: Vec::new(),
         fleet_wake: None,
     }
+}
+
+/// The 503 envelope of a request the edge could not complete (the last resort, and
+/// [`super::Engine::failed`]), before its `Retry-After`.
+pub(super) fn could_not_complete(m: &disclosure::Meta<'_>) -> disclosure::Rendered {
+    disclosure::error(
+        503,
+        "DEPENDENCY_UNAVAILABLE",
+        "the edge could not complete this request",
+        true,
+        m,
+    )
 }
