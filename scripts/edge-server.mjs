@@ -572,9 +572,10 @@ async function compatibilityDate(dist) {
  * `front` ({ name, script, serviceBindings, bindings }): one more Worker (a module script) on a
  * loopback port of its own, reaching the others through service bindings — the local front
  * of `drill --rollout` (scripts/rollout-front.mjs); its address is `front`.
+ * `persist`: a directory keeping the Durable Objects' storage across a restart (as startEdge's).
  * Returns { url, direct, front, mf, workers: {name: {manifest, kv(binding)}}, logs(json), dispose() }.
  */
-export async function startEdges(workers, { port = 0, verbose = false, direct = false, shared = false, coordinatorFaults = false, front, logFile } = {}) {
+export async function startEdges(workers, { port = 0, verbose = false, direct = false, shared = false, coordinatorFaults = false, front, logFile, persist } = {}) {
   if (coordinatorFaults && !shared) throw new Error("startEdges: coordinatorFaults needs shared: true");
   if (!Array.isArray(workers) || workers.length === 0) throw new Error("startEdges: no workers");
   const names = new Set();
@@ -666,6 +667,9 @@ export async function startEdges(workers, { port = 0, verbose = false, direct = 
     workers: [...options, ...extraWorkers, kvToolWorker(toolNamespaces)],
     cf: false,
     handleRuntimeStdio: output.handleRuntimeStdio,
+    // `persist`: the Durable Objects' storage (the coordinators', the outbox's) on disk,
+    // kept across a restart of workerd: a crash test starts again on the same directory.
+    ...(persist ? { durableObjectsPersist: join(resolve(persist), "do") } : {}),
   });
   let url;
   let frontUrl;

@@ -276,13 +276,15 @@ test("the incoming request's place: cf's continent, country and longitude only w
   assert.equal(us_incoming(odd, [], true).split("\n")[4], "NA\t\t");
 });
 
-test("a reply's wake: at its instant, under waitUntil, the driver asks fleetWake and sends the calls it returns", async () => {
+test("a reply's wake: at its instant, under waitUntil, the driver asks fleetWake for that instant and sends the calls it returns", async () => {
   const e = engine(() => assert.fail("no report: the request is answered at once"));
   const sent = [];
   const heard = [];
   let woke = 0;
-  e.fleetWake = () => {
+  let asked;
+  e.fleetWake = (instant) => {
     woke = Date.now();
+    asked = instant;
     return callsOf([["/report", "COORD", "svc/cfg/enam", "enam", '{"seq":1}', 500]]);
   };
   e.fleetHeard = (path, ok, text) => {
@@ -307,6 +309,7 @@ test("a reply's wake: at its instant, under waitUntil, the driver asks fleetWake
   await waits[0];
   await Promise.all(waits);
   assert.ok(woke >= at - 2, `woken at its instant: ${woke - at} ms`);
+  assert.equal(asked, at, "the engine is told which wake this is (a later answer may have moved it)");
   assert.deepEqual(sent, [["id:svc/cfg/enam", "enam", "https://coordinator/report?of=svc%2Fcfg%2Fenam", "POST", '{"seq":1}']]);
   assert.deepEqual(heard, [["/report", true, '{"mode":"CLOSED"}']]);
 });

@@ -107,6 +107,8 @@ fn fleet(
         let run = fleet::run(&p, catalog, sc, &spec).map_err(|e| anyhow::anyhow!("{e}"))?;
         rows.push(fleet::figures(name, &run, onset, end));
     }
+    let one = fleet::one::run_one(policy, catalog, sc, &spec, (onset, end))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let split = match spec.split {
         Split::Uniform => "uniform".to_string(),
         Split::Zipf(s) => format!("zipf (exponent {s})"),
@@ -119,7 +121,9 @@ fn fleet(
         onset as f64 / 1000.0,
         end as f64 / 1000.0
     );
-    let unmet = fleet::unmet(sc, &rows[1]);
+    let mut unmet = fleet::unmet(sc, &rows[1]);
+    unmet.extend(fleet::one::behind(&spec, &rows[1], one.as_ref()));
+    rows.extend(one);
     match args.format {
         Format::Human => {
             print!("{}", fleet::human(&title, &rows));

@@ -265,7 +265,7 @@ pub fn run(
     loop {
         for (request, at) in std::mem::take(&mut world.wakes) {
             let k = isolate_of[request as usize] as usize;
-            fleet_q.push(at.0 * 1000, Ev::Wake(k, request));
+            fleet_q.push(at.0 * 1000, Ev::Wake(k, request, at));
         }
         let sent = std::mem::take(&mut world.reports).into_iter();
         for (
@@ -501,8 +501,8 @@ pub fn run(
                         fleet_q.push(at_us + delay_us, Ev::Pushed(k, answer));
                     }
                 }
-                Ev::Wake(k, request) => {
-                    for call in engines[k].fleet_wake(now) {
+                Ev::Wake(k, request, asked) => {
+                    for call in engines[k].fleet_wake(now, asked) {
                         let (at, ask) = (now, false);
                         world.reports.push(Sent {
                             request,
@@ -601,6 +601,7 @@ pub fn run(
 
 mod capacity;
 mod figures;
+pub mod one;
 mod queue;
 pub mod spec;
 mod split;

@@ -77,7 +77,7 @@ export function us_incoming(req, names, place) {
 //             `fleetHeard`, then, while the request waits, to the request as ASKED)
 //   8 respond status head body log cid point [index blob×5 double×3] writes [binding key value meta]×writes
 //             calls [path binding object hint body timeout_ms]×calls  (the coordinator's: /report, /watch)
-//             wake  (the instant to ask `fleetWake` for more calls, read as `calls` are; -1: none)
+//             wake  (the instant to ask `fleetWake(wake)` for more calls, read as `calls` are; -1: none)
 // `head` is `name\nvalue\n…` (names and values never contain a newline).
 class Reader {
   constructor(s) { this.s = s; this.p = 0; }
@@ -284,7 +284,7 @@ function respond(f, r) {
     // The isolate's first report, when no request may come to carry it: from this answer's
     // background work, at the instant the engine named.
     const woken = new Promise((next) => setTimeout(next, Math.max(0, wake - Date.now()))).then(() => {
-      for (const call of calls(new Reader(f.engine.fleetWake()))) fleetReport(f, ...call);
+      for (const call of calls(new Reader(f.engine.fleetWake(wake)))) fleetReport(f, ...call);
     });
     f.ctx.waitUntil(woken.catch(() => {}));
   }

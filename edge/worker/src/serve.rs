@@ -119,7 +119,7 @@ fn driver() -> JsValue {
     );
     set(
         "fleetWake",
-        Closure::<dyn Fn() -> String>::new(fleet_wake).into_js_value(),
+        Closure::<dyn Fn(f64) -> String>::new(fleet_wake).into_js_value(),
     );
     o.into()
 }
@@ -383,11 +383,12 @@ fn fleet_heard(path: String, ok: bool, text: String) -> Option<String> {
     Some(serde_json::json!({"log": heard.log, "point": point, "again": again}).to_string())
 }
 
-/// [F-SCOPE] The instant an answer's `wake` named came: the coordinator's calls to send now
-/// (`Engine::fleet_wake`), encoded as a reply's are.
-fn fleet_wake() -> String {
+/// [F-SCOPE] The instant `asked` an answer's `wake` named came: the coordinator's calls to
+/// send now (`Engine::fleet_wake`), encoded as a reply's are.
+fn fleet_wake(asked: f64) -> String {
     let now = now();
-    let calls = isolate::with_engine(|e| e.fleet_wake(now)).unwrap_or_default();
+    let asked = Millis(asked.max(0.0) as u64);
+    let calls = isolate::with_engine(|e| e.fleet_wake(now, asked)).unwrap_or_default();
     wire::encode_calls(&calls)
 }
 

@@ -3,6 +3,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
+use understudy_core::Millis;
+
 pub enum Ev {
     /// A report reaches isolate k's coordinator (asked with request i's first call: i) —
     /// the global one standing in for its region's: true.
@@ -16,8 +18,9 @@ pub enum Ev {
     WatchDue(usize, u64),
     /// A watch's answer (or failure) reaches isolate k.
     Pushed(usize, Result<String, String>),
-    /// Isolate k wakes for its first report, as request i's answer asked (`fleet_wake`).
-    Wake(usize, u64),
+    /// Isolate k wakes for its first report, as request i's answer asked (`fleet_wake`), at
+    /// the instant it named.
+    Wake(usize, u64, Millis),
     /// The struck coordinators restart empty.
     Reset,
     /// Every region sends its window to the global coordinator (once per interval).

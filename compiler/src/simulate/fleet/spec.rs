@@ -59,6 +59,10 @@ pub struct RawFleet {
     /// What the fleet scope must achieve (seed 000: `3s` and `45s`).
     pub degrade_within: Option<String>,
     pub recover_within: Option<String>,
+    /// How much later than one breaker seeing all the traffic the fleet scope may degrade
+    /// (`simulate` runs that breaker too: one isolate, isolate scope) — the bound for an
+    /// incident the policy's own rule is slow to see, wherever the evidence is pooled.
+    pub degrade_behind_one_breaker: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -119,6 +123,7 @@ pub struct FleetSpec {
     pub global_delay_ms: u64,
     pub degrade_within_ms: Option<u64>,
     pub recover_within_ms: Option<u64>,
+    pub degrade_behind_one_breaker_ms: Option<u64>,
 }
 
 impl FleetSpec {
@@ -138,6 +143,7 @@ impl FleetSpec {
             global_delay_ms: 60,
             degrade_within_ms: None,
             recover_within_ms: None,
+            degrade_behind_one_breaker_ms: None,
         }
     }
 
@@ -341,6 +347,11 @@ pub fn spec(raw: &RawFleet) -> Result<FleetSpec, String> {
             .recover_within
             .as_deref()
             .map(|s| ranged("recover_within", s, WITHIN_MS, WITHIN_WHY))
+            .transpose()?,
+        degrade_behind_one_breaker_ms: raw
+            .degrade_behind_one_breaker
+            .as_deref()
+            .map(|s| ranged("degrade_behind_one_breaker", s, WITHIN_MS, WITHIN_WHY))
             .transpose()?,
     })
 }

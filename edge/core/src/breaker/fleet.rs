@@ -226,6 +226,8 @@ pub struct Coordinator {
     /// (if it had). Its isolates adopted the opening; when the region stops following, its
     /// closed verdict names a recovery so that they let it go.
     following: Option<Option<u64>>,
+    /// Until when, and how many isolates, the fleet resumed from a snapshot kept ([`snapshot`]).
+    resumed_fleet: Option<(Millis, usize)>,
 }
 
 impl Coordinator {
@@ -246,6 +248,7 @@ impl Coordinator {
             recent: Sample::default(),
             global: None,
             following: None,
+            resumed_fleet: None,
         }
     }
 
@@ -359,8 +362,9 @@ impl Coordinator {
         self.recover_with_global(now);
         // One isolate's reports alone, and no word from the other regions (the global
         // verdict may open or close this one on theirs).
-        let alone =
-            self.isolates.len() == 1 && self.global.as_ref().is_none_or(|g| now.0 >= g.expires_at);
+        let alone = self.isolates.len() == 1
+            && self.global.as_ref().is_none_or(|g| now.0 >= g.expires_at)
+            && self.resumed_fleet(now) <= 1;
         if let State::Open { since, until } = self.state {
             if now >= until {
                 self.state = State::Probing {

@@ -155,12 +155,11 @@ pub struct Member {
     last_verdict: Option<FleetMode>,
     /// A probe ended since the last report: the next answer reports, whatever the interval.
     unreported_probe: bool,
-    /// Watches in flight (at most [`MAX_WATCHES`]) and when the newest was handed out; not
-    /// before when the next may go (after a failed one); verdicts pushed through a watch.
-    watching: u8,
+    /// Watches in flight (at most [`MAX_WATCHES`]), each with when it was sent and until
+    /// when it is held ([`watch::Held`]), and when the newest was handed out; not before
+    /// when the next may go (after a failed one); verdicts pushed through a watch.
+    held: Vec<watch::Held>,
     newest_watch: Option<Millis>,
-    /// Until when the watches handed out are held at the latest (each is held `hold_ms`).
-    watch_until: Option<Millis>,
     /// When the last answer went out (a thin isolate renews its watch with each request).
     last_answer: Option<Millis>,
     watch_after: Millis,
@@ -196,9 +195,10 @@ pub struct Member {
     failover_until: Option<Millis>,
     sent_global: bool,
     retry: bool,
-    /// A watch failed: the next goes at once ([`Member::watch_again`]), once in a row.
-    rewatch: bool,
-    rewatched: bool,
+    /// A watch failed: the next goes at once, held until then ([`Member::watch_again`]), up
+    /// to [`watch::REWATCH_IN_A_ROW`] times in a row.
+    rewatch: Option<Millis>,
+    rewatched: u8,
 }
 
 impl Member {
@@ -223,9 +223,8 @@ impl Member {
             recovered: None,
             last_verdict: None,
             unreported_probe: false,
-            watching: 0,
+            held: Vec::new(),
             newest_watch: None,
-            watch_until: None,
             last_answer: None,
             watch_after: Millis(0),
             pushed: 0,
@@ -247,8 +246,8 @@ impl Member {
             failover_until: None,
             sent_global: false,
             retry: false,
-            rewatch: false,
-            rewatched: false,
+            rewatch: None,
+            rewatched: 0,
         }
     }
 
@@ -453,7 +452,7 @@ impl Member {
                 "last_error": self.last_error,
                 "reports": self.seq,
                 "failover": self.failing_over(now),
-                "watching": self.watching,
+                "watching": self.held.len(),
                 "pushed": self.pushed,
             },
         })

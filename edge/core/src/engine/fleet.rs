@@ -74,10 +74,17 @@ impl Engine<'_> {
         }
     }
 
-    /// [F-SCOPE] The instant a [`super::Reply::fleet_wake`] named came: the calls to send
-    /// now (an isolate's first report and a watch), as [`super::Reply::fleet`] is sent.
-    pub fn fleet_wake(&mut self, now: Millis) -> Vec<crate::breaker::member::FleetReport> {
-        self.breaker.member().map_or_else(Vec::new, |m| m.wake(now))
+    /// [F-SCOPE] The instant `asked` a [`super::Reply::fleet_wake`] named came (at `now`):
+    /// the calls to send now (an isolate's first report and a watch), as
+    /// [`super::Reply::fleet`] is sent — none when a later answer moved the wake.
+    pub fn fleet_wake(
+        &mut self,
+        now: Millis,
+        asked: Millis,
+    ) -> Vec<crate::breaker::member::FleetReport> {
+        self.breaker
+            .member()
+            .map_or_else(Vec::new, |m| m.wake(now, asked))
     }
 
     fn fleet_point(

@@ -27,6 +27,10 @@ pub struct Snapshot {
     recovered_from: Option<Millis>,
     global: Option<Verdict>,
     following: Option<Option<u64>>,
+    /// How many isolates it kept: a restarted coordinator whose fleet had several does not
+    /// call the first isolate to report again alone (`Verdict::sole`).
+    #[serde(default)]
+    isolates: usize,
 }
 
 impl Snapshot {
@@ -50,6 +54,7 @@ impl Snapshot {
             other.recovered_from,
             other.following,
         ) && g(self) == g(other)
+            && (self.isolates > 1) == (other.isolates > 1)
     }
 }
 
@@ -63,6 +68,7 @@ impl Coordinator {
             recovered_from: self.recovered_from,
             global: self.global.clone(),
             following: self.following,
+            isolates: self.isolates.len().max(self.resumed_fleet(now)),
         }
     }
 
@@ -80,6 +86,16 @@ impl Coordinator {
         self.following = snap.following;
         self.closed = !matches!(self.state, State::Open { .. } | State::Probing { .. })
             && self.following.is_none();
+        self.resumed_fleet = Some((now.plus(self.cfg.window_ms), snap.isolates));
+    }
+
+    /// How many isolates the fleet this coordinator resumed within the last window kept (0:
+    /// none resumed): while several, the first of them to report again is not alone, and
+    /// its own breaker does not decide for it on a window that has only begun to rebuild.
+    pub(super) fn resumed_fleet(&self, now: Millis) -> usize {
+        self.resumed_fleet
+            .filter(|(until, _)| now < *until)
+            .map_or(0, |(_, n)| n)
     }
 }
 
@@ -129,6 +145,38 @@ mod tests {
         let v = back.verdict(Millis(at + 500));
         assert_eq!((v.mode, v.opened_at), (FleetMode::Open, open.opened_at));
         assert!(snap.same(&back.snapshot(Millis(at + 900))));
+        // The first isolate to report again, the model answering it well: the fleet it
+        // resumed kept 30, so it is not alone (its own breaker does not decide).
+        let healthy = Report {
+            service: "svc".into(),
+            config: "cfg-1".into(),
+            isolate: "iso-new".into(),
+            seq: 1,
+            buckets: vec![Counts {
+                epoch: (at + 1_000) / 1_000,
+                calls: 1,
+                ..Counts::default()
+            }],
+            period_ms: 0,
+        };
+        let _ = back.report(Millis(at + 1_000), healthy.clone());
+        let v = back.verdict(Millis(at + 1_000));
+        assert_eq!((v.mode, v.isolates, v.sole), (FleetMode::Open, 1, None));
+        // Nor is it once the snapshot is taken again: the resumed fleet is in it.
+        let mut again = restarted();
+        again.restore(Millis(at + 1_200), back.snapshot(Millis(at + 1_100)));
+        let _ = again.report(Millis(at + 1_300), healthy.clone());
+        assert_eq!(again.verdict(Millis(at + 1_300)).sole, None);
+        // A fleet of one resumed: its isolate alone again, its own breaker decides.
+        let mut one = restarted();
+        let _ = one.report(Millis(at), healthy.clone());
+        let mut lone = restarted();
+        lone.restore(Millis(at + 100), one.snapshot(Millis(at)));
+        let _ = lone.report(Millis(at + 1_000), healthy);
+        assert_eq!(
+            lone.verdict(Millis(at + 1_000)).sole.as_deref(),
+            Some("iso-new")
+        );
         // A snapshot older than the window is no state to resume.
         let mut late = restarted();
         late.restore(Millis(at + 40_000), snap);

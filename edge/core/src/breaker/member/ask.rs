@@ -33,10 +33,9 @@ impl Member {
     /// its way, no watch is held for it (none unanswered, or their holds ended) and no
     /// verdict it heard is in force.
     pub fn in_the_dark(&self, now: Millis) -> bool {
-        let watched = self.watching > 0
-            && self
-                .watch_until
-                .is_some_and(|t| now < t.plus(REPORT_TIMEOUT_MS));
+        let watched = self
+            .watch_until()
+            .is_some_and(|t| now < t.plus(REPORT_TIMEOUT_MS));
         let heard = self.heard.as_ref().is_some_and(|h| now < h.until);
         // It reported within its heartbeat: in touch, whatever it heard since (an ask is its
         // report sent early, never one more than its heartbeat makes).

@@ -103,8 +103,9 @@ impl Member {
         slot(now) > slot(looked)
     }
 
-    /// A call at `now` to this isolate's coordinator (its region's, or the global one while
-    /// it stands in, [`failover`]) at `path` with `body` as JSON.
+    /// A call at `now` to this isolate's coordinator at `path` with `body` as JSON: a report
+    /// to its region's, or to the global one while it stands in ([`failover`]); a watch
+    /// always to its region's (only a region pushes).
     pub(super) fn call(
         &self,
         now: Millis,
@@ -112,7 +113,11 @@ impl Member {
         body: &impl serde::Serialize,
         timeout_ms: u64,
     ) -> Option<FleetReport> {
-        let (object, hint) = self.target(now);
+        let (object, hint) = if path == super::WATCH_PATH {
+            self.region_target()
+        } else {
+            self.target(now)
+        };
         Some(FleetReport {
             path,
             binding: self.fleet.coordinator.clone(),
