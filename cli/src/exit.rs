@@ -72,7 +72,7 @@ exits! {
          `--force`), a policy without `[identity]` (`token`)";
     /// `simulate`: the scenario's `[expect]` is not met, or a fleet bound.
     ExpectationUnmet = 1, "`simulate`",
-        "the scenario's `[expect]` is not met, or with `--isolates` its `[fleet]` `degrade_within` / `recover_within`, or a coordinator went over its capacity (a busiest second over `coordinator_capacity`, or a request refused; each unmet expectation is printed)";
+        "the scenario's `[expect]` is not met, or with `--isolates` its `[fleet]` `degrade_within` / `recover_within` / `degrade_behind_one_breaker`, or a coordinator went over its capacity (a busiest second over `coordinator_capacity`, or a request refused; each unmet expectation is printed)";
     /// `drill`: an invariant broke and the edge is to blame, or `--find-rate` found no rate
     /// the edge sustains.
     InvariantBroken = 1, "`drill`",

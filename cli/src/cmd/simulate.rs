@@ -70,7 +70,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `--isolates` or a `[fleet]` table: both scopes over the fleet, side by side; exit 1 when
-/// the fleet scope misses the scenario's `degrade_within` / `recover_within`.
+/// the fleet scope misses the scenario's `degrade_within` / `recover_within` /
+/// `degrade_behind_one_breaker`.
 fn fleet(
     args: &SimulateArgs,
     policy: &understudy_core::policy::Policy,

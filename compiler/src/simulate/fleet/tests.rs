@@ -642,3 +642,41 @@ fn the_time_to_recover_separates_the_traffic_the_close_could_not_reach() {
     assert_eq!((i.recover_in_reach_s, i.recover_floor_s), (None, None));
     assert_eq!(i.after_close_out_of_reach, 0);
 }
+
+/// `degrade_behind_one_breaker`: `simulate` runs the scenario over one isolate in isolate
+/// scope — every call in one window — and the fleet scope may degrade at most that much
+/// later (`never` is later than any time); without the key there is no such run.
+#[test]
+fn the_fleet_may_be_bounded_by_one_breaker_seeing_all_the_traffic() {
+    let p = policy();
+    let sc = scenario(&p, "isolates = 4\ndegrade_behind_one_breaker = \"1s\"");
+    let spec = sc.fleet.clone().unwrap();
+    let span = fault_span(&sc).unwrap();
+    let catalog = crate::fixtures::sample_catalog();
+    let one = one::run_one(&p, Some(&catalog), &sc, &spec, span)
+        .unwrap()
+        .expect("the reference run");
+    assert_eq!(one.scope, one::ONE_BREAKER);
+    let reference = one.degrade_s.expect("one breaker degrades");
+    let (_, fleet, _) = both(&p, &sc);
+    let mut f = fleet.clone();
+    f.degrade_s = Some(reference + 1.0);
+    assert_eq!(one::behind(&spec, &f, Some(&one)), None, "1 s behind: met");
+    f.degrade_s = Some(reference + 1.25);
+    let missed = one::behind(&spec, &f, Some(&one)).expect("missed");
+    assert!(
+        missed.contains("more than 1.0 s after one breaker"),
+        "{missed}"
+    );
+    f.degrade_s = None;
+    assert!(
+        one::behind(&spec, &f, Some(&one)).is_some(),
+        "never is later"
+    );
+    let plain = scenario(&p, "isolates = 4");
+    let plain_spec = plain.fleet.clone().unwrap();
+    assert!(one::run_one(&p, Some(&catalog), &plain, &plain_spec, span)
+        .unwrap()
+        .is_none());
+    assert_eq!(one::behind(&plain_spec, &f, None), None);
+}
