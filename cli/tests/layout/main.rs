@@ -49,17 +49,6 @@ const CRATES: [&str; 5] = [
 /// file is split.
 const CODE_LINES_CEILING: usize = 500;
 
-/// Files allowed over the ceiling for now; the list only shrinks (the test fails on an entry
-/// that is within the ceiling). Each is being changed on another branch, which splits it.
-const OVER_THE_CEILING: &[&str] = &[
-    // The fleet's coordinator (its verdict's rules in one place).
-    "edge/core/src/breaker/fleet.rs",
-    // `simulate`'s scenarios and fleet model: changed with the same work.
-    "compiler/src/simulate/scenario.rs",
-    "compiler/src/simulate/fleet.rs",
-    "compiler/src/simulate/fleet/figures.rs",
-];
-
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -102,15 +91,12 @@ fn no_crate_has_an_import_cycle_between_its_module_files() {
 #[test]
 fn no_source_file_runs_past_the_ceiling() {
     let mut over = Vec::new();
-    let mut allowed = BTreeMap::new();
     for krate in CRATES {
         for f in files(&root().join(krate)) {
             let text = std::fs::read_to_string(&f).expect("source");
             let n = code_lines(&text);
-            let path = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
-            if OVER_THE_CEILING.contains(&path.as_str()) {
-                allowed.insert(path, n);
-            } else if n > CODE_LINES_CEILING {
+            if n > CODE_LINES_CEILING {
+                let path = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
                 over.push(format!("{path}: {n} lines of code"));
             }
         }
@@ -119,16 +105,6 @@ fn no_source_file_runs_past_the_ceiling() {
         over.is_empty(),
         "files over {CODE_LINES_CEILING} lines of code (split them by concept):\n  {}",
         over.join("\n  ")
-    );
-    // The list only shrinks: a file split (or gone) leaves it.
-    let stale: Vec<_> = OVER_THE_CEILING
-        .iter()
-        .filter(|f| allowed.get(**f).is_none_or(|&n| n <= CODE_LINES_CEILING))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "allowed over the ceiling but within it now, or no module file: remove from \
-         OVER_THE_CEILING: {stale:?}"
     );
 }
 

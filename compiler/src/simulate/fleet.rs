@@ -10,142 +10,19 @@
 //! coordinator sees reports in the order a real fleet would send them.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use understudy_core::breaker::fleet::place::Role;
-use understudy_core::breaker::fleet::{settings_hash, Coordinator, FleetMode, Snapshot, Verdict};
-use understudy_core::breaker::member::{FleetReport, REPORT_TIMEOUT_MS};
+use understudy_core::breaker::fleet::{Coordinator, Verdict};
+use understudy_core::breaker::member::REPORT_TIMEOUT_MS;
 use understudy_core::catalog::Catalog;
 use understudy_core::engine::virtual_io::Virtual;
 use understudy_core::engine::Engine;
-use understudy_core::policy::{Breaker, FleetScope, Policy, Scope, DEFAULT_COORDINATOR};
+use understudy_core::policy::Policy;
 use understudy_core::Millis;
 
 use super::scenario::Scenario;
-use super::{arrival, bake, setup, DevBindings, RequestResult, Sent};
-
-/// One isolate's mode changes: (ms after the start, new mode).
-type Changes = Vec<(u64, &'static str)>;
-
-/// What one scope's run did.
-pub struct FleetRun {
-    pub results: Vec<RequestResult>,
-    pub isolate_of: Vec<u32>,
-    pub changes: Vec<Changes>,
-    pub model_calls: u64,
-    pub outage_calls: u64,
-    pub reports: u64,
-    pub report_failures: u64,
-    /// Watches sent, and those answered with a verdict.
-    pub watches: u64,
-    pub pushed: u64,
-    /// When a region's verdict opened or closed (ms since the start, mode).
-    pub fleet_moves: Vec<(u64, FleetMode)>,
-    /// Each coordinator's load: the regions' in order, then the global one.
-    pub coordinators: Vec<Load>,
-    /// Per isolate: whether the scenario's fault strikes its region (every isolate's, unless
-    /// a phase names `regions`).
-    pub struck: Vec<bool>,
-}
-
-/// Notes isolate `e`'s mode at `now` when it changed.
-fn note_mode(
-    e: &mut Engine<'_>,
-    now: Millis,
-    (start, last, changes): (Millis, &mut &'static str, &mut Changes),
-) {
-    let mode = e.breaker_mode(now);
-    if mode != *last {
-        changes.push((now.since(start), mode));
-        *last = mode;
-    }
-}
-
-/// The watches a coordinator holds: the watch's token → its isolate.
-type Held = HashMap<u64, usize>;
-
-/// One region's coordinator: its state (none while it is down after a reset), its server,
-/// the watches it holds, and the windows it sent the global one.
-struct Region {
-    coordinator: Option<Coordinator>,
-    server: Server,
-    held: Held,
-    sent: u64,
-    /// The snapshot in its storage (written at most once a second, `Snapshot`).
-    stored: Option<Snapshot>,
-}
-
-/// When any region's verdict opened or closed (ms since the start, mode).
-struct Moves {
-    start: Millis,
-    delay_us: u64,
-    moves: Vec<(u64, FleetMode)>,
-}
-
-impl Moves {
-    /// Answers every watch `region` holds with `v` (its JSON `text`) when its fleet just
-    /// opened or closed.
-    fn broadcast(&mut self, region: &mut Region, q: &mut Queue, at_us: u64, v: &Verdict) {
-        let Some(c) = region.coordinator.as_mut() else {
-            return;
-        };
-        if c.moved() {
-            self.moves
-                .push((Millis(at_us / 1000).since(self.start), v.mode));
-            let text = json(v);
-            for (_, k) in region.held.drain() {
-                q.push(at_us + self.delay_us, Ev::Pushed(k, Ok(text.clone())));
-            }
-        }
-    }
-}
-
-/// Isolate `k`'s call sent again at `now`, from a failed one's callback (no request carries
-/// it: its loss draw is seeded by the isolate).
-fn sent_again(k: usize, now: Millis, call: FleetReport) -> (usize, Sent) {
-    let request = k as u64 | 1 << 40;
-    let ask = false;
-    (
-        k,
-        Sent {
-            request,
-            at: now,
-            call,
-            ask,
-        },
-    )
-}
-
-fn json(v: &Verdict) -> String {
-    serde_json::to_string(v).unwrap_or_default()
-}
-
-/// `policy` with the breaker's scope set: `fleet` keeps the policy's fleet settings (or
-/// takes the defaults), with the spec's report interval if it has one.
-pub fn scoped(policy: &Policy, fleet: bool, spec: &FleetSpec) -> Result<Policy, String> {
-    let mut p = policy.clone();
-    let Breaker::Rate(r) = &mut p.breaker else {
-        return Err("the fleet scope needs a rate breaker (`[breaker] mode = \"rate\"`)".into());
-    };
-    r.scope = if fleet {
-        let mut f = match &r.scope {
-            Scope::Fleet(f) => f.clone(),
-            Scope::Isolate => FleetScope {
-                coordinator: DEFAULT_COORDINATOR.into(),
-                report_interval_ms: 1_000,
-                verdict_ttl_ms: 3_000,
-            },
-        };
-        if let Some(ms) = spec.report_interval_ms {
-            f.report_interval_ms = ms;
-            f.verdict_ttl_ms = 3 * ms;
-        }
-        Scope::Fleet(f)
-    } else {
-        Scope::Isolate
-    };
-    Ok(p)
-}
+use super::{arrival, bake, setup, DevBindings, Sent};
 
 /// Replays `sc` over `spec.isolates` isolates of `policy` (whose scope is used as is).
 pub fn run(
@@ -161,25 +38,9 @@ pub fn run(
     for _ in 0..n {
         engines.push(Engine::new(&bake)?);
     }
-    // A coordinator with nothing heard yet (at the start, and after a reset).
-    let (fresh, interval_ms) = match &policy.breaker {
-        Breaker::Rate(r) => match &r.scope {
-            Scope::Fleet(f) => (
-                Some(|| {
-                    Coordinator::new(
-                        &policy.service.name,
-                        &settings_hash(r, &policy_hash),
-                        r.clone(),
-                        f.report_interval_ms,
-                    )
-                }),
-                f.report_interval_ms.max(1),
-            ),
-            Scope::Isolate => (None, 1_000),
-        },
-        _ => (None, 1_000),
-    };
-    let fresh = || fresh.as_ref().map(|f| f());
+    let fresh = Fresh::of(policy, &policy_hash);
+    let interval_ms = fresh.as_ref().map_or(1_000, |f| f.interval_ms);
+    let fresh = || fresh.as_ref().map(Fresh::coordinator);
     let start_us = sc.start_ms * 1000;
     let mut regions: Vec<Region> = spec
         .regions
@@ -600,14 +461,20 @@ pub fn run(
 }
 
 mod capacity;
+mod coordinators;
 mod figures;
 pub mod one;
+mod outcome;
 mod queue;
 pub mod spec;
 mod split;
 pub use capacity::{Load, Server};
+use coordinators::{json, Fresh, Held, Moves, Region};
 pub use figures::{fault_span, figures, human, unmet, Figures};
-use queue::{Ev, Queue};
+pub use outcome::FleetRun;
+use outcome::{note_mode, Changes};
+use queue::{sent_again, Ev, Queue};
+pub use spec::scoped;
 pub use spec::{spec, Down, FleetSpec, RawDown, RawFleet, Split, Struck, MAX_ISOLATES};
 pub use split::Splitter;
 use split::{mix, regions_of, unit};

@@ -3,7 +3,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
+use understudy_core::breaker::member::FleetReport;
 use understudy_core::Millis;
+
+use super::super::Sent;
 
 pub enum Ev {
     /// A report reaches isolate k's coordinator (asked with request i's first call: i) —
@@ -54,4 +57,20 @@ impl Queue {
         let Reverse((at, id)) = self.q.pop()?;
         Some((at, self.evs.remove(&id)?))
     }
+}
+
+/// Isolate `k`'s call sent again at `now`, from a failed one's callback (no request carries
+/// it: its loss draw is seeded by the isolate).
+pub fn sent_again(k: usize, now: Millis, call: FleetReport) -> (usize, Sent) {
+    let request = k as u64 | 1 << 40;
+    let ask = false;
+    (
+        k,
+        Sent {
+            request,
+            at: now,
+            call,
+            ask,
+        },
+    )
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use understudy_core::breaker::fleet::place::REGIONS;
 use understudy_core::breaker::member::REPORT_TIMEOUT_MS;
-use understudy_core::policy::{Breaker, Policy};
+use understudy_core::policy::{Breaker, FleetScope, Policy, Scope, DEFAULT_COORDINATOR};
 use understudy_core::time::{format_duration as fmt, parse_duration};
 
 use crate::parse::breaker::REPORT_INTERVAL_MS;
@@ -375,4 +375,31 @@ impl FleetSpec {
         }
         Ok(self)
     }
+}
+
+/// `policy` with the breaker's scope set: `fleet` keeps the policy's fleet settings (or
+/// takes the defaults), with the spec's report interval if it has one.
+pub fn scoped(policy: &Policy, fleet: bool, spec: &FleetSpec) -> Result<Policy, String> {
+    let mut p = policy.clone();
+    let Breaker::Rate(r) = &mut p.breaker else {
+        return Err("the fleet scope needs a rate breaker (`[breaker] mode = \"rate\"`)".into());
+    };
+    r.scope = if fleet {
+        let mut f = match &r.scope {
+            Scope::Fleet(f) => f.clone(),
+            Scope::Isolate => FleetScope {
+                coordinator: DEFAULT_COORDINATOR.into(),
+                report_interval_ms: 1_000,
+                verdict_ttl_ms: 3_000,
+            },
+        };
+        if let Some(ms) = spec.report_interval_ms {
+            f.report_interval_ms = ms;
+            f.verdict_ttl_ms = 3 * ms;
+        }
+        Scope::Fleet(f)
+    } else {
+        Scope::Isolate
+    };
+    Ok(p)
 }
