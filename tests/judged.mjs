@@ -97,29 +97,37 @@ export async function judged(t, what, play) {
   for (;;) {
     const d = await play();
     if (d.status !== INCONCLUSIVE) return d;
-    const used = ledger().filter((e) => e.replayed).length;
-    const stalls = (d.json?.witness?.stalls ?? [])
-      .slice()
-      .sort((a, b) => b.to_ms - b.from_ms - (a.to_ms - a.from_ms))
-      .slice(0, 5)
-      .map((s) => `${Math.round(s.from_ms)}–${Math.round(s.to_ms)} ms (${s.seen_by.join(", ")})`);
-    const entry = {
-      file: basename(process.argv[1] ?? ""),
-      test: what,
-      at: new Date().toISOString(),
-      inconclusive: (d.json?.verdicts ?? []).filter((v) => v.judgement === "inconclusive").map((v) => `${v.name} (${v.excused_count} excused)`),
-      longest_stalls: stalls,
-      witness: d.json?.witness?.summary ?? null,
-      replayed: used < REPLAY_BUDGET,
-    };
-    appendFileSync(REPLAY_LEDGER, `${JSON.stringify(entry)}\n`);
-    t.diagnostic(`inconclusive: ${entry.inconclusive.join(", ")}; longest stalls ${stalls.join(", ")}`);
-    assert.ok(
-      entry.replayed,
-      `${what}: inconclusive, and this suite run's ${REPLAY_BUDGET} replays are spent (${REPLAY_LEDGER}): the host stalls too often to judge the edge\n${why(d)}`,
-    );
-    t.diagnostic(`played again: replay ${used + 1} of ${REPLAY_BUDGET} this suite run`);
+    spendReplay(t, what, d);
   }
+}
+
+/**
+ * Records that the inconclusive drill `d` (exit 3) makes `what` play again, in the ledger, and
+ * fails the test when this suite run's replay budget is spent.
+ */
+export function spendReplay(t, what, d) {
+  const used = ledger().filter((e) => e.replayed).length;
+  const stalls = (d.json?.witness?.stalls ?? [])
+    .slice()
+    .sort((a, b) => b.to_ms - b.from_ms - (a.to_ms - a.from_ms))
+    .slice(0, 5)
+    .map((s) => `${Math.round(s.from_ms)}–${Math.round(s.to_ms)} ms (${s.seen_by.join(", ")})`);
+  const entry = {
+    file: basename(process.argv[1] ?? ""),
+    test: what,
+    at: new Date().toISOString(),
+    inconclusive: (d.json?.verdicts ?? []).filter((v) => v.judgement === "inconclusive").map((v) => `${v.name} (${v.excused_count} excused)`),
+    longest_stalls: stalls,
+    witness: d.json?.witness?.summary ?? null,
+    replayed: used < REPLAY_BUDGET,
+  };
+  appendFileSync(REPLAY_LEDGER, `${JSON.stringify(entry)}\n`);
+  t.diagnostic(`inconclusive: ${entry.inconclusive.join(", ")}; longest stalls ${stalls.join(", ")}`);
+  assert.ok(
+    entry.replayed,
+    `${what}: inconclusive, and this suite run's ${REPLAY_BUDGET} replays are spent (${REPLAY_LEDGER}): the host stalls too often to judge the edge\n${why(d)}`,
+  );
+  t.diagnostic(`played again: replay ${used + 1} of ${REPLAY_BUDGET} this suite run`);
 }
 
 /**

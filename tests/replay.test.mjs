@@ -12,7 +12,8 @@
 // lies within the replay's best–worst range, widened by those tolerances.
 //
 // Short form (the suite): time scale 0.1, a breaker that opens on 10 calls (known from the
-// logs) and an 80 ms deadline (a range); 71 s on a shared host (load average 2.5–3.7).
+// logs) and an 80 ms deadline (a range), the three drills of a round side by side; 35 s a
+// round on a shared host (load average 3.5–5).
 // UNDERSTUDY_LONG=1: time scale 1 (185 s a drill) and two more changed policies — a 35 ms
 // deadline and the user tier removed; about 19 min a round (docs/replay.md has its figures). Needs the edge build and the CLI
 // (scripts/test.sh builds both). It runs in scripts/e2e.sh's real-time lane.
@@ -24,6 +25,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 
 import { EDGE_DIR, ROOT, requireEdge, understudy, tempDir, preparePolicy } from "./harness.mjs";
+import { INCONCLUSIVE, spendReplay, understudyAsync } from "./judged.mjs";
 
 requireEdge();
 const LONG = process.env.UNDERSTUDY_LONG === "1";
@@ -59,17 +61,20 @@ const CHANGES = {
     : {}),
 };
 
-/** A drill of `policy` with its log lines; its drill.json and the logs' path. */
+/**
+ * A drill of `policy` with its log lines; its drill.json, the logs' path and its exit status
+ * (drills of one round run side by side, so asynchronously).
+ */
 async function drill(dir, name, policy, scenario = SCENARIO) {
   const report = join(dir, `report-${name}`);
   const logs = join(dir, `${name}.ndjson`);
-  const r = understudy(
+  const r = await understudyAsync(
     ["drill", policy, "--scenario", scenario, "--time-scale", SCALE, "--report", report, "--logs", logs, "--edge", EDGE_DIR],
     { timeoutMs: LONG ? 400_000 : 120_000 },
   );
   const file = join(report, "drill.json");
   assert.ok(existsSync(file), `no drill.json (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
-  return { json: JSON.parse(await readFile(file, "utf8")), logs, status: r.status };
+  return { name, json: JSON.parse(await readFile(file, "utf8")), logs, status: r.status };
 }
 
 /** `understudy replay CANDIDATE --logs LOGS --logged-policy LOGGED`, as JSON. */
@@ -140,24 +145,18 @@ function misses(drilled, best, worst) {
 }
 
 /**
- * One round: the logged policy's drill with its logs, the replay of them through it, and
- * each changed policy's replay and drill; every miss, one line each.
+ * One round: the logged policy's drill with its logs and each changed policy's drill, side by
+ * side (a candidate's drill needs nothing from the logs); then the replay of the logs through
+ * the logged policy and through each candidate. Returns every miss, one line each, and the
+ * round's drills.
  */
 async function round(t, dir) {
   await mkdir(dir, { recursive: true });
   const logged = await preparePolicy("recommendations", await mkdirIn(dir, "logged"));
-  const base = await drill(dir, "logged", logged);
-  const r = replay(logged, base.logs, logged);
-  // The logged policy waits as long as the logs saw: what little it meets that the logs
-  // cannot tell (an entry another request wrote back, a read that joined another's) is a
-  // range like any other, judged with the same tolerances.
-  const drilled = drillFigures(base.json);
-  const [best, worst] = [replayFigures(r.logged_policy.best), replayFigures(r.logged_policy.worst)];
-  t.diagnostic(`self: drill ${JSON.stringify(drilled)}\nbest ${JSON.stringify(best)}\nworst ${JSON.stringify(worst)}\nunknowable ${JSON.stringify(r.logged_policy.unknowable)}; cut on a busy isolate: ${r.calls_cut_busy}`);
-  const missed = misses(drilled, best, worst).map((m) => `self-consistency: ${m}`);
+  const candidates = [];
   for (const [name, edit] of Object.entries(CHANGES)) {
     const sub = await mkdirIn(dir, name.replaceAll(" ", "-"));
-    const candidate = await preparePolicy("recommendations", sub, { edit });
+    const policy = await preparePolicy("recommendations", sub, { edit });
     // A policy without the user tier cannot be drilled with the scenario's user entries:
     // the same incident without them.
     let scenario = SCENARIO;
@@ -166,8 +165,23 @@ async function round(t, dir) {
       scenario = join(sub, "scenario.toml");
       await writeFile(scenario, text.split("[[kv]]").filter((p, i) => i === 0 || !p.includes('tier = "user"')).join("[[kv]]"));
     }
-    const c = replay(candidate, base.logs, logged);
-    const d = await drill(sub, "candidate", candidate, scenario);
+    candidates.push({ name, sub, policy, scenario });
+  }
+  const [base, ...drills] = await Promise.all([
+    drill(dir, "logged", logged),
+    ...candidates.map((c) => drill(c.sub, "candidate", c.policy, c.scenario)),
+  ]);
+  const r = replay(logged, base.logs, logged);
+  // The logged policy waits as long as the logs saw: what little it meets that the logs
+  // cannot tell (an entry another request wrote back, a read that joined another's) is a
+  // range like any other, judged with the same tolerances.
+  const drilled = drillFigures(base.json);
+  const [best, worst] = [replayFigures(r.logged_policy.best), replayFigures(r.logged_policy.worst)];
+  t.diagnostic(`self: drill ${JSON.stringify(drilled)}\nbest ${JSON.stringify(best)}\nworst ${JSON.stringify(worst)}\nunknowable ${JSON.stringify(r.logged_policy.unknowable)}; cut on a busy isolate: ${r.calls_cut_busy}`);
+  const missed = misses(drilled, best, worst).map((m) => `self-consistency: ${m}`);
+  for (const [i, { name, policy }] of candidates.entries()) {
+    const d = drills[i];
+    const c = replay(policy, base.logs, logged);
     const [best, worst] = [replayFigures(c.candidate.best), replayFigures(c.candidate.worst)];
     const episodes = d.json.breaker.transitions.map((x) => `${x.at_ms} ${x.to} ${JSON.stringify(x.evidence ?? null)}`);
     t.diagnostic(`${name}: the drill's breaker: ${episodes.join("; ")}`);
@@ -181,7 +195,7 @@ async function round(t, dir) {
     }
     missed.push(...misses(drillFigures(d.json), best, worst).map((m) => `${name}: ${m}`));
   }
-  return missed;
+  return { missed, drills: [base, ...drills] };
 }
 
 async function mkdirIn(dir, name) {
@@ -204,15 +218,20 @@ describe(`understudy replay against the real Worker (time scale ${SCALE})`, () =
   test("the logged policy replayed gives the drill's own figures back; changed policies predict their drills", { timeout: LONG ? 4_000_000 : 600_000 }, async (t) => {
     const tmp = await tempDir("understudy-replay-");
     try {
-      // A real-time round on a shared host can meet a stall of the host at a decisive
-      // moment (a probe slow for the host's sake keeps the breaker open): a round that
-      // misses is printed and played once more; two in a row fail the test.
-      let missed = await round(t, join(tmp.dir, "round-1"));
-      if (missed.length > 0) {
-        t.diagnostic(`the first round missed (played once more): ${missed.join("; ")}`);
-        missed = await round(t, join(tmp.dir, "round-2"));
+      // A round that misses fails at once: the replay or the edge is to blame. Only a round
+      // one of whose drills the host's witness judged inconclusive (exit 3: stalls explain an
+      // invariant the drill broke) is played again, within the suite's replay budget and
+      // recorded in its ledger (tests/judged.mjs), as every drill of the suite is.
+      for (let n = 1; ; n++) {
+        const { missed, drills } = await round(t, join(tmp.dir, `round-${n}`));
+        const stalled = drills.filter((d) => d.status === INCONCLUSIVE);
+        if (missed.length === 0 || stalled.length === 0) {
+          assert.deepEqual(missed, [], `round ${n}: ${drills.map((d) => `${d.name} exit ${d.status}`).join(", ")}`);
+          break;
+        }
+        t.diagnostic(`round ${n} missed with ${stalled.length} drill(s) inconclusive: ${missed.join("; ")}`);
+        spendReplay(t, `replay round (${stalled.map((d) => d.name).join(", ")} inconclusive; missed: ${missed.join("; ")})`, stalled[0]);
       }
-      assert.deepEqual(missed, []);
     } finally {
       await tmp.cleanup();
     }
