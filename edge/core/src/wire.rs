@@ -29,6 +29,11 @@ pub const EVENTS: u32 = 7;
 pub const RESPOND: u32 = 8;
 pub const ASK: u32 = 9;
 
+/// How a fetch the driver performed ended when no status came back: the first number of its
+/// result in place of the status.
+pub const FETCH_FAILED: i32 = -1;
+pub const FETCH_TOO_LARGE: i32 = -2;
+
 pub use crate::breaker::member::{REPORT_PATH, WATCH_PATH};
 
 /// The driver's constants, as the JavaScript module `edge/worker/src/wire.js` declares them:
@@ -51,6 +56,8 @@ pub fn js() -> String {
         ("EVENTS", EVENTS.to_string()),
         ("RESPOND", RESPOND.to_string()),
         ("ASK", ASK.to_string()),
+        ("FETCH_FAILED", FETCH_FAILED.to_string()),
+        ("FETCH_TOO_LARGE", FETCH_TOO_LARGE.to_string()),
         ("REPORT_PATH", format!("{REPORT_PATH:?}")),
         ("WATCH_PATH", format!("{WATCH_PATH:?}")),
         (
@@ -233,6 +240,23 @@ pub fn events_op(out: &Output<'_>) -> Option<(IoId, EventIo)> {
     })
 }
 
+/// A fetch's result as the driver gives it — `[status, retry-after, body]`,
+/// `[FETCH_TOO_LARGE]` past `max_body` bytes, or `[FETCH_FAILED, message]` — read once for the
+/// engine's reports and the outbox's deliveries alike.
+pub fn fetched(num: f64, a: Option<String>, body: Option<Vec<u8>>, max_body: u64) -> Observed {
+    if num == f64::from(FETCH_TOO_LARGE) {
+        Observed::TooLarge { limit: max_body }
+    } else if num < 0.0 {
+        Observed::Connect(a.unwrap_or_default())
+    } else {
+        Observed::Response {
+            status: num as u16,
+            retry_after: a,
+            body: body.unwrap_or_default(),
+        }
+    }
+}
+
 /// A report of `src/io.js` as the engine's input. `None` for a kind it does not send.
 pub fn input(
     kind: u32,
@@ -247,15 +271,7 @@ pub fn input(
     let done = match kind & 0xff {
         TIMER => return Some(Input::Timer),
         ASKED => return Some(Input::Asked),
-        FETCHED => Done::Fetched(match num {
-            -2.0 => Observed::TooLarge { limit: max_body },
-            n if n < 0.0 => Observed::Connect(a.unwrap_or_default()),
-            n => Observed::Response {
-                status: n as u16,
-                retry_after: a,
-                body: bytes.unwrap_or_default(),
-            },
-        }),
+        FETCHED => Done::Fetched(fetched(num, a, bytes, max_body)),
         KV => Done::Kv(match num as u8 {
             0 => KvRead::Value {
                 value: None,
@@ -300,7 +316,15 @@ mod tests {
             "edge/worker/src/wire.js differs from edge/core/src/wire.rs: run `UNDERSTUDY_BLESS=1 cargo test -p understudy-core wire`"
         );
         let io = include_str!("../../worker/src/io.js");
-        for code in ["case 1", "case 2", "code === 8", "code === 9", "\"/watch\""] {
+        for code in [
+            "case 1",
+            "case 2",
+            "code === 8",
+            "code === 9",
+            "\"/watch\"",
+            "[-1",
+            "[-2",
+        ] {
             assert!(!io.contains(code), "io.js writes `{code}` by hand");
         }
     }

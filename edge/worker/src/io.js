@@ -12,7 +12,7 @@
 // The wire's codes, paths and timeout: `wire.js`, generated from the engine's `crate::wire`
 // (what a report is about, the `kind` argument of `step`, and LIVE added while the request
 // waits; what a command is; the coordinator's paths; how soon its answer must begin).
-import { FETCHED, KV, LIMITED, TIMER, HEARD, ASKED, LIVE, START_FETCH, START_KV, START_LIMIT, ABORT, HEAR, EVENTS, RESPOND, ASK, WATCH_PATH, BEGIN_MS } from "./wire.js";
+import { FETCHED, KV, LIMITED, TIMER, HEARD, ASKED, LIVE, START_FETCH, START_KV, START_LIMIT, ABORT, HEAR, EVENTS, RESPOND, ASK, FETCH_FAILED, FETCH_TOO_LARGE, WATCH_PATH, BEGIN_MS } from "./wire.js";
 export { FETCHED, KV, LIMITED, TIMER, HEARD, ASKED } from "./wire.js";
 
 const firstLine = (e) => String((e && e.message) || e).split("\n")[0];
@@ -98,7 +98,8 @@ class Flight {
 }
 
 // One fetch: [status, retry-after, body] once headers and (for a 2xx) the whole body are
-// in; [-2] past `max` bytes; [-1, message] when it failed. No timer: the engine's.
+// in; [FETCH_TOO_LARGE] past `max` bytes; [FETCH_FAILED, message] when it failed (read by
+// understudy_core::wire::fetched). No timer: the engine's.
 async function fetchOne(url, method, head, body, max, ctl) {
   try {
     const res = await fetch(url, { method, headers: headersOf(head), body: body === undefined ? null : body, signal: ctl.signal });
@@ -110,7 +111,7 @@ async function fetchOne(url, method, head, body, max, ctl) {
       return [status, ra === null ? undefined : ra, undefined];
     }
     const len = res.headers.get("content-length");
-    if (len !== null && Number(len) > max) { ctl.abort(); return [-2]; }
+    if (len !== null && Number(len) > max) { ctl.abort(); return [FETCH_TOO_LARGE]; }
     let bytes;
     if (len !== null) {
       bytes = new Uint8Array(await res.arrayBuffer());
@@ -122,17 +123,17 @@ async function fetchOne(url, method, head, body, max, ctl) {
         const { done, value } = await reader.read();
         if (done) break;
         n += value.length;
-        if (n > max) { ctl.abort(); return [-2]; }
+        if (n > max) { ctl.abort(); return [FETCH_TOO_LARGE]; }
         parts.push(value);
       }
       bytes = new Uint8Array(n);
       let at = 0;
       for (const p of parts) { bytes.set(p, at); at += p.length; }
     }
-    if (bytes.length > max) return [-2];
+    if (bytes.length > max) return [FETCH_TOO_LARGE];
     return [status, undefined, bytes];
   } catch (e) {
-    return [-1, firstLine(e)];
+    return [FETCH_FAILED, firstLine(e)];
   }
 }
 

@@ -4,8 +4,8 @@ use super::*;
 use crate::simulate::scenario::{self, RawScenario};
 use crate::simulate::{RequestResult, Source};
 use understudy_core::breaker::fleet::FleetMode;
-use understudy_core::policy::{Breaker, Scope};
 use understudy_core::policy::RateBreaker;
+use understudy_core::policy::{Breaker, Scope};
 
 /// The sample policy with seed 000's rules on a short clock: a 10 s window, 5 s hold-down.
 fn policy() -> Policy {

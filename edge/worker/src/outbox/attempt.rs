@@ -7,6 +7,7 @@ use futures_util::future::{select, Either};
 use js_sys::{Array, Uint8Array};
 use understudy_core::classify::{bounded, Observed};
 use understudy_core::http::Outbound;
+use understudy_core::wire;
 use wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
 
@@ -35,22 +36,15 @@ pub async fn deliver(req: &Outbound, timeout_ms: u64) -> Observed {
     }
 }
 
-/// `[status, retry-after, bytes]`, `[-2]` (too large) or `[-1, message]`.
+/// The fetch's result, read as the engine reads its own (`understudy_core::wire::fetched`).
 fn observed(v: &wasm_bindgen::JsValue, max_body: u64) -> Observed {
     let Some(r) = v.dyn_ref::<Array>() else {
         return Observed::Connect("the fetch reported no result".into());
     };
-    match r.get(0).as_f64().unwrap_or(-1.0) {
-        -2.0 => Observed::TooLarge { limit: max_body },
-        n if n < 0.0 => Observed::Connect(r.get(1).as_string().unwrap_or_default()),
-        n => Observed::Response {
-            status: n as u16,
-            retry_after: r.get(1).as_string(),
-            body: r
-                .get(2)
-                .dyn_into::<Uint8Array>()
-                .map(|b| b.to_vec())
-                .unwrap_or_default(),
-        },
-    }
+    wire::fetched(
+        r.get(0).as_f64().unwrap_or(f64::from(wire::FETCH_FAILED)),
+        r.get(1).as_string(),
+        r.get(2).dyn_into::<Uint8Array>().ok().map(|b| b.to_vec()),
+        max_body,
+    )
 }
