@@ -20,7 +20,8 @@ pub enum Input {
     Done(IoId, Done),
     /// The event operation `io` (an [`EventIo`]) ended.
     Heard(IoId, Heard),
-    /// The timer armed for [`Output::wake_at`] fired.
+    /// The timer armed for [`Output::wake_at`] fired: the engine's table of named timers
+    /// says which of the request's waits it ends (`engine/timers.rs`).
     Timer,
     /// [F-SCOPE] The answer to the request's [`Command::Ask`] (or its failure) was handed to
     /// [`super::Engine::fleet_heard`]: the request heeds what the isolate heard.
@@ -56,8 +57,9 @@ pub enum Command<'p> {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Output<'p> {
     pub commands: Vec<Command<'p>>,
-    /// The request's one timer: fire at this instant. The driver re-arms it when it changes
-    /// and clears it when `None` (always `None` once the request is answered).
+    /// The request's one timer: fire at this instant (the earliest of its named timers).
+    /// The driver re-arms it when it changes and clears it when `None` (always `None` once
+    /// the request is answered).
     pub wake_at: Option<Millis>,
 }
 

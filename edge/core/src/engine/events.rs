@@ -12,6 +12,7 @@ use crate::time::Millis;
 
 use super::command::{Command, Input, Output, Reply};
 use super::flight::{Flight, Stage};
+use super::timers::Timer;
 use super::{Bindings, Engine, Incoming};
 
 fn ctx<'a>(engine: &'a Engine<'_>, f: &'a Flight<'_>, ev: &'a Events) -> Ctx<'a> {
@@ -64,13 +65,13 @@ pub(super) fn status<'p>(
     drive(engine, f, now, flow, step, ev, Vec::new())
 }
 
-/// The driver reported `input` for an event request waiting for operation `io` (until
-/// `due`, for `calls` shard calls).
+/// The driver reported `input` for an event request waiting for operation `io` (until its
+/// [`Timer::Shards`], for `calls` shard calls).
 pub(super) fn step<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
     now: Millis,
-    (io, due, calls): (IoId, Option<Millis>, usize),
+    (io, calls): (IoId, usize),
     mut flow: Flow,
     input: Input,
     cmds: Vec<Command<'p>>,
@@ -91,7 +92,7 @@ pub(super) fn step<'p>(
         Input::Heard(got, heard) if got == io => heard,
         // The shards took too long: every call failed (nothing is acknowledged, the caller
         // gets 503 and sends the event again).
-        Input::Timer if due.is_some_and(|d| d <= now) => Heard::Shards(
+        Input::Timer if f.timers.fired(Timer::Shards) => Heard::Shards(
             (0..calls.max(1))
                 .map(|_| {
                     Err(format!(
@@ -106,7 +107,6 @@ pub(super) fn step<'p>(
             f.stage = Stage::Events {
                 io,
                 flow: Box::new(flow),
-                due,
                 calls,
             };
             return f.output(cmds);
@@ -128,14 +128,20 @@ fn drive<'p>(
     match step {
         Step::Io(op) => {
             let io = engine.ios.next();
-            let (due, calls) = match &op {
-                EventIo::Call(c) => (Some(now.plus(flow::SHARD_TIMEOUT_MS)), c.len()),
-                EventIo::ReadBody { .. } => (None, 0),
+            let calls = match &op {
+                EventIo::Call(c) => {
+                    f.timers
+                        .set(Timer::Shards, now.plus(flow::SHARD_TIMEOUT_MS));
+                    c.len()
+                }
+                EventIo::ReadBody { .. } => {
+                    f.timers.stop(Timer::Shards);
+                    0
+                }
             };
             f.stage = Stage::Events {
                 io,
                 flow: Box::new(flow),
-                due,
                 calls,
             };
             cmds.push(Command::Events { io, op });

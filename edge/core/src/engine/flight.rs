@@ -1,6 +1,7 @@
 //! One request's state between two steps: what [`super::start`] resolved before any I/O,
-//! the stage it is at, the origin attempt and the tier read in flight, and the timers they
-//! set. Data only: the steps that move it live in `start`, `race`, `walk` and `steps`.
+//! the stage it is at, the origin attempt and the tier read in flight, and the named timers
+//! they arm ([`Timers`]). Data only: the steps that move it live in `start`, `race`, `walk`
+//! and `steps`.
 
 use crate::breaker::Admission;
 use crate::cascade::{Ctx, Note, Walker};
@@ -18,6 +19,7 @@ use super::command::{Command, Output};
 use super::hedge::Pair;
 use super::outbound::Common;
 use super::rng::Rng;
+use super::timers::Timers;
 use super::trace::Trace;
 
 /// One request in flight. Created by [`super::Engine::start`], advanced by
@@ -42,6 +44,8 @@ pub struct Flight<'p> {
     pub(super) notes: Vec<Note>,
     /// The instant the driver was last asked to wake this request at.
     pub(super) armed: Option<Millis>,
+    /// What the request waits for with a limit, by name; the earliest is `armed`.
+    pub(super) timers: Timers,
     pub(super) stage: Stage<'p>,
 }
 
@@ -53,12 +57,12 @@ pub(super) enum Stage<'p> {
     },
     /// Racing the origin (an attempt in flight, or waiting to retry) or walking the cascade.
     Serving(Box<Req<'p>>),
-    /// [V-*] An event request waiting for its operation `io`: until `due` for shard calls
-    /// (`calls` of them), with no limit for the body.
+    /// [V-*] An event request waiting for its operation `io`: until its
+    /// [`super::timers::Timer::Shards`] for shard calls (`calls` of them), with no limit for
+    /// the body.
     Events {
         io: IoId,
         flow: Box<Flow>,
-        due: Option<Millis>,
         calls: usize,
     },
     Done,
@@ -75,8 +79,6 @@ pub(super) struct Req<'p> {
     pub calls: super::calls::Calls,
     /// The attempt in flight.
     pub calling: Option<Calling>,
-    /// Waiting to retry until then.
-    pub backoff_until: Option<Millis>,
     /// The failure of the last attempt (what a retry the breaker refuses falls back with).
     pub last_failure: Option<Failure>,
     /// Set once the request walks the cascade.
@@ -130,10 +132,9 @@ pub(super) struct TierWait<'p> {
     /// An HTTP tier (a fetch, aborted at its timeout) rather than a KV read.
     pub http: bool,
     /// A read another request started (binding, key): its result is looked for in the
-    /// isolate's cache each time this request's timer fires ([`super::reads`]).
+    /// isolate's cache each time this request's [`super::timers::Timer::TierPoll`] fires
+    /// ([`super::reads`]).
     pub shared: Option<(&'p str, String)>,
-    /// When to look next.
-    pub poll_at: Option<Millis>,
 }
 
 impl Flight<'_> {
@@ -164,35 +165,14 @@ impl Flight<'_> {
         }
     }
 
-    /// The step's output: `commands` and the request's next wake-up (none once it is
-    /// answered), remembered to measure how late the timer fires.
+    /// The step's output: `commands` and the request's next wake-up, its earliest named
+    /// timer (none once it is answered), remembered to measure how late the timer fires.
     pub(super) fn output<'c>(&mut self, commands: Vec<Command<'c>>) -> Output<'c> {
-        let wake_at = self.wake_at();
+        if self.is_done() {
+            self.timers.clear();
+        }
+        let wake_at = self.timers.earliest();
         self.armed = wake_at;
         Output { commands, wake_at }
-    }
-
-    /// The next instant this request wants to be woken at: the attempt's end, its hedge,
-    /// the end of a retry's wait, a tier read's timeout — whichever comes first.
-    pub(super) fn wake_at(&self) -> Option<Millis> {
-        let req = match &self.stage {
-            Stage::Serving(req) => req,
-            // The limiter's verdict is awaited at most until the race deadline.
-            Stage::Limiting { req, .. } => return Some(req.ctx.deadline.origin_end()),
-            Stage::Events { due, .. } => return *due,
-            Stage::Done => return None,
-        };
-        let attempt = req
-            .calling
-            .as_ref()
-            .map(|c| c.pair.hedge_due().map_or(c.due, |h| h.min(c.due)));
-        let tier = req
-            .tier
-            .as_ref()
-            .map(|t| t.poll_at.map_or(t.due, |p| p.min(t.due)));
-        [attempt, req.backoff_until, tier]
-            .into_iter()
-            .flatten()
-            .min()
     }
 }

@@ -35,6 +35,7 @@ pub mod report;
 pub mod rng;
 mod start;
 mod steps;
+mod timers;
 pub mod trace;
 mod unbaked;
 mod verdict;

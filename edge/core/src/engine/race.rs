@@ -22,6 +22,7 @@ use super::command::Command;
 use super::flight::{Attempt, Calling, Flight, Req};
 use super::hedge::{Pair, Plan, Settled};
 use super::reads::Plan as ReadPlan;
+use super::timers::Timer;
 use super::verdict::Listening;
 use super::{outbound, record, walk, Engine};
 
@@ -100,15 +101,26 @@ pub(super) fn attempt<'p>(
         prefetch(engine, f, req, now, cmds);
     }
     req.last_failure = None;
-    req.calling = Some(Calling {
+    let c = Calling {
         started: now,
         timeout_ms,
         due: now.plus(timeout_ms),
         admission,
         _lease: lease,
         pair: Pair::new(io, now, hedge_after),
-    });
+    };
+    f.timers.set(Timer::Attempt, c.due);
+    if let Some(at) = c.pair.hedge_due() {
+        f.timers.set(Timer::Hedge, at);
+    }
+    req.calling = Some(c);
     None
+}
+
+/// The attempt in flight ended (or was cut): its timeout and its hedge no longer fire.
+fn disarm(f: &mut Flight<'_>) {
+    f.timers.stop(Timer::Attempt);
+    f.timers.stop(Timer::Hedge);
 }
 
 fn origin_request(engine: &Engine<'_>, f: &Flight<'_>, req: &Req<'_>) -> crate::http::Outbound {
@@ -174,17 +186,21 @@ pub(super) fn fetched<'p>(
     }
 }
 
-/// The request's timer fired at `now`: the attempt's end, its hedge, or the end of a
-/// retry's wait may be due. `Some` when the request is answered.
+/// The race's `timer` fired at `now`: the attempt's end, its hedge, or the end of a retry's
+/// wait. `Some` when the request is answered.
 pub(super) fn timer<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
     req: &mut Req<'p>,
     now: Millis,
+    timer: Timer,
     cmds: &mut Vec<Command<'p>>,
 ) -> Option<Answer> {
+    if timer == Timer::Backoff {
+        return attempt(engine, f, req, now, cmds);
+    }
     if let Some(c) = req.calling.as_mut() {
-        if c.due <= now {
+        if timer == Timer::Attempt {
             // The timer won: the fallback starts now; the requests still out are aborted —
             // on a busy isolate, only once the isolate has taken what its queue may hold
             // ([`listening_until`]). Requests listened to keep their connections and their
@@ -212,7 +228,7 @@ pub(super) fn timer<'p>(
             }
             return ended(engine, f, req, now, Observed::TimedOut, None, false, cmds);
         }
-        if c.pair.hedge_due().is_some_and(|at| at <= now) {
+        if timer == Timer::Hedge && c.pair.hedge_due().is_some() {
             let io = engine.ios.next();
             if c.pair.send(now, io) {
                 let (probe, due) = (c.admission == Admission::Probe, c.due);
@@ -232,10 +248,6 @@ pub(super) fn timer<'p>(
             }
         }
     }
-    if req.backoff_until.is_some_and(|until| until <= now) {
-        req.backoff_until = None;
-        return attempt(engine, f, req, now, cmds);
-    }
     None
 }
 
@@ -253,6 +265,7 @@ fn ended<'p>(
     cmds: &mut Vec<Command<'p>>,
 ) -> Option<Answer> {
     let c = req.calling.take()?;
+    disarm(f);
     let policy = engine.policy();
     let o = &policy.origin;
     let result = match &observed {
@@ -339,7 +352,7 @@ fn ended<'p>(
         }
         Some(ms) => {
             req.last_failure = Some(failure);
-            req.backoff_until = Some(now.plus(ms));
+            f.timers.set(Timer::Backoff, now.plus(ms));
             None
         }
         None => walk::enter(engine, f, req, now, failure, cmds),
@@ -362,6 +375,7 @@ pub(super) fn asked<'p>(
         return None;
     }
     let c = req.calling.take()?;
+    disarm(f);
     let out: Vec<IoId> = c.pair.out().collect();
     for io in out {
         cmds.push(Command::Abort { io });

@@ -20,6 +20,7 @@ use super::command::{Command, Output};
 use super::finish::{answered, finish_early};
 use super::flight::{Flight, Req, Stage};
 use super::rng::Rng;
+use super::timers::Timer;
 use super::trace::{self, Trace};
 use super::{meta, race, Bindings, Engine, Incoming, ORIGIN_OVERRIDE_VAR};
 
@@ -66,6 +67,7 @@ pub(super) fn start<'p>(
         repeatable: false,
         notes: Vec::new(),
         armed: None,
+        timers: Default::default(),
         stage: Stage::Done,
     };
 
@@ -217,7 +219,6 @@ pub(super) fn start<'p>(
         attempts: Vec::new(),
         calls: Default::default(),
         calling: None,
-        backoff_until: None,
         last_failure: None,
         walker: None,
         tier: None,
@@ -232,6 +233,8 @@ pub(super) fn start<'p>(
                 io,
                 op: Op::Limit { binding, key },
             });
+            // The limiter's verdict is awaited at most until the race deadline.
+            f.timers.set(Timer::Limiter, req.ctx.deadline.origin_end());
             f.stage = Stage::Limiting { io, req };
         }
         None => match race::attempt(engine, &mut f, &mut req, now, &mut cmds) {

@@ -9,6 +9,7 @@ use crate::time::Millis;
 use super::command::{Command, Input, Output};
 use super::finish::{answered, storm_limited};
 use super::flight::{Flight, Req, Stage};
+use super::timers::Timer;
 use super::{race, record, walk, Engine};
 
 pub(super) fn step<'p>(
@@ -23,6 +24,8 @@ pub(super) fn step<'p>(
         if let Some(due) = f.armed {
             engine.lag.sample(now, now.since(due));
         }
+        // Which of the request's named timers it was: each is handled by its name below.
+        f.timers.expire(now);
     }
     if let Input::Done(io, Done::Kv(read)) = &input {
         engine.kv_ended(now, *io, read);
@@ -40,7 +43,7 @@ pub(super) fn step<'p>(
                 Input::Done(got, Done::Limited(verdict)) if got == io => verdict,
                 // The limiter took the race's whole time: the request goes through without
                 // it (the limiter protects the origin; it must not become a way to fail).
-                Input::Timer if req.ctx.deadline.origin_remaining(now) == 0 => {
+                Input::Timer if f.timers.fired(Timer::Limiter) => {
                     Err("no verdict before the race deadline".into())
                 }
                 _ => {
@@ -48,6 +51,7 @@ pub(super) fn step<'p>(
                     return f.output(cmds);
                 }
             };
+            f.timers.stop(Timer::Limiter);
             match verdict {
                 Ok(false) => storm_limited(engine, f, now, &mut cmds),
                 Ok(true) => serve(engine, f, now, req, &mut cmds, |e, f, r, c| {
@@ -64,13 +68,8 @@ pub(super) fn step<'p>(
         Stage::Serving(req) => serve(engine, f, now, req, &mut cmds, |e, f, r, c| {
             serving(e, f, r, now, input, c)
         }),
-        Stage::Events {
-            io,
-            flow,
-            due,
-            calls,
-        } => {
-            return super::events::step(engine, f, now, (io, due, calls), *flow, input, cmds);
+        Stage::Events { io, flow, calls } => {
+            return super::events::step(engine, f, now, (io, calls), *flow, input, cmds);
         }
         // Reports after the answer: the response is out; only the isolate learns (above).
         Stage::Done => {}
@@ -107,12 +106,24 @@ fn serving<'p>(
     cmds: &mut Vec<Command<'p>>,
 ) -> Option<Answer> {
     match input {
+        // Each timer that fired, by its name, until one of them answers.
         Input::Timer => {
-            if req.calling.is_some() || req.backoff_until.is_some() {
-                race::timer(engine, f, req, now, cmds)
-            } else {
-                walk::timer(engine, f, req, now, cmds)
+            while let Some(timer) = f.timers.next_fired() {
+                let answer = match timer {
+                    Timer::Attempt | Timer::Hedge | Timer::Backoff => {
+                        race::timer(engine, f, req, now, timer, cmds)
+                    }
+                    Timer::TierPoll | Timer::TierEnd => {
+                        walk::timer(engine, f, req, now, timer, cmds)
+                    }
+                    // Not a serving request's.
+                    Timer::Limiter | Timer::Shards => None,
+                };
+                if answer.is_some() {
+                    return answer;
+                }
             }
+            None
         }
         Input::Done(io, done) => {
             ended(req, io);

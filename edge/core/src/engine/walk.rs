@@ -12,6 +12,7 @@ use crate::time::Millis;
 use super::command::Command;
 use super::flight::{Flight, Req, TierWait};
 use super::reads::{Plan, POLL_MS};
+use super::timers::Timer;
 use super::{outbound, Engine};
 
 /// The origin failed with `failure` (or was never called): walk the cascade from its first
@@ -86,13 +87,16 @@ fn advance<'p>(
                                 (io, None)
                             }
                         };
-                        let poll_at = shared.as_ref().map(|_| now.plus(POLL_MS).min(due));
+                        match shared {
+                            Some(_) => f.timers.set(Timer::TierPoll, now.plus(POLL_MS).min(due)),
+                            None => f.timers.stop(Timer::TierPoll),
+                        }
+                        f.timers.set(Timer::TierEnd, due);
                         req.tier = Some(TierWait {
                             io,
                             due,
                             http: false,
                             shared,
-                            poll_at,
                         });
                         return None;
                     }
@@ -103,12 +107,13 @@ fn advance<'p>(
                             op: Op::Fetch(request),
                         });
                         req.open.push(io);
+                        f.timers.stop(Timer::TierPoll);
+                        f.timers.set(Timer::TierEnd, due);
                         req.tier = Some(TierWait {
                             io,
                             due,
                             http: true,
                             shared: None,
-                            poll_at: None,
                         });
                         return None;
                     }
@@ -134,7 +139,7 @@ pub(super) fn kv<'p>(
     if !req.tier.as_ref().is_some_and(|t| t.io == io && !t.http) {
         return None; // a read this request no longer waits for (or a speculative one)
     }
-    req.tier = None;
+    disarm(f, req);
     let walker = req.walker.as_mut()?;
     if let Some(fb) = walker.on_done(&req.ctx, now, Done::Kv(read)) {
         return Some(Answer::Fallback(fb));
@@ -155,7 +160,7 @@ pub(super) fn http<'p>(
     if !req.tier.as_ref().is_some_and(|t| t.io == io && t.http) {
         return None;
     }
-    req.tier = None;
+    disarm(f, req);
     let walker = req.walker.as_mut()?;
     if let Some(fb) = walker.on_done(&req.ctx, now, Done::Fetched(observed)) {
         return Some(Answer::Fallback(fb));
@@ -163,27 +168,37 @@ pub(super) fn http<'p>(
     advance(engine, f, req, now, cmds)
 }
 
-/// The request's timer fired at `now`: a read it joined may have ended (the engine keeps
-/// what the starting request reported), or the tier read in flight may be out of time.
+/// The tier read no longer waited for: its timers no longer fire.
+fn disarm(f: &mut Flight<'_>, req: &mut Req<'_>) {
+    req.tier = None;
+    f.timers.stop(Timer::TierPoll);
+    f.timers.stop(Timer::TierEnd);
+}
+
+/// The cascade's `timer` fired at `now`: time to look again whether a read the request
+/// joined has ended (the engine keeps what the starting request reported), or the tier
+/// read in flight is out of time. `Some` when the request is answered.
 pub(super) fn timer<'p>(
     engine: &mut Engine<'p>,
     f: &mut Flight<'p>,
     req: &mut Req<'p>,
     now: Millis,
+    timer: Timer,
     cmds: &mut Vec<Command<'p>>,
 ) -> Option<Answer> {
-    let t = req.tier.as_mut()?;
-    if let Some((binding, key)) = &t.shared {
+    let t = req.tier.as_ref()?;
+    if timer == Timer::TierPoll {
+        let (binding, key) = t.shared.as_ref()?;
         if let Some(read) = engine.kv_cache.get(binding, key, now) {
             let io = t.io;
             return kv(engine, f, req, now, io, read, cmds);
         }
-        if t.due > now {
-            t.poll_at = Some(now.plus(POLL_MS).min(t.due));
-            return None;
+        // Look again, while the tier's timeout has not fired (it is handled next if it has).
+        if f.timers.get(Timer::TierEnd).is_some() {
+            f.timers.set(Timer::TierPoll, now.plus(POLL_MS).min(t.due));
         }
+        return None;
     }
-    let t = req.tier.as_ref().filter(|t| t.due <= now)?;
     let (io, http) = (t.io, t.http);
     if http {
         cmds.push(Command::Abort { io });
