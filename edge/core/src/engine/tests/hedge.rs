@@ -145,6 +145,33 @@ fn at_the_race_deadline_both_requests_are_aborted() {
 }
 
 #[test]
+fn a_timer_late_past_the_race_deadline_cuts_the_attempt_and_sends_no_hedge() {
+    // A stalled isolate: the hedge's and the attempt's timers expire together. The
+    // attempt's is handled first — it is cut (listened to: the isolate was busy) — and its
+    // hedge never goes out (its token goes back).
+    let b = bake(hedging(Some(10), 1.0, 1));
+    let mut e = Engine::new(&b).unwrap();
+    warm(&mut e);
+    let (mut f, first, h) = start_hedged(&mut e, 100, 2);
+    assert_eq!(h, Some(10));
+    let out = e.step(&mut f, at(150), Input::Timer);
+    assert!(
+        out.commands
+            .iter()
+            .any(|c| matches!(c, Command::Hear { io, .. } if *io == first)),
+        "{out:?}"
+    );
+    assert!(fetches(&out).is_empty(), "no hedge went out: {out:?}");
+    assert!(
+        kv_read(&out).is_some(),
+        "the cascade starts at once: {out:?}"
+    );
+    assert_eq!(e.counters().hedges_sent, 0);
+    let (_, _, h) = start_hedged(&mut e, 300, 3);
+    assert_eq!(h, Some(10), "the token came back");
+}
+
+#[test]
 fn won_hedges_do_not_push_the_hedges_delay_later() {
     // A long-tail model: calls answer in 15 ms, a few never. Each hedge goes out at the p95
     // (15 ms) and its answer takes 15 ms more: 30 ms from the first request's start. Those
