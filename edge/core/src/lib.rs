@@ -23,6 +23,7 @@ pub mod http;
 pub mod io;
 pub mod metrics;
 pub mod params;
+pub mod parked;
 pub mod policy;
 pub mod request;
 pub mod retry;

@@ -28,18 +28,15 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use futures_channel::oneshot;
-use futures_util::future::{select, Either};
 use js_sys::{Array, Promise};
 use understudy_core::breaker::fleet::place::{global_name, Role};
-use understudy_core::breaker::fleet::{
-    settings_hash, Coordinator, Snapshot, Verdict, SNAPSHOT_EVERY_MS, WATCH_MS,
-};
+use understudy_core::breaker::fleet::{settings_hash, Coordinator, Snapshot, Verdict, WATCH_MS};
 use understudy_core::policy::{Breaker, Scope};
 use wasm_bindgen::prelude::*;
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
+use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
-use crate::isolate;
+use crate::{isolate, shim};
 
 /// Held watches below which no sweep runs.
 const SWEEP_MIN: usize = 64;
@@ -288,9 +285,8 @@ impl BreakerCoordinator {
         };
         let inner = Rc::clone(&self.inner);
         let body = async move {
-            let timeout = Delay::from(Duration::from_millis(hold_ms));
-            let body = match select(rx, timeout).await {
-                Either::Left((Ok(body), _)) => body,
+            let body = match shim::within(rx, hold_ms).await {
+                Some(Ok(body)) => body,
                 // Timed out, or the object dropped its watchers: the verdict as it stands
                 // (a move it makes is answered to the others with the next call).
                 _ => inner
@@ -330,19 +326,15 @@ impl BreakerCoordinator {
         }
     }
 
-    /// Writes the coordinator's snapshot when its decisions changed, at most once per
-    /// [`SNAPSHOT_EVERY_MS`].
+    /// Writes the coordinator's snapshot when it is due (`Snapshot::due`: its decisions
+    /// changed, at most once a second).
     async fn persist(&self) {
         let now = isolate::now();
         let snap = match self.inner.borrow().as_ref() {
             Some(c) => c.snapshot(now),
             None => return,
         };
-        let due = match self.stored.borrow().as_ref() {
-            Some(last) => !last.same(&snap) && now.since(last.at) >= SNAPSHOT_EVERY_MS,
-            None => true,
-        };
-        if !due {
+        if !snap.due(self.stored.borrow().as_ref(), now) {
             return;
         }
         let Ok(text) = serde_json::to_string(&snap) else {

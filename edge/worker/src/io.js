@@ -435,6 +435,5 @@ export function us_run(id, out, req, env, ctx, engine) {
 // --- The outbox's deliveries (a Durable Object's alarm, off any client's path) race their
 // attempt's timeout in Rust (`outbox::alarm`): these are its primitives.
 export function us_fetch(url, method, head, body, max, ctl) { return fetchOne(url, method, head, body, max, ctl); }
-export function us_sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 export function us_controller() { return new AbortController(); }
 export function us_abort(ctl) { ctl.abort(); }

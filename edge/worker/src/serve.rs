@@ -3,7 +3,7 @@
 //! [`on_step`] with each report. Every branch ends in a response rendered by the engine.
 //!
 //! The flight waits between steps in [`FLIGHTS`]. A request the runtime cancels (the client
-//! went away) never reports again — its timers never fire — so past [`MAX_WAITING`] the
+//! went away) never reports again — its timers never fire — so past `parked::MAX_WAITING` the
 //! flights whose wake-up is long overdue go first, then the oldest; a dropped flight's
 //! answer is rendered at once and kept, in case its driver reports after all.
 
@@ -14,8 +14,8 @@ use js_sys::{Array, Promise};
 use understudy_core::breaker::fleet::place::Cf;
 use understudy_core::engine::{self, Bindings, Flight, Incoming, Input, IoId, Output, Reply};
 use understudy_core::events::flow::{Heard, Io as EventIo};
-use understudy_core::wire;
 use understudy_core::Millis;
+use understudy_core::{parked, wire};
 use wasm_bindgen::prelude::*;
 use worker::{wasm_bindgen_futures, web_sys, Env};
 
@@ -38,11 +38,6 @@ impl Bindings for WorkerEnv<'_> {
     }
 }
 
-/// Most flights waiting for their next report.
-const MAX_WAITING: usize = 4096;
-/// A flight whose wake-up is this far overdue was cancelled by the runtime (a live
-/// request's timer fires; a cancelled one's never does).
-const OVERDUE_MS: u64 = 10_000;
 /// Answers of dropped flights kept for a late report.
 const MAX_DROPPED: usize = 256;
 
@@ -206,19 +201,11 @@ fn park(w: Waiting) -> u32 {
     let now = now();
     let dropped = FLIGHTS.with(|f| {
         let mut f = f.borrow_mut();
+        let waiting: Vec<(u32, Option<Millis>)> =
+            f.iter().map(|(id, w)| (*id, w.wake_at)).collect();
         let mut dropped = Vec::new();
-        if f.len() >= MAX_WAITING {
-            let overdue: Vec<u32> = f
-                .iter()
-                .filter(|(_, w)| w.wake_at.is_none_or(|t| now.since(t) > OVERDUE_MS))
-                .map(|(id, _)| *id)
-                .collect();
-            for id in overdue {
-                dropped.extend(f.remove(&id).map(|w| (id, w)));
-            }
-            while f.len() >= MAX_WAITING {
-                dropped.extend(f.pop_first());
-            }
+        for id in parked::evict(now, &waiting, parked::MAX_WAITING) {
+            dropped.extend(f.remove(&id).map(|w| (id, w)));
         }
         f.insert(id, w);
         dropped

@@ -8,9 +8,13 @@
 //! lives in JS and crosses into the engine once per step, with one encoded output back
 //! (`understudy_core::wire`). It performs and reports; every decision is the engine's.
 
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::future::{select, Either};
 use js_sys::{Array, Promise};
 use wasm_bindgen::prelude::*;
-use worker::web_sys;
+use worker::{web_sys, Delay};
 
 // The wire's constants, generated from `understudy_core::wire` (`io.js` imports them).
 #[wasm_bindgen(module = "/src/wire.js")]
@@ -42,7 +46,6 @@ extern "C" {
         max_body: f64,
         ctl: &JsValue,
     ) -> Promise;
-    fn us_sleep(ms: f64) -> Promise;
     fn us_controller() -> JsValue;
     fn us_abort(ctl: &JsValue);
 }
@@ -160,8 +163,14 @@ pub fn fetch(
     us_fetch(url, method, head, body, max_body as f64, ctl)
 }
 
-pub fn sleep(ms: u64) -> Promise {
-    us_sleep(ms as f64)
+/// The drivers' one race against a timer: `fut`'s output, or `None` when `ms` passed first.
+/// What either means is the caller's core decision (`events::attempt::ended`, a watch's
+/// hold); no other driver code races a sleep (a test in `cli/tests/timing.rs` holds it so).
+pub async fn within<F: Future + Unpin>(fut: F, ms: u64) -> Option<F::Output> {
+    match select(fut, Delay::from(Duration::from_millis(ms))).await {
+        Either::Left((v, _)) => Some(v),
+        Either::Right(_) => None,
+    }
 }
 
 pub fn controller() -> JsValue {

@@ -35,6 +35,13 @@ pub fn class_name(class: Class) -> &'static str {
     class.as_str()
 }
 
+/// What an attempt observed, from the race the driver ran between its request and the
+/// lease's attempt timeout: the answer, or `TimedOut` when the timer won (`None`) — the driver
+/// then aborts the request.
+pub fn ended(answer: Option<Observed>) -> Observed {
+    answer.unwrap_or(Observed::TimedOut)
+}
+
 /// `Ok` when the consumer acknowledged, the classified failure otherwise.
 pub fn outcome(observed: &Observed) -> Result<(), Failure> {
     match observed {

@@ -8,6 +8,7 @@
 use futures_util::future::join_all;
 use understudy_core::events::delivery;
 use understudy_core::events::flow::aad_of;
+use understudy_core::events::outbox::run::{Next, Run};
 use understudy_core::events::outbox::{self, Record};
 use understudy_core::events::seal::{self, SealKey};
 use understudy_core::events::stats::{self, ShardStats, MAX_HELD};
@@ -23,8 +24,6 @@ use crate::{analytics, isolate};
 /// The var that points deliveries elsewhere (local dev, tests, drills), like
 /// `UNDERSTUDY_ORIGIN_URL` for the model.
 pub const EVENTS_URL_VAR: &str = "UNDERSTUDY_EVENTS_URL";
-/// One alarm run delivers for at most this long before handing over to the next run.
-const RUN_BUDGET_MS: u64 = 5_000;
 
 pub async fn run(shard: &OutboxShard) {
     if let Err(e) = deliver(shard).await {
@@ -33,7 +32,7 @@ pub async fn run(shard: &OutboxShard) {
             serde_json::json!({"event": "event_alarm_failed", "error": understudy_core::classify::bounded(&e)})
         );
         // Try again a little later rather than never.
-        shard.arm(isolate::now().plus(5_000)).await;
+        shard.arm(Run::after_failure(isolate::now())).await;
     }
 }
 
@@ -65,9 +64,9 @@ async fn deliver(shard: &OutboxShard) -> Result<(), String> {
         .ok()
         .and_then(|s| SealKey::from_secret(&s.to_string()));
     let sink = analytics::sink(env);
-    let started = isolate::now();
+    let run = Run::start(isolate::now());
     let max = events.delivery.concurrency.max(1) as usize;
-    let mut wake;
+    let wake;
     loop {
         let now = isolate::now();
         rows::erase_delivered(&sql, now.0.saturating_sub(events.retention_ms))?;
@@ -76,14 +75,12 @@ async fn deliver(shard: &OutboxShard) -> Result<(), String> {
         for (t, a, to) in &plan.advance {
             rows::set_cursor(&sql, t, a, *to)?;
         }
-        wake = plan.wake_at;
-        if plan.deliver.is_empty() {
-            break;
-        }
-        if now.since(started) > RUN_BUDGET_MS {
-            // Events are still due: the next run starts at once.
-            wake = Some(now);
-            break;
+        match run.next(now, &plan) {
+            Next::Deliver => {}
+            Next::Stop { wake_at } => {
+                wake = wake_at;
+                break;
+            }
         }
         // Lease every chosen attempt before the first fetch: one write batch.
         let mut ready = Vec::with_capacity(plan.deliver.len());

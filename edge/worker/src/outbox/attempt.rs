@@ -1,11 +1,12 @@
 //! [V-DELIVER] One delivery attempt from the shard's alarm: the request sent, raced against
-//! the attempt's timeout, the fetch aborted when the timer wins. The timeout is the policy's
+//! the attempt's timeout (`shim::within`), the fetch aborted when the timer wins
+//! (`events::attempt::ended`: the attempt timed out). The timeout is the policy's
 //! (`[events.delivery] attempt_timeout`, the lease `understudy_core::events::outbox` took);
 //! this runs in a Durable Object's alarm, off every client's path, so it awaits from Rust.
 
-use futures_util::future::{select, Either};
 use js_sys::{Array, Uint8Array};
 use understudy_core::classify::{bounded, Observed};
+use understudy_core::events::attempt;
 use understudy_core::http::Outbound;
 use understudy_core::wire;
 use wasm_bindgen::JsCast;
@@ -25,15 +26,14 @@ pub async fn deliver(req: &Outbound, timeout_ms: u64) -> Observed {
         req.max_body_bytes,
         &ctl,
     ));
-    let timer = JsFuture::from(shim::sleep(timeout_ms));
-    match select(fetch, timer).await {
-        Either::Left((Ok(v), _)) => observed(&v, req.max_body_bytes),
-        Either::Left((Err(e), _)) => Observed::Connect(bounded(&format!("{e:?}"))),
-        Either::Right(_) => {
-            shim::abort(&ctl);
-            Observed::TimedOut
-        }
+    let answer = shim::within(fetch, timeout_ms).await;
+    if answer.is_none() {
+        shim::abort(&ctl);
     }
+    attempt::ended(answer.map(|r| match r {
+        Ok(v) => observed(&v, req.max_body_bytes),
+        Err(e) => Observed::Connect(bounded(&format!("{e:?}"))),
+    }))
 }
 
 /// The fetch's result, read as the engine reads its own (`understudy_core::wire::fetched`).

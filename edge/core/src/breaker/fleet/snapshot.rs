@@ -34,6 +34,13 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Whether `self`, taken at `now`, is to be written over `last` (the one in storage): when
+    /// none is stored, or its decisions changed and the last write is [`SNAPSHOT_EVERY_MS`]
+    /// old. The Durable Object asks after each call it answers, and writes.
+    pub fn due(&self, last: Option<&Snapshot>, now: Millis) -> bool {
+        last.is_none_or(|last| !last.same(self) && now.since(last.at) >= SNAPSHOT_EVERY_MS)
+    }
+
     /// Whether `other` holds the same decisions: the same mode and times, and a global
     /// verdict of the same mode and times (its counts and issue time move with every merge;
     /// writing them would cost a storage write a second per region while nothing changes).
@@ -107,6 +114,21 @@ mod tests {
 
     fn restarted() -> Coordinator {
         Coordinator::new("svc", "cfg-1", seed_rate_breaker(), 1_000)
+    }
+
+    #[test]
+    fn a_snapshot_is_written_when_none_is_stored_or_its_decisions_changed_a_second_on() {
+        let c = restarted();
+        let first = c.snapshot(Millis(10_000));
+        assert!(first.due(None, Millis(10_000)));
+        // The same decisions later: nothing to write.
+        let again = c.snapshot(Millis(60_000));
+        assert!(!again.due(Some(&first), Millis(60_000)));
+        // Other decisions: written once the last write is a second old, not sooner.
+        let mut moved = c.snapshot(Millis(10_500));
+        moved.fresh_from += 1;
+        assert!(!moved.due(Some(&first), Millis(10_500)));
+        assert!(moved.due(Some(&first), Millis(10_000 + SNAPSHOT_EVERY_MS)));
     }
 
     #[test]

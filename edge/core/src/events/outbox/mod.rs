@@ -18,6 +18,7 @@ use crate::classify::Observed;
 use crate::time::Millis;
 
 mod operator;
+pub mod run;
 
 pub use operator::{replay, skip, Refusal, Skip};
 
