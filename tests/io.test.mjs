@@ -21,7 +21,11 @@ const limitCmd = (io, binding, key) => num(3) + num(io) + str(binding) + str(key
 const abortCmd = (io) => num(5) + num(io);
 const hearCmd = (io, until) => num(6) + num(io) + num(until);
 const askCmd = (call) => num(9) + callsOf([call]);
-const callsOf = (calls) => num(calls.length) + calls.map(([path, binding, object, hint, body, timeout]) => str(path) + str(binding) + str(object) + str(hint) + str(body) + num(timeout)).join("");
+// A call's fields as the engine writes them (`wire::calls`): the answer's begin deadline
+// defaults to its end (a report's are both the report timeout).
+const callsOf = (calls) =>
+  num(calls.length) +
+  calls.map(([path, binding, object, hint, body, timeout, begin = timeout]) => str(path) + str(binding) + str(object) + str(hint) + str(body) + num(timeout) + num(begin)).join("");
 const respondCmd = (status, body, { head = "Content-Type\napplication/json\nX-Correlation-ID\ncid-1", log = '{"outcome":"x"}', cid = "cid-1", writes = [], calls = [], wake = -1 } = {}) =>
   num(8) + num(status) + str(head) + str(body) + str(log) + str(cid) + num(0) + num(writes.length) + writes.map((w) => w.map(str).join("")).join("") + callsOf(calls) + num(wake);
 

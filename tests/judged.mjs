@@ -143,10 +143,11 @@ export async function lateTimerEdge(lateMs) {
   await cp(EDGE_DIR, dir, { recursive: true });
   const file = join(dir, "index.js");
   const text = await readFile(file, "utf8");
-  // io.js's `setTimeout(() => report(f, TIMER, 0, 0), Math.max(0, wake - Date.now()))`, minified.
-  const timer = /(setTimeout\(\(\)=>\w+\(\w+,4,0,0\),Math\.max\(0,\w+-Date\.now\(\)\))\)/g;
+  // io.js's `f.timer = at(wake, () => report(f, TIMER, 0, 0))`, minified: the engine's
+  // timer armed through the driver's `at` primitive, its instant moved `lateMs` later.
+  const timer = /(\w+\.timer=\w+\()(\w+)(,\(\)=>\w+\(\w+,4,0,0\)\))/g;
   const found = text.match(timer) ?? [];
   assert.equal(found.length, 1, `the engine's timer in ${EDGE_DIR}/index.js: ${found.length} matches of ${timer}`);
-  await writeFile(file, text.replace(timer, (_, call) => `${call}+${lateMs})`));
+  await writeFile(file, text.replace(timer, (_, head, wake, rest) => `${head}${wake}+${lateMs}${rest}`));
   return { dir, cleanup: tmp.cleanup };
 }

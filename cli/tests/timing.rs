@@ -70,6 +70,62 @@ fn timing_outside_the_primitive(root: &Path) -> Vec<String> {
     found
 }
 
+/// The driver's JavaScript functions allowed to set or race a timer: its primitives, and the
+/// lag probe (a zero-delay timer whose lateness it measures).
+const JS_PRIMITIVES: &[&str] = &["at", "soon", "within", "probe"];
+
+/// Each line of `io.js` that sets a timer, races one or counts time down from the clock,
+/// outside [`JS_PRIMITIVES`].
+fn js_timing_outside_the_primitives(io_js: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut current: Option<&str> = None;
+    for (i, line) in io_js.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let decl = code
+            .trim_start_matches("export ")
+            .trim_start_matches("async ");
+        if let Some(rest) = decl.strip_prefix("function ") {
+            current = rest.split('(').next().map(str::trim);
+        }
+        let allowed = current.is_some_and(|f| JS_PRIMITIVES.contains(&f));
+        let timing = [
+            "setTimeout(",
+            "Promise.race(",
+            "- Date.now()",
+            "Date.now() -",
+        ];
+        if !allowed && timing.iter().any(|t| code.contains(t)) {
+            found.push(format!("io.js:{}: {}", i + 1, line.trim()));
+        }
+        let one_line = decl.starts_with("function ") && line.trim_end().ends_with('}');
+        if line.starts_with('}') || one_line {
+            current = None;
+        }
+    }
+    found
+}
+
+#[test]
+fn the_drivers_javascript_sets_and_races_timers_only_through_its_primitives() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let io = std::fs::read_to_string(root.join("edge/worker/src/io.js")).expect("io.js");
+    assert!(
+        io.contains("function within("),
+        "io.js has no `within` primitive"
+    );
+    let found = js_timing_outside_the_primitives(&io);
+    assert!(
+        found.is_empty(),
+        "timing decided in io.js (take the instant from the engine, go through at/soon/within):\n  {}",
+        found.join("\n  ")
+    );
+    let written = js_timing_outside_the_primitives(
+        "function at(t, fn) { return setTimeout(fn, Math.max(0, t - Date.now())); }\n\
+         function put(f) {\n  setTimeout(() => f(), 0);\n  return Promise.race([a, b]);\n}\n",
+    );
+    assert_eq!(written.len(), 2, "{written:?}");
+}
+
 #[test]
 fn the_workers_rust_races_a_timer_only_through_its_one_primitive() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

@@ -14,7 +14,6 @@ use std::collections::BinaryHeap;
 
 use understudy_core::breaker::fleet::place::Role;
 use understudy_core::breaker::fleet::{Coordinator, Verdict};
-use understudy_core::breaker::member::REPORT_TIMEOUT_MS;
 use understudy_core::catalog::Catalog;
 use understudy_core::engine::virtual_io::Virtual;
 use understudy_core::engine::Engine;
@@ -159,7 +158,6 @@ pub fn run(
             let at_us = at.0 * 1000;
             let lost = unit(mix(request) ^ (reports + watches)) < spec.report_loss;
             let down = down_at(at.since(start), r);
-            let timeout_ms = call.timeout_ms;
             let failed = |e: String| {
                 if watch {
                     Ev::Pushed(k, Err(e))
@@ -167,13 +165,9 @@ pub fn run(
                     Ev::Answer(k, Err(e), asking)
                 }
             };
-            // A watch's answer begins at once (the coordinator streams the verdict when the
-            // fleet moves): one that has not begun within the report timeout failed.
-            let timeout_ms = if watch {
-                timeout_ms.min(REPORT_TIMEOUT_MS)
-            } else {
-                timeout_ms
-            };
+            // A call's answer begins at once (a held watch's verdict streams when the fleet
+            // moves): one that has not begun by then failed (`FleetReport::begin_ms`).
+            let timeout_ms = call.begin_ms();
             match (lost, down) {
                 (true, _) | (_, Some(Down::Hang)) => fleet_q.push(
                     at_us + timeout_ms * 1000,

@@ -60,10 +60,7 @@ pub fn js() -> String {
         ("FETCH_TOO_LARGE", FETCH_TOO_LARGE.to_string()),
         ("REPORT_PATH", format!("{REPORT_PATH:?}")),
         ("WATCH_PATH", format!("{WATCH_PATH:?}")),
-        (
-            "BEGIN_MS",
-            crate::breaker::member::REPORT_TIMEOUT_MS.to_string(),
-        ),
+        ("PROBE_EVERY_MS", crate::engine::PROBE_EVERY_MS.to_string()),
     ];
     let mut out = String::from(
         "// The wire between the engine and its JavaScript driver (src/io.js), generated from\n\
@@ -221,6 +218,7 @@ fn calls(w: &mut Writer, calls: &[FleetReport]) {
         w.str(f.hint);
         w.str(&f.body);
         w.num(f.timeout_ms);
+        w.num(f.begin_ms());
     }
 }
 

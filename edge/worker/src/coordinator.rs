@@ -44,29 +44,9 @@ const SWEEP_MIN: usize = 64;
 /// waits for its region's: `member::REPORT_TIMEOUT_MS`).
 pub const MERGE_TIMEOUT_MS: u64 = understudy_core::breaker::member::REPORT_TIMEOUT_MS;
 
-#[wasm_bindgen(inline_js = r#"
-// A region's window to the global coordinator: [true, verdict] or [false, why], within
-// `timeoutMs`.
-export async function us_merge(ns, object, body, timeoutMs) {
-  let timer;
-  try {
-    const stub = ns.get(ns.idFromName(object));
-    const late = new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-    });
-    const asked = stub.fetch(`https://coordinator/report?of=${encodeURIComponent(object)}`, { method: "POST", body }).then(async (res) => {
-      const text = await res.text();
-      if (!res.ok) throw new Error(`HTTP ${res.status}: ${text}`);
-      return text;
-    });
-    return [true, await Promise.race([asked, late])];
-  } catch (e) {
-    return [false, String((e && e.message) || e).split("\n")[0]];
-  } finally {
-    clearTimeout(timer);
-  }
-}
-"#)]
+// A region's window to the global coordinator, within `timeout_ms`: `[true, verdict]` or
+// `[false, why]` (`io.js`, raced through its one timing primitive).
+#[wasm_bindgen(module = "/src/io.js")]
 extern "C" {
     fn us_merge(ns: &JsValue, object: &str, body: &str, timeout_ms: f64) -> Promise;
 }

@@ -12,7 +12,7 @@
 // The wire's codes, paths and timeout: `wire.js`, generated from the engine's `crate::wire`
 // (what a report is about, the `kind` argument of `step`, and LIVE added while the request
 // waits; what a command is; the coordinator's paths; how soon its answer must begin).
-import { FETCHED, KV, LIMITED, TIMER, HEARD, ASKED, LIVE, START_FETCH, START_KV, START_LIMIT, ABORT, HEAR, EVENTS, RESPOND, ASK, FETCH_FAILED, FETCH_TOO_LARGE, WATCH_PATH, BEGIN_MS } from "./wire.js";
+import { FETCHED, KV, LIMITED, TIMER, HEARD, ASKED, LIVE, START_FETCH, START_KV, START_LIMIT, ABORT, HEAR, EVENTS, RESPOND, ASK, FETCH_FAILED, FETCH_TOO_LARGE, REPORT_PATH, WATCH_PATH, PROBE_EVERY_MS } from "./wire.js";
 export { FETCHED, KV, LIMITED, TIMER, HEARD, ASKED } from "./wire.js";
 
 const firstLine = (e) => String((e && e.message) || e).split("\n")[0];
@@ -27,15 +27,30 @@ function headersOf(flat) {
   return h;
 }
 
-// --- The isolate's scheduling delay: a zero-delay timer at most every 10 ms, its lateness
-// handed to the engine with the next report (the engine keeps the window: `lag.rs`).
+// --- The driver's timing primitives. Every instant comes from the engine (a step's wake,
+// `Hear { until }`, a coordinator call's deadlines); these only perform it, and no other
+// code here sets a timer or races one (cli/tests/timing.rs holds it so).
+// `fn` at the instant `t` (ms since the epoch); a handle for `clearTimeout`.
+function at(t, fn) { return setTimeout(fn, Math.max(0, t - Date.now())); }
+// `fn` from the next task, after what is already queued.
+function soon(fn) { return setTimeout(fn, 0); }
+// `p`, or a rejection "no answer within `ms` ms" at the instant `t`.
+function within(p, t, ms) {
+  let timer;
+  const late = new Promise((_, reject) => { timer = at(t, () => reject(new Error(`no answer within ${ms} ms`))); });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+// --- The isolate's scheduling delay: a zero-delay timer at most every PROBE_EVERY_MS (the
+// engine's `lag.rs`), its lateness handed to the engine with the next report (the engine
+// keeps the window).
 let probing = false, lastProbe = 0, late = -1;
 function probe() {
   const t0 = Date.now();
-  if (probing || t0 - lastProbe < 10) return;
+  if (probing || t0 - lastProbe < PROBE_EVERY_MS) return;
   probing = true;
   lastProbe = t0;
-  setTimeout(() => { late = Math.max(late, Date.now() - t0); probing = false; }, 0);
+  soon(() => { late = Math.max(late, Date.now() - t0); probing = false; });
 }
 function takeLate() { const l = late; late = -1; return l; }
 
@@ -174,7 +189,7 @@ function report(f, kind, io, num, a, b, bytes) {
 
 // Aborts run after the current turn: the answer a timeout leads to goes out first, and
 // cancelling a subrequest is work for the runtime.
-function abortSoon(ctl) { setTimeout(() => ctl.abort(), 0); }
+function abortSoon(ctl) { soon(() => ctl.abort()); }
 
 // Performs one output of the engine for request `f`.
 function apply(f, out) {
@@ -231,7 +246,7 @@ function apply(f, out) {
           const until = r.num();
           const ctl = f.fetches.get(io);
           if (ctl !== undefined) {
-            const t = setTimeout(() => ctl.abort(), Math.max(0, until - Date.now()));
+            const t = at(until, () => ctl.abort());
             ctl.done.then(() => clearTimeout(t));
             if (f.ctx != null) f.ctx.waitUntil(ctl.done);
           }
@@ -247,7 +262,7 @@ function apply(f, out) {
     if (f.live && wake !== f.due) {
       clearTimeout(f.timer);
       f.due = wake;
-      if (wake >= 0) f.timer = setTimeout(() => report(f, TIMER, 0, 0), Math.max(0, wake - Date.now()));
+      if (wake >= 0) f.timer = at(wake, () => report(f, TIMER, 0, 0));
     }
   } catch (e) {
     fail(f, e);
@@ -284,30 +299,32 @@ function respond(f, r) {
   if (wake >= 0 && f.ctx != null) {
     // The isolate's first report, when no request may come to carry it: from this answer's
     // background work, at the instant the engine named.
-    const woken = new Promise((next) => setTimeout(next, Math.max(0, wake - Date.now()))).then(() => {
+    const woken = new Promise((next) => at(wake, next)).then(() => {
       for (const call of calls(new Reader(f.engine.fleetWake(wake)))) fleetReport(f, ...call);
     });
     f.ctx.waitUntil(woken.catch(() => {}));
   }
 }
 
-// The coordinator's calls in a reply (or from `fleetWake`): [path binding object hint body timeout_ms].
+// The coordinator's calls in a reply (or from `fleetWake`): [path binding object hint body
+// timeout_ms begin_ms].
 function calls(r) {
   const out = [];
-  for (let i = r.num(); i > 0; i--) out.push([r.str(), r.str(), r.str(), r.str(), r.str(), r.num()]);
+  for (let i = r.num(); i > 0; i--) out.push([r.str(), r.str(), r.str(), r.str(), r.str(), r.num(), r.num()]);
   return out;
 }
 
 // [F-SCOPE] A report or a watch to the breaker's coordinator
 // (docs/adr/011-fleet-scoped-breaker.md), after the answer, kept alive by `ctx.waitUntil`:
-// its answer — or why there is none, after `timeoutMs` at most — goes back to the engine,
+// its answer — or why there is none: not begun within `beginMs`, not ended within
+// `timeoutMs` — goes back to the engine,
 // then to `then` (a request's ask: the request heeds it). No request waits for it beyond
 // what the engine decides. A watch is held by the coordinator until the fleet opens or
 // closes (or its hold passes): how an isolate hears of it between its requests. The object
 // is its region's, created near it (`hint`, a location hint), or the global one standing in
 // for a failing region (no hint); the URL names the object, which learns its role from it.
 // A call that fails may come back from the engine as one to send again at once.
-function fleetReport(f, path, binding, object, hint, body, timeoutMs, then) {
+function fleetReport(f, path, binding, object, hint, body, timeoutMs, beginMs, then) {
   const heard = (ok, text) => {
     const todo = f.engine.fleetHeard(path, ok, text);
     if (todo) {
@@ -325,29 +342,41 @@ function fleetReport(f, path, binding, object, hint, body, timeoutMs, then) {
     if (ns == null) throw new Error(`Durable Object binding \`${binding}\` is not bound`);
     // The global coordinator (standing in for a failing region) has no location hint.
     const stub = ns.get(ns.idFromName(object), hint ? { locationHint: hint } : undefined);
-    let timer;
-    const late = (ms) => new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-    });
     const url = `https://coordinator${path}?of=${encodeURIComponent(object)}`;
-    // The answer begins within BEGIN_MS (a held watch's headers come at once), and ends
-    // within timeoutMs of the call (a watch's verdict when the fleet moves).
+    // The answer begins within beginMs (a held watch's headers come at once), and ends
+    // within timeoutMs of the call (a watch's verdict when the fleet moves): the engine's
+    // deadlines (`FleetReport::begin_ms`).
     const t0 = Date.now();
-    const begun = Promise.race([stub.fetch(url, { method: "POST", body }), late(Math.min(timeoutMs, BEGIN_MS))]);
+    const begun = within(stub.fetch(url, { method: "POST", body }), t0 + beginMs, beginMs);
     const p = begun.then((res) => {
-      clearTimeout(timer);
       const text = res.text().then((t) => {
         if (!res.ok) throw new Error(`HTTP ${res.status}: ${t}`);
         return t;
       });
-      return Promise.race([text, late(Math.max(0, timeoutMs - (Date.now() - t0)))]);
+      return within(text, t0 + timeoutMs, timeoutMs);
     }).then(
       (text) => heard(true, text),
       (e) => heard(false, firstLine(e)),
-    ).finally(() => clearTimeout(timer));
+    );
     if (f.ctx != null) f.ctx.waitUntil(p);
   } catch (e) {
     heard(false, firstLine(e));
+  }
+}
+
+// [F-SCOPE] A region's window to the global coordinator (`coordinator.rs`, the region's
+// merge): [true, verdict] or [false, why], within `timeoutMs` (`MERGE_TIMEOUT_MS`).
+export async function us_merge(ns, object, body, timeoutMs) {
+  try {
+    const stub = ns.get(ns.idFromName(object));
+    const asked = stub.fetch(`https://coordinator${REPORT_PATH}?of=${encodeURIComponent(object)}`, { method: "POST", body }).then(async (res) => {
+      const text = await res.text();
+      if (!res.ok) throw new Error(`HTTP ${res.status}: ${text}`);
+      return text;
+    });
+    return [true, await within(asked, Date.now() + timeoutMs, timeoutMs)];
+  } catch (e) {
+    return [false, firstLine(e)];
   }
 }
 
@@ -363,7 +392,7 @@ function put(f, binding, key, value, meta, cid) {
   try {
     const ns = f.env[binding];
     if (ns == null) throw new Error(`KV binding \`${binding}\` is not bound`);
-    const p = new Promise((next) => setTimeout(next, 0)).then(() =>
+    const p = new Promise((next) => soon(next)).then(() =>
       ns.put(key, value, meta === "" ? {} : { metadata: JSON.parse(meta) }),
     );
     const done = p.then(undefined, failed);

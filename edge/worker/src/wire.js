@@ -20,6 +20,6 @@ export const FETCH_FAILED = -1;
 export const FETCH_TOO_LARGE = -2;
 export const REPORT_PATH = "/report";
 export const WATCH_PATH = "/watch";
-export const BEGIN_MS = 500;
+export const PROBE_EVERY_MS = 10;
 // Called once by the Worker (so that the bundle carries this module).
 export function us_wire() { return RESPOND; }

@@ -55,6 +55,15 @@ pub struct FleetReport {
     pub timeout_ms: u64,
 }
 
+impl FleetReport {
+    /// How soon the call's answer must begin: a held watch's headers come at once (its verdict
+    /// later, within `timeout_ms`), so a call whose answer has not begun within
+    /// [`REPORT_TIMEOUT_MS`] failed. The Worker's driver and `simulate` both end it there.
+    pub fn begin_ms(&self) -> u64 {
+        self.timeout_ms.min(REPORT_TIMEOUT_MS)
+    }
+}
+
 pub use place::object_name;
 
 /// A change in what this isolate knows of the fleet, for the Analytics Engine point and the

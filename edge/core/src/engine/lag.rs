@@ -5,13 +5,17 @@
 //! "What the breaker learns from"). Every timer the engine arms says when it wanted to wake;
 //! when the driver reports it, the difference is a sample. On the healthy path no timer
 //! fires (the model answers first), so the Worker also reports a zero-delay timer it starts
-//! at most every 10 ms ([`super::Engine::lag_sample`]).
+//! at most every [`PROBE_EVERY_MS`] ([`super::Engine::lag_sample`]).
 //!
 //! The signal is the LARGEST sample of the last second (ten 100 ms buckets), not an
 //! average: one stall is what delays the answers queued under it, and the isolate stays
 //! known as busy for a second after its last late timer.
 
 use crate::time::Millis;
+
+/// How often at most the Worker's driver starts its zero-delay probe (`io.js` reads it from
+/// the wire declaration).
+pub const PROBE_EVERY_MS: u64 = 10;
 
 const BUCKET_MS: u64 = 100;
 const BUCKETS: usize = 10;

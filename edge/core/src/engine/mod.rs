@@ -27,6 +27,7 @@ mod hedge;
 mod incoming;
 pub mod kvcache;
 mod lag;
+pub use lag::PROBE_EVERY_MS;
 pub mod outbound;
 mod race;
 mod reads;

@@ -77,7 +77,7 @@ async fn deliver(shard: &OutboxShard) -> Result<(), String> {
         }
         match run.next(now, &plan) {
             Next::Deliver => {}
-            Next::Stop { wake_at } => {
+            Next::End { wake_at } => {
                 wake = wake_at;
                 break;
             }

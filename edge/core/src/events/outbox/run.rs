@@ -24,7 +24,7 @@ pub enum Next {
     /// Lease and deliver the plan's events.
     Deliver,
     /// End the run, the alarm set at `wake_at` (`None`: nothing is pending, no alarm).
-    Stop { wake_at: Option<Millis> },
+    End { wake_at: Option<Millis> },
 }
 
 impl Run {
@@ -34,12 +34,12 @@ impl Run {
 
     pub fn next(&self, now: Millis, plan: &Plan) -> Next {
         if plan.deliver.is_empty() {
-            Next::Stop {
+            Next::End {
                 wake_at: plan.wake_at,
             }
         } else if now.since(self.started) > RUN_BUDGET_MS {
             // Events are still due: the next run starts at once.
-            Next::Stop { wake_at: Some(now) }
+            Next::End { wake_at: Some(now) }
         } else {
             Next::Deliver
         }
@@ -76,7 +76,7 @@ mod tests {
         let late = t0.plus(RUN_BUDGET_MS + 1);
         assert_eq!(
             run.next(late, &plan(1, Some(t0))),
-            Next::Stop {
+            Next::End {
                 wake_at: Some(late)
             }
         );
@@ -87,12 +87,12 @@ mod tests {
         let t0 = Millis(1_000_000);
         let run = Run::start(t0);
         let later = Some(t0.plus(30_000));
-        assert_eq!(run.next(t0, &plan(0, later)), Next::Stop { wake_at: later });
-        assert_eq!(run.next(t0, &plan(0, None)), Next::Stop { wake_at: None });
+        assert_eq!(run.next(t0, &plan(0, later)), Next::End { wake_at: later });
+        assert_eq!(run.next(t0, &plan(0, None)), Next::End { wake_at: None });
         // Even past its budget, a run with nothing due keeps the plan's wake-up.
         assert_eq!(
             run.next(t0.plus(60_000), &plan(0, later)),
-            Next::Stop { wake_at: later }
+            Next::End { wake_at: later }
         );
     }
 
