@@ -27,6 +27,7 @@ pub mod parked;
 pub mod policy;
 pub mod request;
 pub mod retry;
+pub mod sort;
 pub mod staleness;
 pub mod storm;
 pub mod template;

@@ -252,18 +252,17 @@ pub fn verify(
         Some(_) => return Err(TokenError::InvalidClaim("aud")),
     }
 
-    let values = payload
-        .into_iter()
-        .filter_map(|(name, value)| {
-            let text = match value {
-                Value::String(s) => s,
-                Value::Number(n) => n.to_string(),
-                Value::Bool(b) => b.to_string(),
-                Value::Null | Value::Array(_) | Value::Object(_) => return None,
-            };
-            Some((name, text))
-        })
-        .collect();
+    // Inserted, not collected: a collect into a map sorts first (`crate::sort`).
+    let mut values = BTreeMap::new();
+    for (name, value) in payload {
+        let text = match value {
+            Value::String(s) => s,
+            Value::Number(n) => n.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Null | Value::Array(_) | Value::Object(_) => continue,
+        };
+        values.insert(name, text);
+    }
     Ok(Claims {
         values,
         expires_at,

@@ -76,7 +76,7 @@ impl WriteThrough {
         self.last.retain(|_, at| now.since(*at) < refresh_ms);
         if self.last.len() >= self.capacity {
             let mut times: Vec<Millis> = self.last.values().copied().collect();
-            times.sort_unstable();
+            crate::sort::sort_by(&mut times, Millis::cmp);
             let cut = times[times.len() / 2];
             self.last.retain(|_, at| *at > cut);
         }

@@ -67,21 +67,17 @@ impl Freshness {
             }
             _ => Value::Null,
         };
-        let tiers: serde_json::Map<String, Value> = self
-            .tiers
-            .iter()
-            .map(|(name, s)| {
-                (
-                    name.clone(),
-                    json!({
-                        "evidence_at_ms": s.evidence_at.0,
-                        "expires_at_ms": s.evidence_at.0.saturating_add(s.ceiling_ms),
-                        "left_ms": time_left(s.evidence_at, now, s.ceiling_ms),
-                        "as_read_at_ms": s.read_at.0,
-                    }),
-                )
-            })
-            .collect();
+        // Inserted, not collected: a collect into a map sorts first (`crate::sort`).
+        let mut tiers = serde_json::Map::new();
+        for (name, s) in &self.tiers {
+            let left = json!({
+                "evidence_at_ms": s.evidence_at.0,
+                "expires_at_ms": s.evidence_at.0.saturating_add(s.ceiling_ms),
+                "left_ms": time_left(s.evidence_at, now, s.ceiling_ms),
+                "as_read_at_ms": s.read_at.0,
+            });
+            tiers.insert(name.clone(), left);
+        }
         json!({"stubs": stubs, "tiers_as_last_read": tiers})
     }
 }

@@ -54,11 +54,11 @@ pub fn origin(
     }
     let (url, body) = if has_body(o.method) {
         headers.push(("Content-Type".into(), "application/json".into()));
-        let body: serde_json::Map<String, serde_json::Value> = params
-            .values
-            .iter()
-            .map(|v| (v.name.clone(), serde_json::Value::from(v.value.as_str())))
-            .collect();
+        // Inserted, not collected: a collect into a map sorts first (`crate::sort`).
+        let mut body = serde_json::Map::new();
+        for v in &params.values {
+            body.insert(v.name.clone(), serde_json::Value::from(v.value.as_str()));
+        }
         (
             without_fragment(url).to_string(),
             Some(serde_json::Value::Object(body).to_string()),

@@ -99,7 +99,7 @@ impl Events {
     /// The declared versions of `name`, highest first.
     pub fn versions_of(&self, name: &str) -> Vec<&EventType> {
         let mut v: Vec<&EventType> = self.types.iter().filter(|t| t.name == name).collect();
-        v.sort_by_key(|t| std::cmp::Reverse(t.version));
+        crate::sort::sort_by_key(&mut v, |t| std::cmp::Reverse(t.version));
         v
     }
 

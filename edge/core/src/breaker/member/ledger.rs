@@ -67,7 +67,7 @@ impl Ledger {
             })
             .copied()
             .collect();
-        v.sort_by_key(|b| b.epoch);
+        crate::sort::sort_by_key(&mut v, |b| b.epoch);
         v
     }
 

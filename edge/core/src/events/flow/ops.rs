@@ -130,7 +130,9 @@ pub(super) fn list_answer(cx: &Ctx<'_>, replies: Vec<Result<ShardReply, String>>
             _ => unreachable += 1,
         }
     }
-    records.sort_by(|a, b| (a.stored_at, &a.event_id).cmp(&(b.stored_at, &b.event_id)));
+    crate::sort::sort_by(&mut records, |a, b| {
+        (a.stored_at, &a.event_id).cmp(&(b.stored_at, &b.event_id))
+    });
     let body = json!({"events": records, "more": more, "shards_unreachable": unreachable});
     answer(json_answer(cx, 200, body), "ops", None)
 }

@@ -354,7 +354,9 @@ pub fn select(now: Millis, heads: &[Head], loose: &[Record], mode: DeadLetter, m
         }
     }
     // Longest-waiting first; the rest run at the next wake-up, at once.
-    due.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.event_id.cmp(&b.1.event_id)));
+    crate::sort::sort_by(&mut due, |a, b| {
+        a.0.cmp(&b.0).then_with(|| a.1.event_id.cmp(&b.1.event_id))
+    });
     if due.len() > max {
         wake(&mut plan, now.0);
     }
