@@ -318,6 +318,39 @@ test("a reply's wake: at its instant, under waitUntil, the driver asks fleetWake
   assert.deepEqual(heard, [["/report", true, '{"mode":"CLOSED"}']]);
 });
 
+test("a call that failed: what the engine makes of it — a log line, a point, the call sent again at once — is performed", async () => {
+  const e = engine(() => assert.fail("no report: the request is answered at once"));
+  const call = ["/report", "COORD", "svc/cfg/enam", "enam", '{"seq":1}', 500];
+  e.fleetWake = () => callsOf([call]);
+  const heard = [];
+  e.fleetHeard = (path, ok, text) => {
+    heard.push([path, ok, text]);
+    // The first failure: its log line, its point and the call again (wire::encode_heard);
+    // the second: nothing to do.
+    if (heard.length > 1) return "";
+    return str("lost line") + num(1) + str("idx") + ["b1", "b2", "b3", "b4", "b5"].map(str).join("") + num(1) + num(2) + num(3) + callsOf([call]);
+  };
+  let tries = 0;
+  const ns = { idFromName: (n) => `id:${n}`, get: () => ({ fetch: async () => { tries++; throw new Error("unreachable"); } }) };
+  const points = [];
+  const env = { COORD: ns, UNDERSTUDY_ANALYTICS: { writeDataPoint: (p) => points.push(p) } };
+  const printed = [];
+  const log = console.log;
+  console.log = (line) => printed.push(line);
+  try {
+    const waits = [];
+    const res = await us_run(24, out(-1, respondCmd(200, "ok", { wake: Date.now() })), {}, env, { waitUntil: (p) => waits.push(p) }, e);
+    assert.equal(await res.text(), "ok");
+    for (let i = 0; i < waits.length; i++) await waits[i];
+  } finally {
+    console.log = log;
+  }
+  assert.equal(tries, 2, "sent, then sent again once");
+  assert.deepEqual(heard.map(([path, ok]) => [path, ok]), [["/report", false], ["/report", false]]);
+  assert.ok(printed.includes("lost line"), JSON.stringify(printed));
+  assert.deepEqual(points, [{ indexes: ["idx"], blobs: ["b1", "b2", "b3", "b4", "b5"], doubles: [1, 2, 3] }]);
+});
+
 test("a reply with no wake sets no timer; a truncated output ends the reader instead of reading it again", async () => {
   const e = engine(() => assert.fail("no report"));
   let woken = false;

@@ -6,8 +6,9 @@
 
 use crate::breaker::member::FleetReport;
 use crate::classify::Observed;
-use crate::engine::{Command, Done, Input, IoId, KvRead, Op, Output, Reply};
+use crate::engine::{Command, Done, FleetHeard, Input, IoId, KvRead, Op, Output, Reply};
 use crate::events::flow::Io as EventIo;
+use crate::metrics::DataPoint;
 
 /// What a report is about (`kind` & 0xff).
 pub const FETCHED: u32 = 1;
@@ -177,19 +178,7 @@ fn respond(w: &mut Writer, r: &Reply) {
     w.str(&r.body);
     w.str(&r.log);
     w.str(&r.correlation_id);
-    match &r.point {
-        Some(p) => {
-            w.num(1);
-            w.str(&p.index);
-            for b in &p.blobs {
-                w.str(b);
-            }
-            for d in p.doubles {
-                w.num(if d.is_finite() { d } else { 0.0 });
-            }
-        }
-        None => w.num(0),
-    }
+    point(w, r.point.as_ref());
     w.num(r.writes.len());
     for wr in &r.writes {
         w.str(&wr.binding);
@@ -206,6 +195,41 @@ fn respond(w: &mut Writer, r: &Reply) {
         Some(t) => w.num(t.0),
         None => w.none(),
     }
+}
+
+/// An Analytics Engine point: `1` and its index, blobs and doubles, or `0`.
+fn point(w: &mut Writer, p: Option<&DataPoint>) {
+    match p {
+        Some(p) => {
+            w.num(1);
+            w.str(&p.index);
+            for b in &p.blobs {
+                w.str(b);
+            }
+            for d in p.doubles {
+                w.num(if d.is_finite() { d } else { 0.0 });
+            }
+        }
+        None => w.num(0),
+    }
+}
+
+/// What the driver does once the coordinator answered a call or it failed
+/// (`Engine::fleet_heard`, `Engine::fleet_watched`), for `fleetHeard`: the log line (or
+/// none), the point, then the call to send again at once (the calls' format). Empty when
+/// there is nothing to do.
+pub fn encode_heard(h: &FleetHeard) -> String {
+    if h.log.is_none() && h.point.is_none() && h.again.is_none() {
+        return String::new();
+    }
+    let mut w = Writer(String::new());
+    match &h.log {
+        Some(l) => w.str(l),
+        None => w.none(),
+    }
+    point(&mut w, h.point.as_ref());
+    calls(&mut w, h.again.as_slice());
+    w.0
 }
 
 /// The coordinator's calls: their count, then each one's fields.

@@ -271,11 +271,7 @@ function apply(f, out) {
 
 function respond(f, r) {
   const status = r.num(), head = r.str(), body = r.str(), log = r.str(), cid = r.str();
-  let point;
-  if (r.num() === 1) {
-    const index = r.str(), blobs = [r.str(), r.str(), r.str(), r.str(), r.str()];
-    point = { indexes: [index], blobs, doubles: [r.num(), r.num(), r.num()] };
-  }
+  const point = pointOf(r);
   const writes = r.num();
   const puts = [];
   for (let i = 0; i < writes; i++) puts.push([r.str(), r.str(), r.str(), r.str()]);
@@ -290,10 +286,7 @@ function respond(f, r) {
   const res = new Response(body, { status, headers: headersOf(head) });
   finish(f, res);
   console.log(log);
-  if (point !== undefined) {
-    const ds = f.env[us_analytics];
-    if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
-  }
+  writePoint(f, point);
   for (const [binding, key, value, meta] of puts) put(f, binding, key, value, meta, cid);
   for (const call of fleet) fleetReport(f, ...call);
   if (wake >= 0 && f.ctx != null) {
@@ -304,6 +297,20 @@ function respond(f, r) {
     });
     f.ctx.waitUntil(woken.catch(() => {}));
   }
+}
+
+// An Analytics Engine point as the engine writes it (`1`, its index, 5 blobs and 3
+// doubles), or undefined (`0`).
+function pointOf(r) {
+  if (r.num() !== 1) return undefined;
+  const index = r.str(), blobs = [r.str(), r.str(), r.str(), r.str(), r.str()];
+  return { indexes: [index], blobs, doubles: [r.num(), r.num(), r.num()] };
+}
+
+function writePoint(f, point) {
+  if (point === undefined) return;
+  const ds = f.env[us_analytics];
+  if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
 }
 
 // The coordinator's calls in a reply (or from `fleetWake`): [path binding object hint body
@@ -328,12 +335,13 @@ function fleetReport(f, path, binding, object, hint, body, timeoutMs, beginMs, t
   const heard = (ok, text) => {
     const todo = f.engine.fleetHeard(path, ok, text);
     if (todo) {
-      const { log, point, again } = JSON.parse(todo);
-      if (log) console.log(log);
-      const ds = point ? f.env[us_analytics] : null;
-      if (ds != null) try { ds.writeDataPoint(point); } catch (_) { /* analytics never fails a request */ }
+      // The log line (or none), the point (or none), the call to send again (wire::encode_heard).
+      const r = new Reader(todo);
+      const log = r.str();
+      if (log !== undefined) console.log(log);
+      writePoint(f, pointOf(r));
       // A failed call's retry, sent at once (still within this request's waitUntil).
-      if (again) for (const call of calls(new Reader(again))) fleetReport(f, ...call);
+      for (const call of calls(r)) fleetReport(f, ...call);
     }
     if (then !== undefined) then();
   };

@@ -110,7 +110,7 @@ fn driver() -> JsValue {
     );
     set(
         "fleetHeard",
-        Closure::<dyn Fn(String, bool, String) -> Option<String>>::new(fleet_heard).into_js_value(),
+        Closure::<dyn Fn(String, bool, String) -> String>::new(fleet_heard).into_js_value(),
     );
     set(
         "fleetWake",
@@ -345,29 +345,22 @@ fn write_failed(binding: String, key: String, error: String, cid: String) {
 /// back to isolate scope (a failed report). What the driver must do about it, as JSON — `{"log": line or null,
 /// "point": {"indexes", "blobs", "doubles"} or null, "again": calls or null}`, `again` the
 /// call to send at once (a failed one's retry, encoded as a reply's calls) — or nothing.
-fn fleet_heard(path: String, ok: bool, text: String) -> Option<String> {
+fn fleet_heard(path: String, ok: bool, text: String) -> String {
     let now = now();
     let answer = if ok {
         Ok(text.as_str())
     } else {
         Err(text.as_str())
     };
-    let heard = isolate::with_engine(|e| {
-        if path == "/watch" {
+    isolate::with_engine(|e| {
+        if path == understudy_core::breaker::member::WATCH_PATH {
             e.fleet_watched(now, answer)
         } else {
             e.fleet_heard(now, answer)
         }
     })
-    .ok()?;
-    if heard.log.is_none() && heard.point.is_none() && heard.again.is_none() {
-        return None;
-    }
-    let point = heard
-        .point
-        .map(|p| serde_json::json!({"indexes": [p.index], "blobs": p.blobs, "doubles": p.doubles}));
-    let again = heard.again.map(|c| wire::encode_calls(&[c]));
-    Some(serde_json::json!({"log": heard.log, "point": point, "again": again}).to_string())
+    .map(|heard| wire::encode_heard(&heard))
+    .unwrap_or_default()
 }
 
 /// [F-SCOPE] The instant `asked` an answer's `wake` named came: the coordinator's calls to
