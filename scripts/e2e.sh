@@ -11,8 +11,7 @@
 #     rollout drill (200 req/s), the bench's short form (closed loops of 64 connections),
 #     the runbooks (tests/runbook.test.mjs: three rollout drills, one of them checked line by
 #     line against the transcript in docs/rollout.md) and the replay's proofs
-#     (tests/replay.test.mjs: seed 000 drilled at 100 requests a second, three drills side
-#     by side) —
+#     (tests/replay.test.mjs: seed 000 drilled at 100 requests a second, three times) —
 #     beside one another they stall each other: with the rollout drill and the bench in the
 #     other lane, a good release was rolled back, and a healthy origin opened the breaker
 #     and the coordinator's faults broke their p99 in the load test;

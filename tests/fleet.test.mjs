@@ -147,37 +147,33 @@ describe("drill --isolates 8 [F-SCOPE]", () => {
     t.diagnostic(`fleet scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}; ${verdict(d, "SIMULATE_AGREES").detail}`);
   });
 
-  // Side by side (each ~25 s): the isolate-scope drill is red whatever the host does, and the
-  // regions drill is judged with the host's witness, as every drill of the suite is.
-  describe("two drills side by side", { concurrency: true }, () => {
-    // Regional coordinators (ADR 011, "Regions and the global merge"): the 8 isolates round
-    // robin over enam and weur — each isolate's requests carry its region's `cf` (workerd's cf
-    // blob header) — one coordinator Durable Object per region and the global one merging
-    // their windows, against `simulate --isolates 8 --regions 2`.
-    test("drill --isolates 8 --regions 2: each region's coordinator and the global merge meet seed 000's bounds, as simulate does", { timeout: 480_000 }, async (t) => {
-      const d = await judged(t, "drill --isolates 8 --regions 2, fleet scope", () => drill("fleet", "--regions", "2", "--compare-simulate"));
-      const episodes = (d.json?.isolates ?? []).map((i) => `isolate ${i.isolate}: ${i.transitions.map((x) => `${Math.round(x.at_ms)} ${x.to}`).join(", ")}`);
-      assert.equal(d.status, 0, `${why(d)}\nbreakers: ${episodes.join(" | ")}\n${d.stdout}\n${d.stderr}`);
-      for (const name of ["ANSWERED", "DISCLOSED", "DEGRADE_WITHIN", "RECOVER_WITHIN", "SIMULATE_AGREES"]) {
-        assert.equal(verdict(d, name)?.ok, true, `${name}: ${JSON.stringify(verdict(d, name))}`);
-      }
-      assert.match(verdict(d, "SIMULATE_AGREES").detail, /^all 8 isolates: the same breaker episodes/);
-      assert.equal(d.json.isolates.length, 8);
-      t.diagnostic(`--regions 2: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}; ${verdict(d, "SIMULATE_AGREES").detail}`);
-    });
+  // Regional coordinators (ADR 011, "Regions and the global merge"): the 8 isolates round
+  // robin over enam and weur — each isolate's requests carry its region's `cf` (workerd's cf
+  // blob header) — one coordinator Durable Object per region and the global one merging
+  // their windows, against `simulate --isolates 8 --regions 2`.
+  test("drill --isolates 8 --regions 2: each region's coordinator and the global merge meet seed 000's bounds, as simulate does", { timeout: 480_000 }, async (t) => {
+    const d = await judged(t, "drill --isolates 8 --regions 2, fleet scope", () => drill("fleet", "--regions", "2", "--compare-simulate"));
+    const episodes = (d.json?.isolates ?? []).map((i) => `isolate ${i.isolate}: ${i.transitions.map((x) => `${Math.round(x.at_ms)} ${x.to}`).join(", ")}`);
+    assert.equal(d.status, 0, `${why(d)}\nbreakers: ${episodes.join(" | ")}\n${d.stdout}\n${d.stderr}`);
+    for (const name of ["ANSWERED", "DISCLOSED", "DEGRADE_WITHIN", "RECOVER_WITHIN", "SIMULATE_AGREES"]) {
+      assert.equal(verdict(d, name)?.ok, true, `${name}: ${JSON.stringify(verdict(d, name))}`);
+    }
+    assert.match(verdict(d, "SIMULATE_AGREES").detail, /^all 8 isolates: the same breaker episodes/);
+    assert.equal(d.json.isolates.length, 8);
+    t.diagnostic(`--regions 2: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}; ${verdict(d, "SIMULATE_AGREES").detail}`);
+  });
 
-    test("isolate scope, the same drill: no isolate recovers in time (recorded)", { timeout: 200_000 }, async (t) => {
-      // Red whatever the host does: each isolate's 2% of 15 req/s sends its probes too slowly
-      // for the breaker to close in time even had every probing passed, and the verdict says so.
-      const d = await drill("isolate");
-      assert.equal(d.status, 1, `${why(d)}\n${d.stdout}\n${d.stderr}`);
-      assert.equal(verdict(d, "RECOVER_WITHIN")?.ok, false, JSON.stringify(verdict(d, "RECOVER_WITHIN")));
-      assert.equal(verdict(d, "RECOVER_WITHIN")?.judgement, "failed");
-      assert.ok(verdict(d, "RECOVER_WITHIN").blamed.some((o) => /breaker/.test(o.what)), JSON.stringify(verdict(d, "RECOVER_WITHIN").blamed));
-      assert.equal(verdict(d, "ANSWERED")?.ok, true);
-      assert.equal(verdict(d, "DISCLOSED")?.ok, true);
-      t.diagnostic(`isolate scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}`);
-    });
+  test("isolate scope, the same drill: no isolate recovers in time (recorded)", { timeout: 200_000 }, async (t) => {
+    // Red whatever the host does: each isolate's 2% of 15 req/s sends its probes too slowly
+    // for the breaker to close in time even had every probing passed, and the verdict says so.
+    const d = await drill("isolate");
+    assert.equal(d.status, 1, `${why(d)}\n${d.stdout}\n${d.stderr}`);
+    assert.equal(verdict(d, "RECOVER_WITHIN")?.ok, false, JSON.stringify(verdict(d, "RECOVER_WITHIN")));
+    assert.equal(verdict(d, "RECOVER_WITHIN")?.judgement, "failed");
+    assert.ok(verdict(d, "RECOVER_WITHIN").blamed.some((o) => /breaker/.test(o.what)), JSON.stringify(verdict(d, "RECOVER_WITHIN").blamed));
+    assert.equal(verdict(d, "ANSWERED")?.ok, true);
+    assert.equal(verdict(d, "DISCLOSED")?.ok, true);
+    t.diagnostic(`isolate scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}`);
   });
 });
 
