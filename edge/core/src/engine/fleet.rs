@@ -18,7 +18,7 @@ pub struct FleetHeard {
 impl Engine<'_> {
     /// What the status endpoint shows of the fleet, when the breaker is fleet-scoped.
     pub fn fleet_status(&mut self, now: Millis) -> Option<serde_json::Value> {
-        self.breaker.member().map(|m| m.status(now))
+        self.health.member().map(|m| m.status(now))
     }
 
     /// [F-SCOPE] The coordinator answered the report a [`super::Reply`] carried (`Ok`: the
@@ -27,7 +27,7 @@ impl Engine<'_> {
     /// failed, and the Analytics Engine point to write when what this isolate knows of the
     /// fleet changed.
     pub fn fleet_heard(&mut self, now: Millis, reply: Result<&str, &str>) -> FleetHeard {
-        let Some(member) = self.breaker.member() else {
+        let Some(member) = self.health.member() else {
             return FleetHeard::default();
         };
         let (change, log) = match reply.map(serde_json::from_str::<Verdict>) {
@@ -60,7 +60,7 @@ impl Engine<'_> {
     /// verdict it pushed), or the watch failed (`Err`). A failed watch is no alert: the
     /// reports judge the coordinator's health; the next watch waits a report interval.
     pub fn fleet_watched(&mut self, now: Millis, reply: Result<&str, &str>) -> FleetHeard {
-        let Some(member) = self.breaker.member() else {
+        let Some(member) = self.health.member() else {
             return FleetHeard::default();
         };
         let verdict = reply
@@ -82,7 +82,7 @@ impl Engine<'_> {
         now: Millis,
         asked: Millis,
     ) -> Vec<crate::breaker::member::FleetReport> {
-        self.breaker
+        self.health
             .member()
             .map_or_else(Vec::new, |m| m.wake(now, asked))
     }
@@ -95,7 +95,7 @@ impl Engine<'_> {
     ) -> FleetHeard {
         let service = &self.bake.policy.service.name;
         let release = &self.bake.release_id;
-        let Some(member) = self.breaker.member() else {
+        let Some(member) = self.health.member() else {
             return FleetHeard::default();
         };
         let point = change.map(|c| {

@@ -23,6 +23,7 @@ mod finish;
 mod fleet;
 mod flight;
 pub mod freshness;
+mod health;
 mod hedge;
 mod incoming;
 pub mod kvcache;
@@ -31,7 +32,6 @@ pub use lag::PROBE_EVERY_MS;
 pub mod outbound;
 mod race;
 mod reads;
-mod record;
 pub mod report;
 pub mod rng;
 mod start;
@@ -48,10 +48,10 @@ pub use crate::io::{Done, IoId, KvRead, Op};
 pub use command::{Command, Input, Output, Reply};
 pub use fleet::FleetHeard;
 pub use flight::Flight;
+pub use health::BUSY_MS;
 #[cfg(test)]
 pub(crate) use incoming::HEADERS_ASKED;
 pub use incoming::{Bindings, Incoming, READ_HEADERS};
-pub use record::BUSY_MS;
 pub use unbaked::{last_resort, unbaked, LAST_RESORT_CID, MODE_UNKNOWN};
 
 use crate::bake::Bake;
@@ -72,15 +72,13 @@ pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
 pub struct Engine<'p> {
     bake: &'p Bake,
     validator: Validator,
-    breaker: Breaker,
+    /// The breaker, the timeouts awaiting the model's word, how late the isolate's timers
+    /// fire, when it warmed and when the model last timed out ([`health`]).
+    health: health::OriginHealth,
     writes: WriteThrough,
     counters: Counters,
     /// Origin attempts in flight in this isolate ([`bulkhead`]).
     bulkhead: bulkhead::Bulkhead,
-    /// When the isolate's first origin attempt ended: attempts started before it ran on a
-    /// cold isolate, and their timeouts and latencies are not the model's to answer for
-    /// ([`record`]).
-    warm_since: Option<Millis>,
     /// Bearer tokens this isolate has verified (re-checked for time on every use).
     tokens: crate::token::Verified,
     /// KV reads of the last 30 s ([`kvcache::TTL_MS`]).
@@ -91,13 +89,6 @@ pub struct Engine<'p> {
     freshness: freshness::Freshness,
     /// The hedging budget and the origin's recent answer times ([`hedge`]).
     hedger: hedge::Hedger,
-    /// How late the isolate's timers fire ([`lag`]).
-    lag: lag::Lag,
-    /// When the model was last heard from, and the timeouts waiting for it ([`verdict`]).
-    verdicts: verdict::Verdicts,
-    /// When an origin attempt last ended in `ML_TIMEOUT`: with no answer from the model
-    /// since, new attempts start their tier reads alongside ([`record::model_silent`]).
-    last_timeout: Option<Millis>,
     /// The request headers this policy's engine reads ([`Engine::request_headers`]).
     request_headers: Vec<String>,
     /// The isolate's name on its log lines, drawn when it serves its first request.
@@ -127,23 +118,22 @@ impl<'p> Engine<'p> {
         Ok(Engine {
             bake,
             validator,
-            breaker: Breaker::for_service(
-                &bake.policy.breaker,
-                &bake.policy.service.name,
-                &bake.policy_hash,
+            health: health::OriginHealth::new(
+                Breaker::for_service(
+                    &bake.policy.breaker,
+                    &bake.policy.service.name,
+                    &bake.policy_hash,
+                ),
+                slow_call_ms(&bake.policy),
             ),
             writes: WriteThrough::default(),
             counters: Counters::default(),
             bulkhead: bulkhead::Bulkhead::default(),
-            warm_since: None,
             tokens: crate::token::Verified::default(),
-            verdicts: verdict::Verdicts::default(),
-            last_timeout: None,
             kv_cache: kvcache::KvCache::default(),
             reads: reads::Reads::default(),
             freshness: freshness::Freshness::default(),
             hedger: hedge::Hedger::new(bake.policy.origin.hedge.as_ref()),
-            lag: lag::Lag::default(),
             request_headers: incoming::request_headers(&bake.policy),
             isolate: String::new(),
             ios: Ios::default(),
@@ -160,13 +150,13 @@ impl<'p> Engine<'p> {
     /// [F-SCOPE] Whether the driver should hand this isolate its request's `cf` fields
     /// ([`Engine::locate`]): a fleet-scoped breaker not located yet.
     pub fn wants_place(&mut self) -> bool {
-        self.breaker.member().is_some_and(|m| !m.located())
+        self.health.member().is_some_and(|m| !m.located())
     }
 
     /// [F-SCOPE] The request's `cf` fields (`None`: it had none): picks the region whose
     /// coordinator this isolate reports to, once (`breaker::fleet::place`).
     pub fn locate(&mut self, cf: Option<&crate::breaker::fleet::place::Cf<'_>>) {
-        if let Some(m) = self.breaker.member() {
+        if let Some(m) = self.health.member() {
             m.locate(cf);
         }
     }
@@ -175,16 +165,7 @@ impl<'p> Engine<'p> {
     /// own queue ([`lag`]). The engine's own timers are measured without it. (`simulate`
     /// has no queue and never reports one.)
     pub fn lag_sample(&mut self, now: Millis, late_ms: u64) {
-        self.lag.sample(now, late_ms);
-    }
-
-    /// The latency at or under which the breaker judges no success slow — neither a call
-    /// (the slow-call bar) nor a probe (the probe bar) — `u64::MAX` when it judges none.
-    fn slow_call_ms(&self) -> u64 {
-        match &self.bake.policy.breaker {
-            crate::policy::Breaker::Rate(r) => r.slow_call_p95_ms.min(r.probe_p95_ms),
-            _ => u64::MAX,
-        }
+        self.health.lag_sample(now, late_ms);
     }
 
     /// Origin attempts in flight in this isolate.
@@ -212,7 +193,7 @@ impl<'p> Engine<'p> {
 
     /// The breaker's mode as of `now`, in the policy's vocabulary.
     pub fn breaker_mode(&mut self, now: Millis) -> &'static str {
-        self.breaker.mode_name(now)
+        self.health.mode_name(now)
     }
 
     /// A background KV write of a [`Reply`] (to `binding`, under `key`) failed: forget it so
@@ -260,7 +241,7 @@ impl<'p> Engine<'p> {
         if let Input::Done(io, Done::Kv(read)) = &input {
             self.kv_ended(now, *io, read);
         }
-        record::listened(self, now, &input);
+        self.health.listened(now, &input, &mut self.counters);
     }
 
     /// KV read `io` ended with `read`: the isolate remembers it and stops sharing it.
@@ -303,7 +284,7 @@ impl<'p> Engine<'p> {
 
     /// Adds `X-Breaker-Mode`, counts, and writes the data point and the log line.
     fn reply(&mut self, now: Millis, mut rendered: Rendered, facts: Facts<'_>) -> Reply {
-        let mode = self.breaker.mode_name(now);
+        let mode = self.health.mode_name(now);
         rendered.headers.push(("X-Breaker-Mode", mode.to_string()));
         let policy = &self.bake.policy;
         self.counters.record(facts.outcome);
@@ -323,7 +304,7 @@ impl<'p> Engine<'p> {
             Outcome::Fallback { tier, .. } => Some(tier),
             _ => None,
         };
-        let (fleet, fleet_wake) = self.breaker.member().map_or((Vec::new(), None), |m| {
+        let (fleet, fleet_wake) = self.health.member().map_or((Vec::new(), None), |m| {
             // An answer the model did not give is something to tell or to learn, whatever
             // the breaker recorded (a cold isolate's timeouts are not).
             if matches!(
@@ -386,6 +367,15 @@ struct Facts<'a> {
     calls: &'a [calls::Call],
     origin_override: bool,
     writes: Vec<KvWrite>,
+}
+
+/// The latency at or under which the breaker judges no success slow — neither a call (the
+/// slow-call bar) nor a probe (the probe bar) — `u64::MAX` when it judges none.
+fn slow_call_ms(policy: &Policy) -> u64 {
+    match &policy.breaker {
+        crate::policy::Breaker::Rate(r) => r.slow_call_p95_ms.min(r.probe_p95_ms),
+        _ => u64::MAX,
+    }
 }
 
 /// The request's meta for rendering.

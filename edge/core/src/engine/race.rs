@@ -24,7 +24,7 @@ use super::hedge::{Pair, Plan, Settled};
 use super::reads::Plan as ReadPlan;
 use super::timers::Timer;
 use super::verdict::Listening;
-use super::{outbound, record, walk, Engine};
+use super::{outbound, walk, Engine};
 
 /// Most speculative tier reads per attempt: with the origin call and a hedge a request stays
 /// well inside [`crate::cascade::MAX_CONNECTIONS`].
@@ -39,16 +39,15 @@ pub(super) fn attempt<'p>(
     now: Millis,
     cmds: &mut Vec<Command<'p>>,
 ) -> Option<Answer> {
-    let swept = engine.verdicts.sweep(now, &mut engine.breaker);
-    engine.counters.timeouts_convicted += u64::from(swept.convicted);
+    engine.health.judge_waiting(now, &mut engine.counters);
     if req.attempts.is_empty() && !req.asking {
         // [F-SCOPE] An isolate in the dark asks the coordinator with its first call.
-        if let Some(call) = engine.breaker.member().and_then(|m| m.ask(now)) {
+        if let Some(call) = engine.health.member().and_then(|m| m.ask(now)) {
             cmds.push(Command::Ask(call));
             req.asking = true;
         }
     }
-    let admission = engine.breaker.admit(now);
+    let admission = engine.health.admit(now);
     if admission == Admission::Reject {
         let failure = match req.last_failure.take() {
             // A retry the breaker refuses: the request falls back with what the model did
@@ -56,7 +55,7 @@ pub(super) fn attempt<'p>(
             Some(last) => {
                 f.note(
                     "RETRY_REFUSED",
-                    format!("the breaker is {}", engine.breaker.mode_name(now)),
+                    format!("the breaker is {}", engine.health.mode_name(now)),
                 );
                 last
             }
@@ -70,7 +69,7 @@ pub(super) fn attempt<'p>(
         .deadline
         .origin_timeout(now, policy.origin.attempt_timeout_ms)
     else {
-        engine.breaker.release(admission);
+        engine.health.release(admission);
         let failure = req
             .last_failure
             .take()
@@ -78,7 +77,7 @@ pub(super) fn attempt<'p>(
         return walk::enter(engine, f, req, now, failure, cmds);
     };
     let Some(lease) = engine.bulkhead.lease(policy.origin.max_in_flight) else {
-        engine.breaker.release(admission);
+        engine.health.release(admission);
         let failure = Failure::new(
             FailureReason::BulkheadFull,
             "the isolate's origin calls in flight are at the cap",
@@ -97,7 +96,7 @@ pub(super) fn attempt<'p>(
     req.open.push(io);
     let probe = admission == Admission::Probe;
     req.calls.start(io, now, now.plus(timeout_ms), false, probe);
-    if record::model_silent(engine) || admission == Admission::Probe {
+    if engine.health.model_silent() || admission == Admission::Probe {
         prefetch(engine, f, req, now, cmds);
     }
     req.last_failure = None;
@@ -132,20 +131,6 @@ fn origin_request(engine: &Engine<'_>, f: &Flight<'_>, req: &Req<'_>) -> crate::
         f.idempotency_key.as_deref(),
         f.origin_credential.as_ref(),
     )
-}
-
-/// Until when the isolate listens for the requests of attempt `c`, timed out at `now`: on a
-/// busy isolate ([`record::busy`]) as long as its queue may take to hand over an answer that
-/// came by the deadline — how late its timers run (the largest of the last second, or this
-/// one's, whichever is larger) plus [`record::BUSY_MS`], at most one more timeout. Longer
-/// would hear a slow model's answers too, and let them acquit its timeouts. `None` on a calm
-/// isolate: the timeout is the model's, the requests are aborted at once.
-fn listening_until(engine: &Engine<'_>, now: Millis, c: &Calling) -> Option<Millis> {
-    if !record::busy(engine, now, c.started, c.timeout_ms) {
-        return None;
-    }
-    let lag = engine.lag.recent(now).max(now.since(c.due));
-    Some(now.plus(lag.saturating_add(record::BUSY_MS).min(c.timeout_ms)))
 }
 
 /// Fetch `io` ended with `observed`. `Some` when the request is answered.
@@ -203,18 +188,19 @@ pub(super) fn timer<'p>(
         if timer == Timer::Attempt {
             // The timer won: the fallback starts now; the requests still out are aborted —
             // on a busy isolate, only once the isolate has taken what its queue may hold
-            // ([`listening_until`]). Requests listened to keep their connections and their
+            // ([`super::health::OriginHealth::listening_until`]). Requests listened to keep their connections and their
             // attempt's bulkhead slot until then.
             let out: Vec<IoId> = c.pair.out().collect();
-            let until = listening_until(engine, now, c);
-            let busy = record::busy(engine, now, c.started, c.timeout_ms);
+            let health = &engine.health;
+            let until = health.listening_until(now, c.started, c.timeout_ms, c.due);
+            let busy = health.busy(now, c.started, c.timeout_ms);
             let heard = until.is_some_and(|until| {
                 let l = Listening {
                     ios: out.clone(),
                     until,
                     _lease: engine.bulkhead.lease(None),
                 };
-                engine.verdicts.listen(l, now)
+                engine.health.listen(l, now)
             });
             for io in out {
                 req.calls.end(io, now, End::Cut { busy });
@@ -272,7 +258,7 @@ fn ended<'p>(
         Observed::TimedOut => Err(timeout_failure(
             now.since(c.started),
             c.timeout_ms,
-            engine.verdicts.heard_since(c.started),
+            engine.health.heard_since(c.started),
         )),
         other => classify(other, &o.result_path, o.max_body_bytes),
     };
@@ -303,12 +289,15 @@ fn ended<'p>(
         timeout_ms: c.timeout_ms,
         result: result.as_ref().map(|_| ()).map_err(|x| x.reason),
     };
-    record::record(
-        engine,
+    let answered = engine.health.record(
         &attempt,
         c.admission,
         c.pair.sent_after().filter(|_| won),
+        &mut engine.counters,
     );
+    if let Some(own) = answered {
+        engine.hedger.answered(now, own);
+    }
     req.attempts.push(attempt);
     drop(c); // its bulkhead slot is free
     let failure = match result {
@@ -343,10 +332,10 @@ fn ended<'p>(
     };
     match retry {
         // A retry is a call: once the breaker has opened, none is made.
-        Some(_) if engine.breaker.mode(now) == Mode::Open => {
+        Some(_) if engine.health.mode(now) == Mode::Open => {
             f.note(
                 "RETRY_REFUSED",
-                format!("the breaker is {}", engine.breaker.mode_name(now)),
+                format!("the breaker is {}", engine.health.mode_name(now)),
             );
             walk::enter(engine, f, req, now, failure, cmds)
         }
@@ -371,7 +360,7 @@ pub(super) fn asked<'p>(
     cmds: &mut Vec<Command<'p>>,
 ) -> Option<Answer> {
     req.asking = false;
-    if req.calling.is_none() || !engine.breaker.member().is_some_and(|m| m.fleet_opened(now)) {
+    if req.calling.is_none() || !engine.health.member().is_some_and(|m| m.fleet_opened(now)) {
         return None;
     }
     let c = req.calling.take()?;
@@ -385,7 +374,7 @@ pub(super) fn asked<'p>(
     if let Plan::Due { .. } = c.pair.hedge {
         engine.hedger.refund(engine.policy().origin.hedge.as_ref());
     }
-    engine.breaker.release(c.admission);
+    engine.health.release(c.admission);
     // An attempt made, and ended by the opening: the log line's, not the breaker's.
     req.attempts.push(Attempt {
         started: c.started,

@@ -40,7 +40,7 @@ pub(super) fn start<'p>(
         // request itself (the log line's `isolate`, the coordinator's name for it).
         engine.isolate = format!("{:016x}", seed ^ 0x9e37_79b9_7f4a_7c15);
     }
-    if let Some(m) = engine.breaker.member() {
+    if let Some(m) = engine.health.member() {
         m.identify(seed ^ 0x9e37_79b9_7f4a_7c15);
     }
     let mut rng = Rng::new(seed);
@@ -81,7 +81,7 @@ pub(super) fn start<'p>(
                 .json(policy, engine.bake.catalog.as_ref(), now);
             admin::status(
                 &policy.service.name,
-                &mut engine.breaker,
+                engine.health.breaker(),
                 &engine.counters,
                 fresh,
                 now,

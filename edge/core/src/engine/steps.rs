@@ -10,7 +10,7 @@ use super::command::{Command, Input, Output};
 use super::finish::{answered, storm_limited};
 use super::flight::{Flight, Req, Stage};
 use super::timers::Timer;
-use super::{race, record, walk, Engine};
+use super::{race, walk, Engine};
 
 pub(super) fn step<'p>(
     engine: &mut Engine<'p>,
@@ -22,7 +22,7 @@ pub(super) fn step<'p>(
     if input == Input::Timer {
         // How late the timer fired: the isolate's scheduling delay ([`super::lag`]).
         if let Some(due) = f.armed {
-            engine.lag.sample(now, now.since(due));
+            engine.health.lag_sample(now, now.since(due));
         }
         // Which of the request's named timers it was: each is handled by its name below.
         f.timers.expire(now);
@@ -31,7 +31,10 @@ pub(super) fn step<'p>(
         engine.kv_ended(now, *io, read);
     }
     // A timed-out fetch the isolate listened to: only the isolate learns from it.
-    if let (Input::Done(io, _), true) = (&input, record::listened(engine, now, &input)) {
+    if let (Input::Done(io, _), true) = (
+        &input,
+        engine.health.listened(now, &input, &mut engine.counters),
+    ) {
         if let Stage::Serving(req) = &mut f.stage {
             ended(req, *io);
         }

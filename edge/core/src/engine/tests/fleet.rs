@@ -23,7 +23,7 @@ fn fleet_policy() -> crate::policy::Policy {
 
 /// A healthy isolate's first report goes at its phase of a heartbeat: here, at once.
 fn first_report_at_once(e: &mut Engine<'_>) {
-    if let Some(m) = e.breaker.member() {
+    if let Some(m) = e.health.member() {
         m.set_phase(0.0);
     }
 }
@@ -229,7 +229,7 @@ fn the_first_requests_cf_picks_the_region_whose_coordinator_the_isolate_reports_
     let report = report_of(&r).expect("the first answer reports");
     assert!(report.object.ends_with("/apac"), "{}", report.object);
     assert_eq!(report.hint, "apac");
-    let status = e.breaker.member().unwrap().status(at(5));
+    let status = e.health.member().unwrap().status(at(5));
     assert_eq!(status["region"], "apac");
 
     let plain = bake(seed_policy());
@@ -335,7 +335,7 @@ fn an_isolate_in_the_dark_asks_with_its_first_call_and_an_opening_heard_cuts_the
     assert_eq!(line["calls"][0]["end"], "abandoned", "{line}");
     assert!(line["notes"].to_string().contains("FLEET_OPENED"), "{line}");
     assert_eq!(
-        e.breaker.member().unwrap().status(at(40_030))["decided_by"],
+        e.health.member().unwrap().status(at(40_030))["decided_by"],
         "fleet"
     );
     // The verdict is in force: the next request neither asks nor calls.
