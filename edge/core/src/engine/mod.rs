@@ -17,6 +17,7 @@
 
 mod bulkhead;
 pub mod calls;
+mod capacity;
 pub mod command;
 mod events;
 mod finish;
@@ -77,8 +78,8 @@ pub struct Engine<'p> {
     health: health::OriginHealth,
     writes: WriteThrough,
     counters: Counters,
-    /// Origin attempts in flight in this isolate ([`bulkhead`]).
-    bulkhead: bulkhead::Bulkhead,
+    /// Origin attempts in flight in this isolate and its hedging budget ([`capacity`]).
+    capacity: capacity::Capacity,
     /// Bearer tokens this isolate has verified (re-checked for time on every use).
     tokens: crate::token::Verified,
     /// KV reads of the last 30 s ([`kvcache::TTL_MS`]).
@@ -87,8 +88,6 @@ pub struct Engine<'p> {
     reads: reads::Reads,
     /// Time left on the curated data, as last seen ([`freshness`]).
     freshness: freshness::Freshness,
-    /// The hedging budget and the origin's recent answer times ([`hedge`]).
-    hedger: hedge::Hedger,
     /// The request headers this policy's engine reads ([`Engine::request_headers`]).
     request_headers: Vec<String>,
     /// The isolate's name on its log lines, drawn when it serves its first request.
@@ -128,12 +127,11 @@ impl<'p> Engine<'p> {
             ),
             writes: WriteThrough::default(),
             counters: Counters::default(),
-            bulkhead: bulkhead::Bulkhead::default(),
+            capacity: capacity::Capacity::new(bake.policy.origin.hedge.as_ref()),
             tokens: crate::token::Verified::default(),
             kv_cache: kvcache::KvCache::default(),
             reads: reads::Reads::default(),
             freshness: freshness::Freshness::default(),
-            hedger: hedge::Hedger::new(bake.policy.origin.hedge.as_ref()),
             request_headers: incoming::request_headers(&bake.policy),
             isolate: String::new(),
             ios: Ios::default(),
@@ -170,7 +168,7 @@ impl<'p> Engine<'p> {
 
     /// Origin attempts in flight in this isolate.
     pub fn origin_in_flight(&self) -> u32 {
-        self.bulkhead.in_flight()
+        self.capacity.in_flight()
     }
 
     pub fn policy(&self) -> &'p Policy {

@@ -76,7 +76,7 @@ pub(super) fn attempt<'p>(
             .unwrap_or_else(|| Failure::new(FailureReason::MlTimeout, "race deadline passed"));
         return walk::enter(engine, f, req, now, failure, cmds);
     };
-    let Some(lease) = engine.bulkhead.lease(policy.origin.max_in_flight) else {
+    let Some(lease) = engine.capacity.lease(policy.origin.max_in_flight) else {
         engine.health.release(admission);
         let failure = Failure::new(
             FailureReason::BulkheadFull,
@@ -85,10 +85,10 @@ pub(super) fn attempt<'p>(
         return walk::enter(engine, f, req, now, failure, cmds);
     };
     let io = engine.ios.next();
-    let hedge_after =
-        engine
-            .hedger
-            .plan(policy.origin.hedge.as_ref(), now, timeout_ms, f.repeatable);
+    let hedge = policy.origin.hedge.as_ref();
+    let hedge_after = engine
+        .capacity
+        .hedge_after(hedge, now, timeout_ms, f.repeatable);
     cmds.push(Command::Start {
         io,
         op: Op::Fetch(origin_request(engine, f, req)),
@@ -198,7 +198,7 @@ pub(super) fn timer<'p>(
                 let l = Listening {
                     ios: out.clone(),
                     until,
-                    _lease: engine.bulkhead.lease(None),
+                    _lease: engine.capacity.listen_lease(),
                 };
                 engine.health.listen(l, now)
             });
@@ -271,7 +271,7 @@ fn ended<'p>(
     }
     if let Plan::Due { .. } = c.pair.hedge {
         // The hedge's token was taken but it never went out.
-        engine.hedger.refund(o.hedge.as_ref());
+        engine.capacity.refund(o.hedge.as_ref());
     }
     engine.counters.hedges_won += u64::from(won);
     if won {
@@ -296,7 +296,7 @@ fn ended<'p>(
         &mut engine.counters,
     );
     if let Some(own) = answered {
-        engine.hedger.answered(now, own);
+        engine.capacity.answered(now, own);
     }
     req.attempts.push(attempt);
     drop(c); // its bulkhead slot is free
@@ -372,7 +372,9 @@ pub(super) fn asked<'p>(
         req.calls.end(io, now, End::Abandoned);
     }
     if let Plan::Due { .. } = c.pair.hedge {
-        engine.hedger.refund(engine.policy().origin.hedge.as_ref());
+        engine
+            .capacity
+            .refund(engine.policy().origin.hedge.as_ref());
     }
     engine.health.release(c.admission);
     // An attempt made, and ended by the opening: the log line's, not the breaker's.
