@@ -33,7 +33,7 @@ pub(super) fn answered<'p>(
                     value: Some(w.value.clone()),
                     metadata: Some(w.metadata.clone()),
                 };
-                engine.kv_cache.put(&w.binding, &w.key, now, &read);
+                engine.reads.put(&w.binding, &w.key, now, &read);
             }
             (Outcome::Live, None)
         }

@@ -82,9 +82,8 @@ pub struct Engine<'p> {
     capacity: capacity::Capacity,
     /// Bearer tokens this isolate has verified (re-checked for time on every use).
     tokens: crate::token::Verified,
-    /// KV reads of the last 30 s ([`kvcache::TTL_MS`]).
-    kv_cache: kvcache::KvCache,
-    /// KV reads in flight that other requests may join ([`reads`]).
+    /// KV reads of the last 30 s ([`kvcache::TTL_MS`]) and those in flight that other
+    /// requests may join ([`reads`]).
     reads: reads::Reads,
     /// Time left on the curated data, as last seen ([`freshness`]).
     freshness: freshness::Freshness,
@@ -129,7 +128,6 @@ impl<'p> Engine<'p> {
             counters: Counters::default(),
             capacity: capacity::Capacity::new(bake.policy.origin.hedge.as_ref()),
             tokens: crate::token::Verified::default(),
-            kv_cache: kvcache::KvCache::default(),
             reads: reads::Reads::default(),
             freshness: freshness::Freshness::default(),
             request_headers: incoming::request_headers(&bake.policy),
@@ -205,7 +203,7 @@ impl<'p> Engine<'p> {
     ) -> String {
         self.writes.forget(&format!("{binding}/{key}"));
         // The isolate must not go on serving, as KV's, what KV refused to store.
-        self.kv_cache.forget(binding, key);
+        self.reads.forget(binding, key);
         serde_json::json!({
             "event": "write_through_failed",
             "correlation_id": correlation_id,
@@ -237,16 +235,9 @@ impl<'p> Engine<'p> {
     /// joined it find it — and no request hears it.
     pub fn settle(&mut self, now: Millis, input: Input) {
         if let Input::Done(io, Done::Kv(read)) = &input {
-            self.kv_ended(now, *io, read);
+            self.reads.ended(now, *io, read);
         }
         self.health.listened(now, &input, &mut self.counters);
-    }
-
-    /// KV read `io` ended with `read`: the isolate remembers it and stops sharing it.
-    fn kv_ended(&mut self, now: Millis, io: IoId, read: &KvRead) {
-        if let Some((binding, key)) = self.reads.ended(io) {
-            self.kv_cache.put(&binding, &key, now, read);
-        }
     }
 
     /// The answer for a request the driver could not carry on with (it lost track of it, or

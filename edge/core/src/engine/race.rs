@@ -434,7 +434,7 @@ fn prefetch<'p>(
             continue;
         };
         let binding = kv.binding;
-        match engine.kv_cache.get(binding, &key, now) {
+        match engine.reads.cached(binding, &key, now) {
             Some(KvRead::Value { value: Some(_), .. }) => break,
             Some(_) => continue,
             None => {}
@@ -444,13 +444,9 @@ fn prefetch<'p>(
         {
             continue;
         }
-        let plan = engine.reads.plan(
-            &engine.kv_cache,
-            now,
-            (binding, &key),
-            keep_until,
-            &mut engine.ios,
-        );
+        let plan = engine
+            .reads
+            .plan(now, (binding, &key), keep_until, &mut engine.ios);
         if let ReadPlan::Start(io) = plan {
             cmds.push(Command::Start {
                 io,

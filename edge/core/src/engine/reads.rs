@@ -1,5 +1,6 @@
 //! [E-CASCADE] KV reads in the isolate: answered from the read cache ([`super::kvcache`]),
-//! joined while another request's read of the same key is in flight, or started.
+//! joined while another request's read of the same key is in flight, or started. [`Reads`]
+//! owns both, the cache and the reads in flight (docs/adr/010, "The engine's components").
 //!
 //! Why share reads? When the model first hangs, every request in flight meets its deadline
 //! at once and walks the same tiers; each found the cache empty and read the same category
@@ -50,16 +51,68 @@ struct Shared {
     until: Millis,
 }
 
+/// The isolate's KV reads: those of the last 30 s ([`super::kvcache::TTL_MS`]) and those
+/// in flight that other requests may join.
 #[derive(Debug, Default)]
-pub struct Reads {
+pub(super) struct Reads {
+    cache: KvCache,
+    in_flight: InFlight,
+}
+
+impl Reads {
+    /// `key` of `binding` is needed at `now` by a request that waits for it until `until`:
+    /// answered from the cache, joined, or started (`ios` hands out its handle).
+    pub(super) fn plan(
+        &mut self,
+        now: Millis,
+        key: (&str, &str),
+        until: Millis,
+        ios: &mut Ios,
+    ) -> Plan {
+        self.in_flight.plan(&self.cache, now, key, until, ios)
+    }
+
+    /// What the isolate read of `key` of `binding` lately, as of `now`.
+    pub(super) fn cached(&self, binding: &str, key: &str, now: Millis) -> Option<KvRead> {
+        self.cache.get(binding, key, now)
+    }
+
+    /// Whether a read of `key` is shared right now (a speculative read need not start).
+    pub(super) fn in_flight(&self, binding: &str, key: &str, now: Millis) -> bool {
+        self.in_flight.in_flight(binding, key, now)
+    }
+
+    /// KV read `io` ended at `now` with `read`: the isolate remembers it and stops sharing
+    /// it.
+    pub(super) fn ended(&mut self, now: Millis, io: IoId, read: &KvRead) {
+        if let Some((binding, key)) = self.in_flight.ended(io) {
+            self.cache.put(&binding, &key, now, read);
+        }
+    }
+
+    /// `read` of `key` of `binding` was written through at `now`: the isolate holds it as
+    /// KV's.
+    pub(super) fn put(&mut self, binding: &str, key: &str, now: Millis, read: &KvRead) {
+        self.cache.put(binding, key, now, read);
+    }
+
+    /// KV refused to store `key` of `binding`: the isolate must not go on serving it as KV's.
+    pub(super) fn forget(&mut self, binding: &str, key: &str) {
+        self.cache.forget(binding, key);
+    }
+}
+
+/// The reads in flight that other requests may join, by key.
+#[derive(Debug, Default)]
+struct InFlight {
     by_key: HashMap<(String, String), Shared>,
     keys: HashMap<IoId, (String, String)>,
 }
 
-impl Reads {
+impl InFlight {
     /// `key` of `binding` is needed at `now` by a request that waits for it until `until`.
     /// `ios` hands out a fresh handle.
-    pub fn plan(
+    fn plan(
         &mut self,
         cache: &KvCache,
         now: Millis,
@@ -90,15 +143,15 @@ impl Reads {
         Plan::Start(io)
     }
 
-    /// Whether a read of `key` is shared right now (a speculative read need not start).
-    pub fn in_flight(&self, binding: &str, key: &str, now: Millis) -> bool {
+    /// Whether a read of `key` is shared right now.
+    fn in_flight(&self, binding: &str, key: &str, now: Millis) -> bool {
         self.by_key
             .get(&(binding.to_string(), key.to_string()))
             .is_some_and(|s| s.until > now)
     }
 
     /// Read `io` ended: it is no longer shared. Returns its binding and key when it was.
-    pub fn ended(&mut self, io: IoId) -> Option<(String, String)> {
+    fn ended(&mut self, io: IoId) -> Option<(String, String)> {
         let k = self.keys.remove(&io)?;
         if self.by_key.get(&k).is_some_and(|s| s.io == io) {
             self.by_key.remove(&k);
@@ -124,7 +177,7 @@ mod tests {
 
     #[test]
     fn a_key_in_flight_is_joined_until_its_starters_time_is_up_then_read_afresh() {
-        let (mut r, cache, mut ios) = (Reads::default(), KvCache::default(), Ios::default());
+        let (mut r, cache, mut ios) = (InFlight::default(), KvCache::default(), Ios::default());
         let t = Millis(1_000);
         let mut plan =
             |now: Millis, until: Millis| r.plan(&cache, now, ("B", "k"), until, &mut ios);
@@ -147,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_cached_read_needs_no_io() {
-        let (mut r, mut cache, mut ios) = (Reads::default(), KvCache::default(), Ios::default());
+        let (mut r, mut cache, mut ios) = (InFlight::default(), KvCache::default(), Ios::default());
         let t = Millis(1_000);
         let v = KvRead::Value {
             value: Some("{}".into()),

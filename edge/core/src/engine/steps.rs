@@ -28,7 +28,7 @@ pub(super) fn step<'p>(
         f.timers.expire(now);
     }
     if let Input::Done(io, Done::Kv(read)) = &input {
-        engine.kv_ended(now, *io, read);
+        engine.reads.ended(now, *io, read);
     }
     // A timed-out fetch the isolate listened to: only the isolate learns from it.
     if let (Input::Done(io, _), true) = (

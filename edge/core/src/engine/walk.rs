@@ -60,13 +60,9 @@ fn advance<'p>(
                 match op {
                     Op::ReadKv { binding, key } => {
                         f.prefetched.retain(|(b, k)| !(*b == binding && *k == key));
-                        let plan = engine.reads.plan(
-                            &engine.kv_cache,
-                            now,
-                            (binding, &key),
-                            due,
-                            &mut engine.ios,
-                        );
+                        let plan = engine
+                            .reads
+                            .plan(now, (binding, &key), due, &mut engine.ios);
                         let (io, shared) = match plan {
                             // Read lately by this isolate: answered from memory, no I/O.
                             Plan::Cached(read) => {
@@ -189,7 +185,7 @@ pub(super) fn timer<'p>(
     let t = req.tier.as_ref()?;
     if timer == Timer::TierPoll {
         let (binding, key) = t.shared.as_ref()?;
-        if let Some(read) = engine.kv_cache.get(binding, key, now) {
+        if let Some(read) = engine.reads.cached(binding, key, now) {
             let io = t.io;
             return kv(engine, f, req, now, io, read, cmds);
         }
