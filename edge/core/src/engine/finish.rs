@@ -4,7 +4,6 @@ use crate::cascade::KvRead;
 use crate::disclosure::{self, Answer};
 use crate::metrics::Outcome;
 use crate::time::Millis;
-use crate::writethrough;
 
 use super::command::Command;
 use super::flight::{Flight, Req, Stage};
@@ -27,7 +26,7 @@ pub(super) fn answered<'p>(
     let failure = req.walker.as_ref().map(|w| &w.failure);
     let (outcome, failure) = match &answer {
         Answer::Live { items, .. } => {
-            writes = writethrough::plan(policy, &req.ctx.params, items, now, &mut engine.writes);
+            writes = engine.curated.live(policy, &req.ctx.params, items, now);
             for w in &writes {
                 let read = KvRead::Value {
                     value: Some(w.value.clone()),
@@ -38,7 +37,7 @@ pub(super) fn answered<'p>(
             (Outcome::Live, None)
         }
         Answer::Fallback(fb) => {
-            engine.freshness.answered(policy, &fb.tier, fb.age_ms, now);
+            engine.curated.fell_back(policy, &fb.tier, fb.age_ms, now);
             (
                 Outcome::Fallback {
                     tier: &fb.tier,

@@ -11,8 +11,49 @@ use serde_json::{json, Value};
 
 use crate::catalog::Catalog;
 use crate::policy::Policy;
+use crate::request::Params;
 use crate::staleness::time_left;
 use crate::time::Millis;
+use crate::writethrough::{KvWrite, WriteThrough};
+
+/// The curated data as the isolate keeps it (docs/adr/010, "The engine's components"): what
+/// its live answers wrote through to the KV tiers, and how old the data it fell back on was.
+#[derive(Debug, Default)]
+pub(super) struct Curated {
+    /// The write-through tiers' keys written lately ([`crate::writethrough`]).
+    writes: WriteThrough,
+    /// Time left on the curated data, as last seen.
+    freshness: Freshness,
+}
+
+impl Curated {
+    /// A live answer of `items` for `params` at `now`: the writes it triggers
+    /// ([`crate::writethrough::plan`]).
+    pub(super) fn live(
+        &mut self,
+        policy: &Policy,
+        params: &Params,
+        items: &[String],
+        now: Millis,
+    ) -> Vec<KvWrite> {
+        crate::writethrough::plan(policy, params, items, now, &mut self.writes)
+    }
+
+    /// A fallback answer from `tier`, its data `age_ms` old at `now`.
+    pub(super) fn fell_back(&mut self, policy: &Policy, tier: &str, age_ms: u64, now: Millis) {
+        self.freshness.answered(policy, tier, age_ms, now);
+    }
+
+    /// A write through to `key` of `binding` failed: the next live answer writes again.
+    pub(super) fn write_failed(&mut self, binding: &str, key: &str) {
+        self.writes.forget(&format!("{binding}/{key}"));
+    }
+
+    /// The status endpoint's account of the curated data ([`Freshness::json`]).
+    pub(super) fn status(&self, policy: &Policy, catalog: Option<&Catalog>, now: Millis) -> Value {
+        self.freshness.json(policy, catalog, now)
+    }
+}
 
 /// A KV tier's last answer: its evidence, when it was read, the tier's ceiling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -63,7 +63,7 @@ use crate::metrics::{data_point, Counters, Outcome};
 use crate::policy::Policy;
 use crate::request::Validator;
 use crate::time::Millis;
-use crate::writethrough::{KvWrite, WriteThrough};
+use crate::writethrough::KvWrite;
 
 /// Wrangler `[vars]` entry that points the origin elsewhere (local dev, tests, drills).
 pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
@@ -76,7 +76,6 @@ pub struct Engine<'p> {
     /// The breaker, the timeouts awaiting the model's word, how late the isolate's timers
     /// fire, when it warmed and when the model last timed out ([`health`]).
     health: health::OriginHealth,
-    writes: WriteThrough,
     counters: Counters,
     /// Origin attempts in flight in this isolate and its hedging budget ([`capacity`]).
     capacity: capacity::Capacity,
@@ -85,8 +84,9 @@ pub struct Engine<'p> {
     /// KV reads of the last 30 s ([`kvcache::TTL_MS`]) and those in flight that other
     /// requests may join ([`reads`]).
     reads: reads::Reads,
-    /// Time left on the curated data, as last seen ([`freshness`]).
-    freshness: freshness::Freshness,
+    /// What the isolate's live answers wrote through, and time left on the curated data as
+    /// last seen ([`freshness`]).
+    curated: freshness::Curated,
     /// The request headers this policy's engine reads ([`Engine::request_headers`]).
     request_headers: Vec<String>,
     /// The isolate's name on its log lines, drawn when it serves its first request.
@@ -124,12 +124,11 @@ impl<'p> Engine<'p> {
                 ),
                 slow_call_ms(&bake.policy),
             ),
-            writes: WriteThrough::default(),
             counters: Counters::default(),
             capacity: capacity::Capacity::new(bake.policy.origin.hedge.as_ref()),
             tokens: crate::token::Verified::default(),
             reads: reads::Reads::default(),
-            freshness: freshness::Freshness::default(),
+            curated: freshness::Curated::default(),
             request_headers: incoming::request_headers(&bake.policy),
             isolate: String::new(),
             ios: Ios::default(),
@@ -201,7 +200,7 @@ impl<'p> Engine<'p> {
         error: &str,
         correlation_id: &str,
     ) -> String {
-        self.writes.forget(&format!("{binding}/{key}"));
+        self.curated.write_failed(binding, key);
         // The isolate must not go on serving, as KV's, what KV refused to store.
         self.reads.forget(binding, key);
         serde_json::json!({

@@ -77,8 +77,8 @@ pub(super) fn start<'p>(
         let authorized = admin::authorized(authorization, env.secret(&a.secret).as_deref());
         let rendered = if authorized {
             let fresh = engine
-                .freshness
-                .json(policy, engine.bake.catalog.as_ref(), now);
+                .curated
+                .status(policy, engine.bake.catalog.as_ref(), now);
             admin::status(
                 &policy.service.name,
                 engine.health.breaker(),
