@@ -105,6 +105,46 @@ fn bump(map: &mut BTreeMap<String, u64>, label: &str) {
 }
 
 impl Counters {
+    /// Origin attempts the breaker did not learn from (`n` of them).
+    pub fn not_recorded(&mut self, n: u32) {
+        self.unrecorded += u64::from(n);
+    }
+
+    /// A timeout held against the model at once.
+    pub fn timeout_counted(&mut self) {
+        self.timeouts_counted += 1;
+    }
+
+    /// Timeouts held against the model after it stayed silent (`n` of them).
+    pub fn convicted(&mut self, n: u32) {
+        self.timeouts_convicted += u64::from(n);
+    }
+
+    /// An answer came after its attempt's timeout (`heard`: the isolate listened to it).
+    pub fn late_answer(&mut self, heard: bool) {
+        self.late_answers += u64::from(heard);
+    }
+
+    /// A hedge went out.
+    pub fn hedge_sent(&mut self) {
+        self.hedges_sent += 1;
+    }
+
+    /// An attempt ended; `won`: with its hedge's answer.
+    pub fn hedge_won(&mut self, won: bool) {
+        self.hedges_won += u64::from(won);
+    }
+
+    /// Speculative tier reads asked for (`n` of them).
+    pub fn prefetched(&mut self, n: usize) {
+        self.kv_prefetched += n as u64;
+    }
+
+    /// Speculative tier reads whose request did not read that key after all (`n` of them).
+    pub fn prefetch_unused(&mut self, n: usize) {
+        self.kv_prefetch_unused += n as u64;
+    }
+
     pub fn record(&mut self, o: Outcome<'_>) {
         if o == Outcome::Admin {
             return; // operators reading the counters are not traffic

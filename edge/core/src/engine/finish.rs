@@ -18,7 +18,9 @@ pub(super) fn answered<'p>(
     answer: Answer,
     cmds: &mut Vec<Command<'p>>,
 ) {
-    engine.counters.kv_prefetch_unused += std::mem::take(&mut f.prefetched).len() as u64;
+    engine
+        .counters
+        .prefetch_unused(std::mem::take(&mut f.prefetched).len());
     let policy = engine.policy();
     let m = meta(&f.correlation_id, &engine.bake.release_id, f.credentialed);
     let rendered = disclosure::render(&answer, policy, &m);

@@ -106,7 +106,7 @@ impl OriginHealth {
     /// `counters`): before an attempt asks to start.
     pub(super) fn judge_waiting(&mut self, now: Millis, counters: &mut Counters) {
         let swept = self.verdicts.sweep(now, &mut self.breaker);
-        counters.timeouts_convicted += u64::from(swept.convicted);
+        counters.convicted(swept.convicted);
     }
 
     /// May an attempt start at `now`?
@@ -159,10 +159,10 @@ impl OriginHealth {
             .map_or_else(FailureReason::model_answered, |()| true)
         {
             let acquitted = self.verdicts.model_answered(a.ended, &mut self.breaker);
-            counters.unrecorded += u64::from(acquitted.acquitted);
+            counters.not_recorded(acquitted.acquitted);
         }
         let swept = self.verdicts.sweep(a.ended, &mut self.breaker);
-        counters.timeouts_convicted += u64::from(swept.convicted);
+        counters.convicted(swept.convicted);
         let cold = match self.warm_since {
             None => {
                 self.warm_since = Some(a.ended);
@@ -180,7 +180,7 @@ impl OriginHealth {
         // the model's; what the model said on a cold isolate is its own like any other answer.
         let cold_timeout = cold && a.result == Err(FailureReason::MlTimeout);
         if cold_timeout || class.is_some_and(|c| c.breaker() == BreakerRecord::Unrecorded) {
-            counters.unrecorded += 1;
+            counters.not_recorded(1);
             self.breaker.release(admission);
             return None;
         }
@@ -196,7 +196,7 @@ impl OriginHealth {
                     latency,
                 );
             if !waiting {
-                counters.unrecorded += 1;
+                counters.not_recorded(1);
                 self.breaker.release(admission);
             }
             return None;
@@ -234,7 +234,7 @@ impl OriginHealth {
                 }
                 BreakerRecord::Failure => match r {
                     FailureReason::MlTimeout => {
-                        counters.timeouts_counted += 1;
+                        counters.timeout_counted();
                         BreakerOutcome::timeout(latency)
                     }
                     _ => BreakerOutcome::failure(latency),
@@ -297,9 +297,9 @@ impl OriginHealth {
         let Some(late) = self.verdicts.late(now, *io, good, &mut self.breaker) else {
             return false;
         };
-        counters.late_answers += u64::from(late.heard);
-        counters.timeouts_convicted += u64::from(late.swept.convicted);
-        counters.unrecorded += u64::from(late.swept.acquitted);
+        counters.late_answer(late.heard);
+        counters.convicted(late.swept.convicted);
+        counters.not_recorded(late.swept.acquitted);
         true
     }
 

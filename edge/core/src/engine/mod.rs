@@ -156,6 +156,17 @@ impl<'p> Engine<'p> {
         }
     }
 
+    /// The isolate's name: drawn from its first request's random `seed`, never from the
+    /// request itself (the log line's `isolate`, the coordinator's name for it).
+    fn identify(&mut self, seed: u64) {
+        if self.isolate.is_empty() {
+            self.isolate = format!("{:016x}", seed ^ 0x9e37_79b9_7f4a_7c15);
+        }
+        if let Some(m) = self.health.member() {
+            m.identify(seed ^ 0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
     /// The driver measured, at `now`, a zero-delay timer firing `late_ms` late: the isolate's
     /// own queue ([`lag`]). The engine's own timers are measured without it. (`simulate`
     /// has no queue and never reports one.)

@@ -218,7 +218,7 @@ pub(super) fn timer<'p>(
             let io = engine.ios.next();
             if c.pair.send(now, io) {
                 let (probe, due) = (c.admission == Admission::Probe, c.due);
-                engine.counters.hedges_sent += 1;
+                engine.counters.hedge_sent();
                 let after = now.since(c.started);
                 f.note(
                     "HEDGE_SENT",
@@ -273,7 +273,7 @@ fn ended<'p>(
         // The hedge's token was taken but it never went out.
         engine.capacity.refund(o.hedge.as_ref());
     }
-    engine.counters.hedges_won += u64::from(won);
+    engine.counters.hedge_won(won);
     if won {
         f.note(
             "HEDGE_WON",
@@ -460,5 +460,5 @@ fn prefetch<'p>(
             started += 1;
         }
     }
-    engine.counters.kv_prefetched += started as u64;
+    engine.counters.prefetched(started);
 }

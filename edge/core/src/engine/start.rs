@@ -35,14 +35,7 @@ pub(super) fn start<'p>(
     seed: u64,
 ) -> (Flight<'p>, Output<'p>) {
     let policy = engine.policy();
-    if engine.isolate.is_empty() {
-        // The isolate's name: drawn from its first request's random seed, never from the
-        // request itself (the log line's `isolate`, the coordinator's name for it).
-        engine.isolate = format!("{:016x}", seed ^ 0x9e37_79b9_7f4a_7c15);
-    }
-    if let Some(m) = engine.health.member() {
-        m.identify(seed ^ 0x9e37_79b9_7f4a_7c15);
-    }
+    engine.identify(seed);
     let mut rng = Rng::new(seed);
     let (correlation_id, provenance) =
         correlation::resolve(req.header(correlation::HEADER), || rng.bytes::<16>());
