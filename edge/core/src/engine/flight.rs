@@ -1,7 +1,7 @@
 //! One request's state between two steps: what [`super::start`] resolved before any I/O,
 //! the stage it is at, the origin attempt and the tier read in flight, and the named timers
-//! they arm ([`Timers`]). Data only: the steps that move it live in `start`, `race`, `walk`
-//! and `steps`.
+//! they arm ([`Timers`]). Data only: what moves it is a [`super::steps::Step`], whose
+//! methods live in `start`, `race`, `walk`, `finish`, `events` and `steps`.
 
 use crate::breaker::Admission;
 use crate::cascade::{Ctx, Note, Walker};
@@ -90,7 +90,7 @@ pub(super) struct Req<'p> {
     /// yet ended (a read the engine stopped waiting for still holds one).
     pub open: Vec<IoId>,
     /// [F-SCOPE] The request asked the coordinator with its first call and has not heard
-    /// back ([`super::race::asked`]).
+    /// back ([`super::steps::Step::asked`]).
     pub asking: bool,
 }
 

@@ -237,7 +237,7 @@ impl<'p> Engine<'p> {
 
     /// The driver reports `input` for `flight` at `now`; returns what to do next.
     pub fn step(&mut self, flight: &mut Flight<'p>, now: Millis, input: Input) -> Output<'p> {
-        steps::step(self, flight, now, input)
+        steps::Step::new(self, flight, now).report(input)
     }
 
     /// An operation ended after its request was answered (and forgotten by the driver): what
@@ -271,10 +271,7 @@ impl<'p> Engine<'p> {
         ));
         flight.note("EDGE_FAILED", why.to_string());
         flight.armed = None;
-        finish::early_reply(
-            self,
-            flight,
-            now,
+        steps::Step::new(self, flight, now).early_reply(
             r,
             Outcome::Unavailable { reason: "" },
             Some(format!("EDGE_FAILED: {}", crate::classify::bounded(why))),

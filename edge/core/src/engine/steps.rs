@@ -1,149 +1,154 @@
 //! A request after its start: each report of the driver, handed to the part of the request
 //! that waits for it — the storm limiter's verdict, the race, the cascade, an event flow —
 //! and the instant the request next wants to wake.
+//!
+//! Every part of a request's handling works on one [`Step`]: the isolate's engine, the
+//! request, the instant of the report and the commands the step has given so far.
 
 use crate::disclosure::Answer;
 use crate::io::{Done, IoId};
 use crate::time::Millis;
 
 use super::command::{Command, Input, Output};
-use super::finish::{answered, storm_limited};
 use super::flight::{Flight, Req, Stage};
 use super::timers::Timer;
-use super::{race, walk, Engine};
+use super::Engine;
 
-pub(super) fn step<'p>(
-    engine: &mut Engine<'p>,
-    f: &mut Flight<'p>,
-    now: Millis,
-    input: Input,
-) -> Output<'p> {
-    let mut cmds = Vec::new();
-    if input == Input::Timer {
-        // How late the timer fired: the isolate's scheduling delay ([`super::lag`]).
-        if let Some(due) = f.armed {
-            engine.health.lag_sample(now, now.since(due));
+/// One step of one request: what the engine does with what happened to `flight` at `now`.
+/// The race (`race.rs`), the cascade (`walk.rs`), the answer (`finish.rs`), the request's
+/// start (`start.rs`) and the event flows (`events.rs`) are its methods; they ask the
+/// engine's components through `engine` and give their commands by pushing to `cmds`, and
+/// [`Step::output`] hands them to the driver with the request's next wake-up.
+pub(super) struct Step<'a, 'p> {
+    pub engine: &'a mut Engine<'p>,
+    pub flight: &'a mut Flight<'p>,
+    /// When the driver reported what this step handles.
+    pub now: Millis,
+    /// The commands given so far.
+    pub cmds: Vec<Command<'p>>,
+}
+
+impl<'a, 'p> Step<'a, 'p> {
+    pub(super) fn new(engine: &'a mut Engine<'p>, flight: &'a mut Flight<'p>, now: Millis) -> Self {
+        Step {
+            engine,
+            flight,
+            now,
+            cmds: Vec::new(),
         }
-        // Which of the request's named timers it was: each is handled by its name below.
-        f.timers.expire(now);
     }
-    if let Input::Done(io, Done::Kv(read)) = &input {
-        engine.reads.ended(now, *io, read);
+
+    /// The step's output: its commands and the request's next wake-up ([`Flight::output`]).
+    pub(super) fn output(self) -> Output<'p> {
+        self.flight.output(self.cmds)
     }
-    // A timed-out fetch the isolate listened to: only the isolate learns from it.
-    if let (Input::Done(io, _), true) = (
-        &input,
-        engine.health.listened(now, &input, &mut engine.counters),
-    ) {
-        if let Stage::Serving(req) = &mut f.stage {
-            ended(req, *io);
-        }
-        return f.output(cmds);
-    }
-    match std::mem::replace(&mut f.stage, Stage::Done) {
-        Stage::Limiting { io, req } => {
-            let verdict = match input {
-                Input::Done(got, Done::Limited(verdict)) if got == io => verdict,
-                // The limiter took the race's whole time: the request goes through without
-                // it (the limiter protects the origin; it must not become a way to fail).
-                Input::Timer if f.timers.fired(Timer::Limiter) => {
-                    Err("no verdict before the race deadline".into())
-                }
-                _ => {
-                    f.stage = Stage::Limiting { io, req };
-                    return f.output(cmds);
-                }
-            };
-            f.timers.stop(Timer::Limiter);
-            match verdict {
-                Ok(false) => storm_limited(engine, f, now, &mut cmds),
-                Ok(true) => serve(engine, f, now, req, &mut cmds, |e, f, r, c| {
-                    race::attempt(e, f, r, now, c)
-                }),
-                Err(e) => {
-                    f.note("STORM_LIMITER_UNAVAILABLE", e);
-                    serve(engine, f, now, req, &mut cmds, |e, f, r, c| {
-                        race::attempt(e, f, r, now, c)
-                    })
-                }
+
+    /// The driver reported `input`.
+    pub(super) fn report(mut self, input: Input) -> Output<'p> {
+        let now = self.now;
+        let (engine, f) = (&mut *self.engine, &mut *self.flight);
+        if input == Input::Timer {
+            // How late the timer fired: the isolate's scheduling delay ([`super::lag`]).
+            if let Some(due) = f.armed {
+                engine.health.lag_sample(now, now.since(due));
             }
+            // Which of the request's named timers it was: each is handled by its name below.
+            f.timers.expire(now);
         }
-        Stage::Serving(req) => serve(engine, f, now, req, &mut cmds, |e, f, r, c| {
-            serving(e, f, r, now, input, c)
-        }),
-        Stage::Events { io, flow, calls } => {
-            return super::events::step(engine, f, now, (io, calls), *flow, input, cmds);
+        if let Input::Done(io, Done::Kv(read)) = &input {
+            engine.reads.ended(now, *io, read);
         }
-        // Reports after the answer: the response is out; only the isolate learns (above).
-        Stage::Done => {}
-    }
-    f.output(cmds)
-}
-
-/// Runs `then` on the request's race and cascade; answers when it gives an answer.
-fn serve<'p>(
-    engine: &mut Engine<'p>,
-    f: &mut Flight<'p>,
-    now: Millis,
-    mut req: Box<Req<'p>>,
-    cmds: &mut Vec<Command<'p>>,
-    then: impl FnOnce(
-        &mut Engine<'p>,
-        &mut Flight<'p>,
-        &mut Req<'p>,
-        &mut Vec<Command<'p>>,
-    ) -> Option<Answer>,
-) {
-    match then(engine, f, &mut req, cmds) {
-        Some(answer) => answered(engine, f, now, req, answer, cmds),
-        None => f.stage = Stage::Serving(req),
-    }
-}
-
-fn serving<'p>(
-    engine: &mut Engine<'p>,
-    f: &mut Flight<'p>,
-    req: &mut Req<'p>,
-    now: Millis,
-    input: Input,
-    cmds: &mut Vec<Command<'p>>,
-) -> Option<Answer> {
-    match input {
-        // Each timer that fired, by its name, until one of them answers.
-        Input::Timer => {
-            while let Some(timer) = f.timers.next_fired() {
-                let answer = match timer {
-                    Timer::Attempt | Timer::Hedge | Timer::Backoff => {
-                        race::timer(engine, f, req, now, timer, cmds)
+        // A timed-out fetch the isolate listened to: only the isolate learns from it.
+        if let (Input::Done(io, _), true) = (
+            &input,
+            engine.health.listened(now, &input, &mut engine.counters),
+        ) {
+            if let Stage::Serving(req) = &mut f.stage {
+                ended(req, *io);
+            }
+            return self.output();
+        }
+        match std::mem::replace(&mut f.stage, Stage::Done) {
+            Stage::Limiting { io, req } => {
+                let verdict = match input {
+                    Input::Done(got, Done::Limited(verdict)) if got == io => verdict,
+                    // The limiter took the race's whole time: the request goes through
+                    // without it (the limiter protects the origin; it must not become a way
+                    // to fail).
+                    Input::Timer if f.timers.fired(Timer::Limiter) => {
+                        Err("no verdict before the race deadline".into())
                     }
-                    Timer::TierPoll | Timer::TierEnd => {
-                        walk::timer(engine, f, req, now, timer, cmds)
+                    _ => {
+                        f.stage = Stage::Limiting { io, req };
+                        return self.output();
                     }
-                    // Not a serving request's.
-                    Timer::Limiter | Timer::Shards => None,
                 };
-                if answer.is_some() {
-                    return answer;
-                }
-            }
-            None
-        }
-        Input::Done(io, done) => {
-            ended(req, io);
-            match done {
-                Done::Fetched(observed) => {
-                    if req.calling.is_some() {
-                        race::fetched(engine, f, req, now, io, observed, cmds)
-                    } else {
-                        walk::http(engine, f, req, now, io, observed, cmds)
+                f.timers.stop(Timer::Limiter);
+                match verdict {
+                    Ok(false) => self.storm_limited(),
+                    Ok(true) => self.serve(req, |s, r| s.attempt(r)),
+                    Err(e) => {
+                        f.note("STORM_LIMITER_UNAVAILABLE", e);
+                        self.serve(req, |s, r| s.attempt(r))
                     }
                 }
-                Done::Kv(read) => walk::kv(engine, f, req, now, io, read, cmds),
-                Done::Limited(_) => None,
             }
+            Stage::Serving(req) => self.serve(req, |s, r| s.serving(r, input)),
+            Stage::Events { io, flow, calls } => self.event_heard((io, calls), *flow, input),
+            // Reports after the answer: the response is out; only the isolate learns (above).
+            Stage::Done => {}
         }
-        Input::Heard(..) => None,
-        Input::Asked => race::asked(engine, f, req, now, cmds),
+        self.output()
+    }
+
+    /// Runs `then` on the request's race and cascade; answers when it gives an answer.
+    pub(super) fn serve(
+        &mut self,
+        mut req: Box<Req<'p>>,
+        then: impl FnOnce(&mut Self, &mut Req<'p>) -> Option<Answer>,
+    ) {
+        match then(self, &mut req) {
+            Some(answer) => self.answered(req, answer),
+            None => self.flight.stage = Stage::Serving(req),
+        }
+    }
+
+    fn serving(&mut self, req: &mut Req<'p>, input: Input) -> Option<Answer> {
+        match input {
+            // Each timer that fired, by its name, until one of them answers.
+            Input::Timer => {
+                while let Some(timer) = self.flight.timers.next_fired() {
+                    let answer = match timer {
+                        Timer::Attempt | Timer::Hedge | Timer::Backoff => {
+                            self.race_timer(req, timer)
+                        }
+                        Timer::TierPoll | Timer::TierEnd => self.tier_timer(req, timer),
+                        // Not a serving request's.
+                        Timer::Limiter | Timer::Shards => None,
+                    };
+                    if answer.is_some() {
+                        return answer;
+                    }
+                }
+                None
+            }
+            Input::Done(io, done) => {
+                ended(req, io);
+                match done {
+                    Done::Fetched(observed) => {
+                        if req.calling.is_some() {
+                            self.fetched(req, io, observed)
+                        } else {
+                            self.tier_http(req, io, observed)
+                        }
+                    }
+                    Done::Kv(read) => self.tier_kv(req, io, read),
+                    Done::Limited(_) => None,
+                }
+            }
+            Input::Heard(..) => None,
+            Input::Asked => self.asked(req),
+        }
     }
 }
 

@@ -12,19 +12,20 @@ use crate::time::Millis;
 /// goes out), a last look for a joined read before the tier's timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Timer {
-    /// The storm limiter's verdict is awaited until the race deadline (`start`; `steps`).
+    /// The storm limiter's verdict is awaited until the race deadline (`start`; `Step::report`).
     Limiter,
-    /// The origin attempt's timeout (`race::attempt`; `race::timer`).
+    /// The origin attempt's timeout (`Step::attempt`; `Step::race_timer`, `race.rs`).
     Attempt,
-    /// The attempt's hedge goes out (`race::attempt`; `race::timer`).
+    /// The attempt's hedge goes out (`Step::attempt`; `Step::race_timer`).
     Hedge,
-    /// A retry's wait ends (`race::ended`; `race::timer`).
+    /// A retry's wait ends (`Step::attempt_ended`; `Step::race_timer`).
     Backoff,
-    /// Look again for the result of a KV read another request started (`walk`).
+    /// Look again for the result of a KV read another request started (`walk.rs`;
+    /// `Step::tier_timer`).
     TierPoll,
-    /// The tier read's timeout (`walk`).
+    /// The tier read's timeout (`walk.rs`; `Step::tier_timer`).
     TierEnd,
-    /// An event request's shard calls' timeout (`events`).
+    /// An event request's shard calls' timeout (`events.rs`).
     Shards,
 }
 

@@ -7,161 +7,175 @@ use crate::cascade::{KvRead, TierStep, Walker};
 use crate::classify::{Failure, FailureReason, Observed};
 use crate::disclosure::Answer;
 use crate::io::{Done, IoId, Op};
-use crate::time::Millis;
 
 use super::command::Command;
 use super::flight::{Flight, Req, TierWait};
+use super::outbound;
 use super::reads::{Plan, POLL_MS};
+use super::steps::Step;
 use super::timers::Timer;
-use super::{outbound, Engine};
 
-/// The origin failed with `failure` (or was never called): walk the cascade from its first
-/// tier. `Some` when the request is answered.
-pub(super) fn enter<'p>(
-    engine: &mut Engine<'p>,
-    f: &mut Flight<'p>,
-    req: &mut Req<'p>,
-    now: Millis,
-    failure: Failure,
-    cmds: &mut Vec<Command<'p>>,
-) -> Option<Answer> {
-    req.walker = Some(Walker::new(failure));
-    advance(engine, f, req, now, cmds)
-}
+impl<'p> Step<'_, 'p> {
+    /// The origin failed with `failure` (or was never called): walk the cascade from its
+    /// first tier. `Some` when the request is answered.
+    pub(super) fn walk(&mut self, req: &mut Req<'p>, failure: Failure) -> Option<Answer> {
+        req.walker = Some(Walker::new(failure));
+        self.advance(req)
+    }
 
-/// Tries tiers until one needs I/O (then waits) or the walk ends (the answer).
-fn advance<'p>(
-    engine: &mut Engine<'p>,
-    f: &mut Flight<'p>,
-    req: &mut Req<'p>,
-    now: Millis,
-    cmds: &mut Vec<Command<'p>>,
-) -> Option<Answer> {
-    loop {
-        let open = req.open.len() as u32;
-        let max_body = engine.policy().origin.max_body_bytes;
-        let walker = req.walker.as_mut()?;
-        let step = walker.next(&req.ctx, now, open, |tier, url| {
-            let secret = f.tier_secrets.get(tier).cloned().flatten();
-            outbound::tier(url, &f.common(), secret.as_deref(), max_body)
-        });
-        match step {
-            TierStep::Answer(fb) => return Some(Answer::Fallback(fb)),
-            TierStep::Exhausted => {
-                let timed_out = walker.failure.reason == FailureReason::MlTimeout
-                    || req.ctx.deadline.expired(now);
-                return Some(Answer::Unavailable {
-                    failure: walker.failure.clone(),
-                    timed_out,
-                });
-            }
-            TierStep::Read { timeout_ms, op, .. } => {
-                let due = now.plus(timeout_ms);
-                match op {
-                    Op::ReadKv { binding, key } => {
-                        f.prefetched.retain(|(b, k)| !(*b == binding && *k == key));
-                        let plan = engine
-                            .reads
-                            .plan(now, (binding, &key), due, &mut engine.ios);
-                        let (io, shared) = match plan {
-                            // Read lately by this isolate: answered from memory, no I/O.
-                            Plan::Cached(read) => {
-                                if let Some(fb) = walker.on_done(&req.ctx, now, Done::Kv(read)) {
-                                    return Some(Answer::Fallback(fb));
+    /// Tries tiers until one needs I/O (then waits) or the walk ends (the answer).
+    fn advance(&mut self, req: &mut Req<'p>) -> Option<Answer> {
+        let now = self.now;
+        let (engine, f) = (&mut *self.engine, &mut *self.flight);
+        loop {
+            let open = req.open.len() as u32;
+            let max_body = engine.policy().origin.max_body_bytes;
+            let walker = req.walker.as_mut()?;
+            let next = walker.next(&req.ctx, now, open, |tier, url| {
+                let secret = f.tier_secrets.get(tier).cloned().flatten();
+                outbound::tier(url, &f.common(), secret.as_deref(), max_body)
+            });
+            match next {
+                TierStep::Answer(fb) => return Some(Answer::Fallback(fb)),
+                TierStep::Exhausted => {
+                    let timed_out = walker.failure.reason == FailureReason::MlTimeout
+                        || req.ctx.deadline.expired(now);
+                    return Some(Answer::Unavailable {
+                        failure: walker.failure.clone(),
+                        timed_out,
+                    });
+                }
+                TierStep::Read { timeout_ms, op, .. } => {
+                    let due = now.plus(timeout_ms);
+                    match op {
+                        Op::ReadKv { binding, key } => {
+                            f.prefetched.retain(|(b, k)| !(*b == binding && *k == key));
+                            let plan =
+                                engine
+                                    .reads
+                                    .plan(now, (binding, &key), due, &mut engine.ios);
+                            let (io, shared) = match plan {
+                                // Read lately by this isolate: answered from memory, no I/O.
+                                Plan::Cached(read) => {
+                                    if let Some(fb) = walker.on_done(&req.ctx, now, Done::Kv(read))
+                                    {
+                                        return Some(Answer::Fallback(fb));
+                                    }
+                                    continue;
                                 }
-                                continue;
+                                // Its result reaches the engine through the request that
+                                // started it; this one looks for it when its timer fires.
+                                Plan::Join(io) => (io, Some((binding, key))),
+                                Plan::Start(io) => {
+                                    self.cmds.push(Command::Start {
+                                        io,
+                                        op: Op::ReadKv { binding, key },
+                                    });
+                                    req.open.push(io);
+                                    (io, None)
+                                }
+                            };
+                            match shared {
+                                Some(_) => {
+                                    f.timers.set(Timer::TierPoll, now.plus(POLL_MS).min(due))
+                                }
+                                None => f.timers.stop(Timer::TierPoll),
                             }
-                            // Its result reaches the engine through the request that
-                            // started it; this one looks for it when its timer fires.
-                            Plan::Join(io) => (io, Some((binding, key))),
-                            Plan::Start(io) => {
-                                cmds.push(Command::Start {
-                                    io,
-                                    op: Op::ReadKv { binding, key },
-                                });
-                                req.open.push(io);
-                                (io, None)
-                            }
-                        };
-                        match shared {
-                            Some(_) => f.timers.set(Timer::TierPoll, now.plus(POLL_MS).min(due)),
-                            None => f.timers.stop(Timer::TierPoll),
+                            f.timers.set(Timer::TierEnd, due);
+                            req.tier = Some(TierWait {
+                                io,
+                                due,
+                                http: false,
+                                shared,
+                            });
+                            return None;
                         }
-                        f.timers.set(Timer::TierEnd, due);
-                        req.tier = Some(TierWait {
-                            io,
-                            due,
-                            http: false,
-                            shared,
-                        });
-                        return None;
+                        Op::Fetch(request) => {
+                            let io = engine.ios.next();
+                            self.cmds.push(Command::Start {
+                                io,
+                                op: Op::Fetch(request),
+                            });
+                            req.open.push(io);
+                            f.timers.stop(Timer::TierPoll);
+                            f.timers.set(Timer::TierEnd, due);
+                            req.tier = Some(TierWait {
+                                io,
+                                due,
+                                http: true,
+                                shared: None,
+                            });
+                            return None;
+                        }
+                        // A tier never asks for the rate limiter.
+                        Op::Limit { .. } => continue,
                     }
-                    Op::Fetch(request) => {
-                        let io = engine.ios.next();
-                        cmds.push(Command::Start {
-                            io,
-                            op: Op::Fetch(request),
-                        });
-                        req.open.push(io);
-                        f.timers.stop(Timer::TierPoll);
-                        f.timers.set(Timer::TierEnd, due);
-                        req.tier = Some(TierWait {
-                            io,
-                            due,
-                            http: true,
-                            shared: None,
-                        });
-                        return None;
-                    }
-                    // A tier never asks for the rate limiter.
-                    Op::Limit { .. } => continue,
                 }
             }
         }
     }
-}
 
-/// A tier's KV read `io` ended with `read` (the isolate's cache already has it). `Some`
-/// when the request is answered.
-pub(super) fn kv<'p>(
-    engine: &mut Engine<'p>,
-    f: &mut Flight<'p>,
-    req: &mut Req<'p>,
-    now: Millis,
-    io: IoId,
-    read: KvRead,
-    cmds: &mut Vec<Command<'p>>,
-) -> Option<Answer> {
-    if !req.tier.as_ref().is_some_and(|t| t.io == io && !t.http) {
-        return None; // a read this request no longer waits for (or a speculative one)
+    /// A tier's KV read `io` ended with `read` (the isolate's cache already has it). `Some`
+    /// when the request is answered.
+    pub(super) fn tier_kv(&mut self, req: &mut Req<'p>, io: IoId, read: KvRead) -> Option<Answer> {
+        if !req.tier.as_ref().is_some_and(|t| t.io == io && !t.http) {
+            return None; // a read this request no longer waits for (or a speculative one)
+        }
+        disarm(self.flight, req);
+        let walker = req.walker.as_mut()?;
+        if let Some(fb) = walker.on_done(&req.ctx, self.now, Done::Kv(read)) {
+            return Some(Answer::Fallback(fb));
+        }
+        self.advance(req)
     }
-    disarm(f, req);
-    let walker = req.walker.as_mut()?;
-    if let Some(fb) = walker.on_done(&req.ctx, now, Done::Kv(read)) {
-        return Some(Answer::Fallback(fb));
-    }
-    advance(engine, f, req, now, cmds)
-}
 
-/// A tier's fetch `io` ended with `observed`. `Some` when the request is answered.
-pub(super) fn http<'p>(
-    engine: &mut Engine<'p>,
-    f: &mut Flight<'p>,
-    req: &mut Req<'p>,
-    now: Millis,
-    io: IoId,
-    observed: Observed,
-    cmds: &mut Vec<Command<'p>>,
-) -> Option<Answer> {
-    if !req.tier.as_ref().is_some_and(|t| t.io == io && t.http) {
-        return None;
+    /// A tier's fetch `io` ended with `observed`. `Some` when the request is answered.
+    pub(super) fn tier_http(
+        &mut self,
+        req: &mut Req<'p>,
+        io: IoId,
+        observed: Observed,
+    ) -> Option<Answer> {
+        if !req.tier.as_ref().is_some_and(|t| t.io == io && t.http) {
+            return None;
+        }
+        disarm(self.flight, req);
+        let walker = req.walker.as_mut()?;
+        if let Some(fb) = walker.on_done(&req.ctx, self.now, Done::Fetched(observed)) {
+            return Some(Answer::Fallback(fb));
+        }
+        self.advance(req)
     }
-    disarm(f, req);
-    let walker = req.walker.as_mut()?;
-    if let Some(fb) = walker.on_done(&req.ctx, now, Done::Fetched(observed)) {
-        return Some(Answer::Fallback(fb));
+
+    /// The cascade's `timer` fired: time to look again whether a read the request joined
+    /// has ended (the engine keeps what the starting request reported), or the tier read in
+    /// flight is out of time. `Some` when the request is answered.
+    pub(super) fn tier_timer(&mut self, req: &mut Req<'p>, timer: Timer) -> Option<Answer> {
+        let now = self.now;
+        let t = req.tier.as_ref()?;
+        if timer == Timer::TierPoll {
+            let (binding, key) = t.shared.as_ref()?;
+            if let Some(read) = self.engine.reads.cached(binding, key, now) {
+                let io = t.io;
+                return self.tier_kv(req, io, read);
+            }
+            // Look again, while the tier's timeout has not fired (it is handled next if it
+            // has).
+            let timers = &mut self.flight.timers;
+            if timers.get(Timer::TierEnd).is_some() {
+                timers.set(Timer::TierPoll, now.plus(POLL_MS).min(t.due));
+            }
+            return None;
+        }
+        let (io, http) = (t.io, t.http);
+        if http {
+            self.cmds.push(Command::Abort { io });
+            req.open.retain(|o| *o != io);
+            return self.tier_http(req, io, Observed::TimedOut);
+        }
+        // A KV read cannot be aborted: it keeps its connection until it ends.
+        self.tier_kv(req, io, KvRead::TimedOut)
     }
-    advance(engine, f, req, now, cmds)
 }
 
 /// The tier read no longer waited for: its timers no longer fire.
@@ -169,38 +183,4 @@ fn disarm(f: &mut Flight<'_>, req: &mut Req<'_>) {
     req.tier = None;
     f.timers.stop(Timer::TierPoll);
     f.timers.stop(Timer::TierEnd);
-}
-
-/// The cascade's `timer` fired at `now`: time to look again whether a read the request
-/// joined has ended (the engine keeps what the starting request reported), or the tier
-/// read in flight is out of time. `Some` when the request is answered.
-pub(super) fn timer<'p>(
-    engine: &mut Engine<'p>,
-    f: &mut Flight<'p>,
-    req: &mut Req<'p>,
-    now: Millis,
-    timer: Timer,
-    cmds: &mut Vec<Command<'p>>,
-) -> Option<Answer> {
-    let t = req.tier.as_ref()?;
-    if timer == Timer::TierPoll {
-        let (binding, key) = t.shared.as_ref()?;
-        if let Some(read) = engine.reads.cached(binding, key, now) {
-            let io = t.io;
-            return kv(engine, f, req, now, io, read, cmds);
-        }
-        // Look again, while the tier's timeout has not fired (it is handled next if it has).
-        if f.timers.get(Timer::TierEnd).is_some() {
-            f.timers.set(Timer::TierPoll, now.plus(POLL_MS).min(t.due));
-        }
-        return None;
-    }
-    let (io, http) = (t.io, t.http);
-    if http {
-        cmds.push(Command::Abort { io });
-        req.open.retain(|o| *o != io);
-        return self::http(engine, f, req, now, io, Observed::TimedOut, cmds);
-    }
-    // A KV read cannot be aborted: it keeps its connection until it ends.
-    kv(engine, f, req, now, io, KvRead::TimedOut, cmds)
 }
