@@ -26,12 +26,13 @@ pub use body::{items_at, verify_body, BodyError};
 
 /// The classes, one row each: the word logs and docs use, and every decision that follows
 /// from the class — what the breaker makes of it, whether the edge tries the origin again,
-/// whether the caller may, what the caller gets, and the counter it adds to. Generated,
+/// whether the caller may, what the caller gets, and the counter it adds to (`counts`: the
+/// [`Counters`] method that counts it, named as its counter). Generated,
 /// like diagnostic codes (`codes!` in the compiler): a new class is one row here and its
 /// row in docs/outcomes.md; the decision sites ask these facts, never the class itself.
 macro_rules! classes {
     (@count $c:ident, none) => { () };
-    (@count $c:ident, $field:ident) => { $c.$field += 1 };
+    (@count $c:ident, $counter:ident) => { $c.$counter() };
     ($(
         $(#[$doc:meta])*
         $variant:ident = $word:literal, breaker: $breaker:ident, retried: $retried:literal,

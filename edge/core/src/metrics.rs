@@ -52,8 +52,24 @@ outcomes! {
     Admin = "admin";
 }
 
+/// The isolate's counters (the status endpoint's `counters`): read as a [`Tally`]
+/// (`counters.live`, through `Deref`), counted only by the methods below, each named for
+/// what happened — no other code writes a count.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct Counters {
+#[serde(transparent)]
+pub struct Counters(Tally);
+
+impl std::ops::Deref for Counters {
+    type Target = Tally;
+
+    fn deref(&self) -> &Tally {
+        &self.0
+    }
+}
+
+/// What [`Counters`] hold, read-only outside them.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Tally {
     pub requests: u64,
     pub live: u64,
     pub degraded: u64,
@@ -107,72 +123,79 @@ fn bump(map: &mut BTreeMap<String, u64>, label: &str) {
 impl Counters {
     /// Origin attempts the breaker did not learn from (`n` of them).
     pub fn not_recorded(&mut self, n: u32) {
-        self.unrecorded += u64::from(n);
+        self.0.unrecorded += u64::from(n);
     }
 
     /// A timeout held against the model at once.
     pub fn timeout_counted(&mut self) {
-        self.timeouts_counted += 1;
+        self.0.timeouts_counted += 1;
     }
 
     /// Timeouts held against the model after it stayed silent (`n` of them).
     pub fn convicted(&mut self, n: u32) {
-        self.timeouts_convicted += u64::from(n);
+        self.0.timeouts_convicted += u64::from(n);
     }
 
     /// An answer came after its attempt's timeout (`heard`: the isolate listened to it).
     pub fn late_answer(&mut self, heard: bool) {
-        self.late_answers += u64::from(heard);
+        self.0.late_answers += u64::from(heard);
+    }
+
+    /// An origin attempt was refused with 401/403: the edge's own credential
+    /// ([`crate::classify::Class::count`]).
+    pub fn credential_refused(&mut self) {
+        self.0.credential_refused += 1;
     }
 
     /// A hedge went out.
     pub fn hedge_sent(&mut self) {
-        self.hedges_sent += 1;
+        self.0.hedges_sent += 1;
     }
 
     /// An attempt ended; `won`: with its hedge's answer.
     pub fn hedge_won(&mut self, won: bool) {
-        self.hedges_won += u64::from(won);
+        self.0.hedges_won += u64::from(won);
     }
 
     /// Speculative tier reads asked for (`n` of them).
     pub fn prefetched(&mut self, n: usize) {
-        self.kv_prefetched += n as u64;
+        self.0.kv_prefetched += n as u64;
     }
 
     /// Speculative tier reads whose request did not read that key after all (`n` of them).
     pub fn prefetch_unused(&mut self, n: usize) {
-        self.kv_prefetch_unused += n as u64;
+        self.0.kv_prefetch_unused += n as u64;
     }
 
     pub fn record(&mut self, o: Outcome<'_>) {
         if o == Outcome::Admin {
             return; // operators reading the counters are not traffic
         }
-        self.requests += 1;
+        let t = &mut self.0;
+        t.requests += 1;
         match o {
-            Outcome::Live => self.live += 1,
+            Outcome::Live => t.live += 1,
             Outcome::Fallback { tier, reason } => {
-                self.degraded += 1;
-                bump(&mut self.by_tier, tier);
-                bump(&mut self.by_reason, reason);
+                t.degraded += 1;
+                bump(&mut t.by_tier, tier);
+                bump(&mut t.by_reason, reason);
             }
             Outcome::Unavailable { reason } => {
-                self.unavailable += 1;
-                bump(&mut self.by_reason, reason);
+                t.unavailable += 1;
+                bump(&mut t.by_reason, reason);
             }
-            Outcome::BadRequest => self.bad_request += 1,
-            Outcome::Unauthorized => self.unauthorized += 1,
-            Outcome::Storm => self.storm_limited += 1,
-            Outcome::OriginRejected => self.origin_rejected += 1,
-            Outcome::BakeInvalid => self.bake_invalid += 1,
+            Outcome::BadRequest => t.bad_request += 1,
+            Outcome::Unauthorized => t.unauthorized += 1,
+            Outcome::Storm => t.storm_limited += 1,
+            Outcome::OriginRejected => t.origin_rejected += 1,
+            Outcome::BakeInvalid => t.bake_invalid += 1,
             Outcome::Admin => {}
         }
     }
 
     /// Counts one event ingest request's outcome.
     pub fn record_event(&mut self, outcome: &str) {
-        bump(&mut self.events, outcome);
+        bump(&mut self.0.events, outcome);
     }
 
     /// Degraded answers over answers that reached the model-or-fallback decision.
