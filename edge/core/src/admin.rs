@@ -37,14 +37,9 @@ pub fn unauthorized(meta: &Meta<'_>) -> Rendered {
     r
 }
 
-pub fn status(
-    service: &str,
-    breaker: &mut Breaker,
-    counters: &Counters,
-    freshness: serde_json::Value,
-    now: Millis,
-    meta: &Meta<'_>,
-) -> Rendered {
+/// The status endpoint's `breaker`: its mode as of `now`, its transitions and its scope
+/// (with the fleet's view when it is fleet-scoped).
+pub fn breaker_status(breaker: &mut Breaker, now: Millis) -> serde_json::Value {
     let mode = breaker.mode_name(now);
     let transitions: Vec<_> = breaker
         .transitions()
@@ -63,10 +58,21 @@ pub fn status(
         breaker_json["scope"] = json!("fleet");
         breaker_json["fleet"] = m.status(now);
     }
+    breaker_json
+}
+
+/// The status endpoint's body: `breaker` ([`breaker_status`]), `counters`, `freshness`.
+pub fn status(
+    service: &str,
+    breaker: serde_json::Value,
+    counters: &Counters,
+    freshness: serde_json::Value,
+    meta: &Meta<'_>,
+) -> Rendered {
     let body = json!({
         "release_id": meta.policy_version,
         "service": service,
-        "breaker": breaker_json,
+        "breaker": breaker,
         "counters": counters,
         "degraded_share": counters.degraded_share(),
         "freshness": freshness,

@@ -87,9 +87,9 @@ impl OriginHealth {
         self.breaker.member()
     }
 
-    /// The breaker itself, for the admin endpoint's status.
-    pub(super) fn breaker(&mut self) -> &mut Breaker {
-        &mut self.breaker
+    /// The status endpoint's account of the breaker as of `now` ([`crate::admin::breaker_status`]).
+    pub(super) fn status(&mut self, now: Millis) -> serde_json::Value {
+        crate::admin::breaker_status(&mut self.breaker, now)
     }
 
     /// The breaker's mode as of `now`.

@@ -87,10 +87,9 @@ impl<'p> Step<'_, 'p> {
                     .status(policy, engine.bake.catalog.as_ref(), now);
                 admin::status(
                     &policy.service.name,
-                    engine.health.breaker(),
+                    engine.health.status(now),
                     &engine.counters,
                     fresh,
-                    now,
                     &m,
                 )
             } else {
