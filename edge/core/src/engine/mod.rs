@@ -69,7 +69,8 @@ use crate::writethrough::KvWrite;
 pub const ORIGIN_OVERRIDE_VAR: &str = "UNDERSTUDY_ORIGIN_URL";
 
 /// One isolate's engine: the bake, the compiled parameter rules, and the state that lives as
-/// long as the isolate — the breaker, the write-through map, the counters.
+/// long as the isolate, each part held by the component that owns it (docs/adr/010, "The
+/// engine's components"). A request's steps work on it through a `Step` (`steps.rs`).
 pub struct Engine<'p> {
     bake: &'p Bake,
     validator: Validator,
@@ -89,9 +90,10 @@ pub struct Engine<'p> {
     curated: freshness::Curated,
     /// The request headers this policy's engine reads ([`Engine::request_headers`]).
     request_headers: Vec<String>,
-    /// The isolate's name on its log lines, drawn when it serves its first request.
+    /// The isolate's name on its log lines, drawn when it serves its first request
+    /// ([`Engine::identify`]), read-only after.
     isolate: String,
-    /// Hands out operation handles.
+    /// Hands out operation handles ([`Ios::next`]).
     ios: Ios,
 }
 
