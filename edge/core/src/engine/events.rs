@@ -43,20 +43,20 @@ impl<'p> Step<'_, 'p> {
             content_length: req.header("content-length"),
             content_type: req.header("content-type"),
         };
-        let (flow, step) = flow::start(
+        let (flow, next) = flow::start(
             &ctx(self.engine, self.flight, ev),
             self.now,
             &request,
             secrets,
         );
-        self.event_drive(flow, step, ev);
+        self.event_drive(flow, next, ev);
     }
 
     /// The status endpoint with its events block.
     pub(super) fn event_status(&mut self, rendered: &Rendered, ev: &'p Events) {
         let base = serde_json::from_str(&rendered.body).unwrap_or(serde_json::Value::Null);
-        let (flow, step) = flow::status(base, ev);
-        self.event_drive(flow, step, ev);
+        let (flow, next) = flow::status(base, ev);
+        self.event_drive(flow, next, ev);
     }
 
     /// The driver reported `input` for an event request waiting for operation `io` (until
@@ -100,8 +100,9 @@ impl<'p> Step<'_, 'p> {
         self.event_drive(flow, next, ev);
     }
 
-    fn event_drive(&mut self, flow: Flow, step: FlowStep, ev: &'p Events) {
-        match step {
+    /// The flow's next step: an operation to start (and wait for), or its answer.
+    fn event_drive(&mut self, flow: Flow, next: FlowStep, ev: &'p Events) {
+        match next {
             FlowStep::Io(op) => {
                 let io = self.engine.ios.next();
                 let f = &mut *self.flight;
