@@ -15,6 +15,8 @@ import {
 import { startEdges } from "../scripts/edge-server.mjs";
 import { drill as drillAt, judged, why } from "./judged.mjs";
 
+const LONG = process.env.UNDERSTUDY_LONG === "1";
+
 requireEdge();
 
 const ISS = "https://auth.mercado.example";
@@ -163,7 +165,13 @@ describe("drill --isolates 8 [F-SCOPE]", () => {
     t.diagnostic(`--regions 2: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}; ${verdict(d, "SIMULATE_AGREES").detail}`);
   });
 
-  test("isolate scope, the same drill: no isolate recovers in time (recorded)", { timeout: 200_000 }, async (t) => {
+  // The long form's (UNDERSTUDY_LONG=1): the same drill in isolate scope, red on the
+  // breaker's clock. In the short form, what it shows is shown without it: `simulate`
+  // agrees with workerd isolate by isolate (the fleet-scope drills above, and this one's run
+  // in docs/fleet.md: no isolate comes back in either driver), `simulate`'s isolate scope is
+  // slower than its fleet scope (cli/tests/simulate.rs), and a drill blames an edge that
+  // breaks a promise (tests/drill.test.mjs, [T-WITNESS]).
+  if (LONG) test("isolate scope, the same drill: no isolate recovers in time (recorded)", { timeout: 200_000 }, async (t) => {
     // Red whatever the host does: each isolate's 2% of 15 req/s sends its probes too slowly
     // for the breaker to close in time even had every probing passed, and the verdict says so.
     const d = await drill("isolate");
