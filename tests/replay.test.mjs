@@ -15,7 +15,7 @@
 // logs) and an 80 ms deadline (a range); 68 s on a shared host.
 // UNDERSTUDY_LONG=1: time scale 1 (185 s a drill) and two more changed policies — a 35 ms
 // deadline and the user tier removed; about 19 min a round (docs/replay.md has its figures). Needs the edge build and the CLI
-// (scripts/test.sh builds both). It runs in scripts/e2e.sh's lane 2.
+// (scripts/test.sh builds both). It runs in scripts/e2e.sh's real-time lane.
 
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
