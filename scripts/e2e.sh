@@ -15,6 +15,10 @@
 #     beside one another they stall each other: with the rollout drill and the bench in the
 #     other lane, a good release was rolled back, and a healthy origin opened the breaker
 #     and the coordinator's faults broke their p99 in the load test;
+#     drills in two lanes were tried (277–302 s in three runs on a quiet host): on a clean clone
+#     the fleet drill, beside the witness test's two drills and the load, went red on
+#     RECOVER_WITHIN — probes 50 ms over their 40 ms bar with no stall long enough for the
+#     witness to excuse — so a red there would say nothing about the edge;
 #   - the other lane runs every other file, one after another, beside it: builds, registry
 #     and CLI tests, the JS driver, the events drill (bounds of seconds), the resilience and
 #     edge tests (their clocks scaled for a loaded host).
