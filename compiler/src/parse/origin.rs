@@ -135,13 +135,23 @@ pub struct RawBackoff {
     pub unknown: Unknown,
 }
 
+/// A backoff table's `base` and `max` (each a `D`), its span and the keys it does not know:
+/// the origin's `[origin.backoff]` and the events' `[events.retry] backoff` read alike.
+pub(crate) type BackoffParts<D> = (Option<Spanned<D>>, Option<Spanned<D>>, Span, Unknown);
+
+pub(crate) fn backoff_parts<'de, D: Deserialize<'de>>(
+    v: &mut Value<'de>,
+) -> Result<BackoffParts<D>, DeserError> {
+    let span = (v.span.start, v.span.end);
+    let mut t = Table::new(v)?;
+    let base = t.opt("base");
+    let max = t.opt("max");
+    Ok((base, max, span, Unknown(t.finish()?)))
+}
+
 impl<'de> Deserialize<'de> for RawBackoff {
     fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
-        let span = (v.span.start, v.span.end);
-        let mut t = Table::new(v)?;
-        let base = t.opt("base");
-        let max = t.opt("max");
-        let unknown = Unknown(t.finish()?);
+        let (base, max, span, unknown) = backoff_parts(v)?;
         Ok(RawBackoff {
             base,
             max,

@@ -120,11 +120,7 @@ impl<'de> Deserialize<'de> for RawRetry {
 
 impl<'de> Deserialize<'de> for RawRetryBackoff {
     fn deserialize(v: &mut Value<'de>) -> Result<Self, DeserError> {
-        let span = (v.span.start, v.span.end);
-        let mut t = Table::new(v)?;
-        let base = t.opt("base");
-        let max = t.opt("max");
-        let unknown = Unknown(t.finish()?);
+        let (base, max, span, unknown) = crate::parse::origin::backoff_parts(v)?;
         Ok(RawRetryBackoff {
             base,
             max,
