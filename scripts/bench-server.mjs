@@ -15,7 +15,7 @@
 
 import { parseArgs } from "node:util";
 import { readFile, readdir } from "node:fs/promises";
-import { startEdges } from "./edge-server.mjs";
+import { holdUntilStopped, startEdges } from "./edge-server.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -86,11 +86,4 @@ try {
 const pids = await workerdPids();
 const direct = Object.entries(edges.direct).map(([name, url]) => `${name}=${url}`);
 console.log(`bench listening on ${edges.url} ${pids.map((p) => `pid=${p}`).join(" ")} ${direct.join(" ")}`.trim());
-const stop = async () => {
-  await edges.dispose().catch(() => {});
-  process.exit(0);
-};
-process.on("SIGINT", stop);
-process.on("SIGTERM", stop);
-process.stdin.on("end", stop);
-process.stdin.resume();
+holdUntilStopped(edges);

@@ -895,20 +895,32 @@ async function main() {
     console.log("\ndemo: the live answer and the disclosed fallback above are what a client sees.");
     process.exit(0);
   }
+  holdUntilStopped(edge);
+}
+
+/**
+ * Keeps a server a script started (anything with `dispose()`) until SIGINT, SIGTERM or the
+ * end of stdin — the parent (`understudy dev`, `understudy drill`, the bench) holds our stdin
+ * open while it runs, so the server exits with it — then disposes of it and exits 0.
+ */
+export function holdUntilStopped(server) {
   const stop = async () => {
-    await edge.dispose().catch(() => {});
+    await server.dispose().catch(() => {});
     process.exit(0);
   };
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);
-  // Exit with the parent: `understudy dev` holds our stdin open while it runs.
   process.stdin.on("end", stop);
   process.stdin.resume();
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+/** Runs `main` when the script of `meta` is the program: a failure is printed as `name: …`, exit 1. */
+export function runAsProgram(meta, name, main) {
+  if (meta.url !== `file://${process.argv[1]}`) return;
   main().catch((e) => {
-    console.error(`edge-server: ${e.stack ?? e}`);
+    console.error(`${name}: ${e.stack ?? e}`);
     process.exit(1);
   });
 }
+
+runAsProgram(import.meta, "edge-server", main);

@@ -22,7 +22,7 @@
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { startEdges } from "./edge-server.mjs";
+import { holdUntilStopped, runAsProgram, startEdges } from "./edge-server.mjs";
 
 /** The front Worker. Its state lives in the isolate (one, locally) for the drill's length. */
 export const FRONT = `
@@ -208,19 +208,7 @@ async function main() {
     verbose: values.verbose,
   });
   console.log(`edge listening on ${front.url}`);
-  const stop = async () => {
-    await front.dispose().catch(() => {});
-    process.exit(0);
-  };
-  process.on("SIGINT", stop);
-  process.on("SIGTERM", stop);
-  process.stdin.on("end", stop);
-  process.stdin.resume();
+  holdUntilStopped(front);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  main().catch((e) => {
-    console.error(`rollout-front: ${e.stack ?? e}`);
-    process.exit(1);
-  });
-}
+runAsProgram(import.meta, "rollout-front", main);
