@@ -98,18 +98,24 @@ impl Writer {
         self.0.push_str("-1;");
     }
 
-    fn flat<'a>(&mut self, headers: impl Iterator<Item = (&'a str, &'a str)> + Clone) {
-        let mut out = String::with_capacity(256);
-        for (i, (k, v)) in headers.enumerate() {
-            if i > 0 {
-                out.push('\n');
-            }
-            out.push_str(k);
-            out.push('\n');
-            out.push_str(v);
-        }
-        self.str(&out);
+    fn flat<'a>(&mut self, headers: impl Iterator<Item = (&'a str, &'a str)>) {
+        self.str(&flat(headers));
     }
+}
+
+/// A list of headers as the drivers take it: `name\nvalue\n…` (no trailing newline) — the
+/// engine's fetches and responses here, the outbox's fetches in the Worker.
+pub fn flat<'a>(headers: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::with_capacity(256);
+    for (i, (k, v)) in headers.enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(k);
+        out.push('\n');
+        out.push_str(v);
+    }
+    out
 }
 
 /// `out` for `us_run`. Event operations (`Command::Events`) are performed in Rust: the

@@ -404,6 +404,6 @@ pub fn init() {
     let release =
         isolate::with_engine(|e| e.release_id().to_string()).unwrap_or_else(|_| "none".to_string());
     let reply = engine::last_resort(&release);
-    let head = shim::flat(reply.headers.iter().map(|(k, v)| (*k, v.as_str())));
+    let head = understudy_core::wire::flat(reply.headers.iter().map(|(k, v)| (*k, v.as_str())));
     shim::init(analytics::BINDING, &head, &reply.body);
 }

@@ -135,20 +135,6 @@ pub fn incoming(req: &web_sys::Request, names: &Array, place: bool) -> Incoming 
     }
 }
 
-/// `name\nvalue\n…` for a list of headers.
-pub fn flat<'a>(headers: impl Iterator<Item = (&'a str, &'a str)>) -> String {
-    let mut out = String::with_capacity(512);
-    for (i, (k, v)) in headers.enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(k);
-        out.push('\n');
-        out.push_str(v);
-    }
-    out
-}
-
 /// The outbox's primitives (`src/io.js`): a fetch whose body is read up to `max_body`,
 /// abortable through `ctl`, resolving to `[status, retry-after, bytes]`, `[-2]` (too large)
 /// or `[-1, message]`; a timer; an `AbortController`.

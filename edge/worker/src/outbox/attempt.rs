@@ -17,7 +17,8 @@ use crate::shim;
 /// What the consumer answered to `req`, or `TimedOut` after `timeout_ms`.
 pub async fn deliver(req: &Outbound, timeout_ms: u64) -> Observed {
     let ctl = shim::controller();
-    let head = shim::flat(req.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let head =
+        understudy_core::wire::flat(req.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let fetch = JsFuture::from(shim::fetch(
         &req.url,
         req.method.as_str(),
