@@ -1,6 +1,7 @@
 //! [V-INGEST] A request body, read up to a limit: past it reading stops and the engine
 //! answers 413 — a large body never sits in memory. One crossing into JavaScript, like the
-//! rest of the Worker's I/O ([`crate::shim`]).
+//! rest of the Worker's I/O ([`crate::shim`]): `us_read_body` in `src/io.js`, which reads an
+//! origin's answer up to its limit the same way.
 
 use js_sys::{Array, Promise, Uint8Array};
 use understudy_core::events::flow::BodyError;
@@ -8,32 +9,7 @@ use wasm_bindgen::prelude::*;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
 
-#[wasm_bindgen(inline_js = r#"
-// [kind, bytes or message]: kind 0 read, 1 too large, 2 failed.
-export async function us_read_body(req, max) {
-  try {
-    if (req.body === null) return [0, new Uint8Array(0)];
-    const len = req.headers.get("content-length");
-    if (len !== null && Number(len) > max) return [1, null];
-    const reader = req.body.getReader();
-    const parts = [];
-    let n = 0;
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      n += value.length;
-      if (n > max) { reader.cancel().catch(() => {}); return [1, null]; }
-      parts.push(value);
-    }
-    const out = new Uint8Array(n);
-    let at = 0;
-    for (const p of parts) { out.set(p, at); at += p.length; }
-    return [0, out];
-  } catch (e) {
-    return [2, String((e && e.message) || e).split("\n")[0]];
-  }
-}
-"#)]
+#[wasm_bindgen(module = "/src/io.js")]
 extern "C" {
     fn us_read_body(req: &web_sys::Request, max: f64) -> Promise;
 }

@@ -131,24 +131,47 @@ async function fetchOne(url, method, head, body, max, ctl) {
     if (len !== null) {
       bytes = new Uint8Array(await res.arrayBuffer());
     } else {
-      const reader = res.body.getReader();
-      const parts = [];
-      let n = 0;
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        n += value.length;
-        if (n > max) { ctl.abort(); return [FETCH_TOO_LARGE]; }
-        parts.push(value);
-      }
-      bytes = new Uint8Array(n);
-      let at = 0;
-      for (const p of parts) { bytes.set(p, at); at += p.length; }
+      bytes = await readUpTo(res.body, max);
+      if (bytes === null) { ctl.abort(); return [FETCH_TOO_LARGE]; }
     }
     if (bytes.length > max) return [FETCH_TOO_LARGE];
     return [status, undefined, bytes];
   } catch (e) {
     return [FETCH_FAILED, firstLine(e)];
+  }
+}
+
+// A body stream read up to `max` bytes: its bytes, or null once it passes `max` (reading
+// stops there, and what was read is dropped). An origin's answer and an ingested request's
+// body are read alike.
+async function readUpTo(stream, max) {
+  const reader = stream.getReader();
+  const parts = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.length;
+    if (n > max) { reader.cancel().catch(() => {}); return null; }
+    parts.push(value);
+  }
+  const bytes = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) { bytes.set(p, at); at += p.length; }
+  return bytes;
+}
+
+// [V-INGEST] A request's body, read up to `max` bytes: [0, bytes] read, [1] too large (the
+// engine answers 413; a large body never sits in memory), [2, message] failed.
+export async function us_read_body(req, max) {
+  try {
+    if (req.body === null) return [0, new Uint8Array(0)];
+    const len = req.headers.get("content-length");
+    if (len !== null && Number(len) > max) return [1, null];
+    const bytes = await readUpTo(req.body, max);
+    return bytes === null ? [1, null] : [0, bytes];
+  } catch (e) {
+    return [2, firstLine(e)];
   }
 }
 
