@@ -38,7 +38,8 @@ pub mod wire;
 pub mod words;
 pub mod writethrough;
 
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;
 
 pub use time::Millis;

@@ -350,19 +350,7 @@ mod tests {
         assert_eq!(small.interval_us, sc.interval_us);
 
         let mut p = understudy_compiler::fixtures::sample_policy();
-        p.breaker = Breaker::Rate(understudy_core::policy::RateBreaker {
-            window_ms: 30_000,
-            failure_ratio: 0.15,
-            min_calls: 20,
-            slow_call_p95_ms: 45,
-            hold_down_ms: 30_000,
-            probe_fraction: 0.02,
-            probe_min_calls: 20,
-            probe_success_ratio: 0.995,
-            probe_p95_ms: 40,
-            failed_probe_hold_ms: 60_000,
-            scope: Default::default(),
-        });
+        p.breaker = Breaker::Rate(understudy_core::testing::seed_rate_breaker());
         let Breaker::Rate(r) = scale_policy(&p, 0.05).breaker else {
             panic!("rate")
         };
