@@ -14,8 +14,8 @@
 // it red; a build with a late timer is red with its late answers blamed, stalls or not.
 //
 // Cost: the three differential drills run side by side (one request a second or slower, each
-// ~27–37 s: ~37 s in all); the recovery drill at --time-scale 0.1 ~21 s alone (100 req/s);
-// the two proofs side by side ~22 s; the broken run ~3 s.
+// ~27–37 s: ~37 s in all), and beside them the two proofs side by side (~21 s), then the
+// recovery drill at --time-scale 0.1 (~20 s, 100 req/s); the broken run ~3 s.
 
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
@@ -49,7 +49,7 @@ const verdict = (json, name) => json.verdicts.find((v) => v.name === name);
 
 // The differential drills send a request a second or slower: side by side they barely
 // load the host, and each waits most of its run.
-describe("understudy drill [B-DRILL]", { concurrency: true }, () => {
+const differential = () => {
   test("seed 002's incident on the real edge prints the same table as simulate", { timeout: 300_000 }, async (t) => {
     const scenario = join(SCENARIOS, "seed-002-incident.toml");
     const sim = understudy(["simulate", join(POLICIES, "semantic-search.toml"), "--scenario", scenario]);
@@ -164,10 +164,10 @@ describe("understudy drill [B-DRILL]", { concurrency: true }, () => {
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /\[drill\].*recover_in/);
   });
-});
+};
 
-// Seed 000's recovery drill, alone (100 req/s): every invariant must hold.
-describe("seed 000's recovery drill [B-DRILL]", () => {
+// Seed 000's recovery drill (100 req/s): every invariant must hold.
+const recovery = () => {
   test("seed 000's recovery drill (time scale 0.1) meets its invariants", { timeout: 300_000 }, async (t) => {
     const d = await judged(t, "seed 000's recovery drill", () =>
       drill("recommendations.toml", join(SCENARIOS, "seed-000-recovery.toml"), ["--time-scale", "0.1"]),
@@ -196,7 +196,7 @@ describe("seed 000's recovery drill [B-DRILL]", () => {
     assert.match(d.svg, /model faulty/);
     assert.match(d.svg, /host stalls seen by the witness/);
   });
-});
+};
 
 // [T-WITNESS] The proof that a verdict says why. Seed 000's recovery drill with workerd
 // stopped (SIGSTOP) for 150 ms as the breaker trips, 120 ms as its last probing begins (a
@@ -220,7 +220,7 @@ function assertWitnessed(d) {
   }
 }
 
-describe("verdicts that say why: stalls injected, a defect built in [T-WITNESS]", { concurrency: true }, () => {
+const witnessProofs = () => {
   test("a healthy edge with workerd stopped at the decisive moments is green or inconclusive, never red", { timeout: 120_000 }, async () => {
     const d = await recoveryWith(STALLS);
     assert.notEqual(d.status, 1, `a healthy edge was blamed:\n${why(d)}\n${d.stderr}`);
@@ -253,5 +253,16 @@ describe("verdicts that say why: stalls injected, a defect built in [T-WITNESS]"
     } finally {
       await late.cleanup();
     }
+  });
+};
+
+// The differential drills wait most of their runs (a request a second or slower): they run
+// beside seed 000's drills — the witness's two proofs, built to hold whatever the host does,
+// then the recovery drill — rather than before them.
+describe("the drills [B-DRILL] [T-WITNESS]", { concurrency: true }, () => {
+  describe("understudy drill [B-DRILL]", { concurrency: true }, differential);
+  describe("seed 000's incident: the witness's proofs, then the recovery drill", { concurrency: false }, () => {
+    describe("verdicts that say why: stalls injected, a defect built in [T-WITNESS]", { concurrency: true }, witnessProofs);
+    describe("seed 000's recovery drill [B-DRILL]", recovery);
   });
 });
