@@ -97,8 +97,8 @@ describe("drill --isolates 8 [F-SCOPE]", () => {
 // The coordinator is a dependency like any other (ADR 011): 4 copies of the Worker in one
 // workerd, the model hung, the fleet open; then the coordinator answers 500, throws, hangs,
 // restarts empty. Answers must not notice — every one 200 and disclosed, no 5xx, p99 no
-// worse than isolate scope's under the same load — and the isolates must be back in fleet
-// scope once it returns. Judged on latency, so in scripts/e2e.sh's real-time lane; the
+// worse than isolate scope's, 4 more isolates measured beside them at the same moments — and
+// the isolates must be back in fleet scope once it returns. Judged on latency, so in scripts/e2e.sh's real-time lane; the
 // coordinator's faults judged by state are in tests/coordinator.test.mjs.
 describe("the coordinator's faults: the p99 [F-SCOPE]", () => {
   const rig = coordinatorRig();
@@ -107,20 +107,29 @@ describe("the coordinator's faults: the p99 [F-SCOPE]", () => {
   test("answers do not notice the coordinator failing, and isolates return to fleet scope", { timeout: 180_000 }, async (t) => {
     await rig.origin.setFault({ kind: "hang" });
     const faulty = {};
-    // Fleet scope, with the coordinator failing in each way in turn.
-    const fleet = await start("fleet");
+    let isolateAnswers = [];
+    // Fleet scope, with the coordinator failing in each way in turn; beside it, at the same
+    // moments and under the same load, isolate scope: the p99s side by side meet the same host.
+    const [fleet, iso] = await Promise.all([start("fleet"), start("isolate")]);
     try {
       const targets = urls(fleet);
-      assertDisclosed(await load(targets, 3_000), "the fleet opening");
+      const isoTargets = urls(iso);
+      const both = async (ms, what) => {
+        const [f, i] = await Promise.all([load(targets, ms), load(isoTargets, ms)]);
+        assertDisclosed(f, what);
+        assertDisclosed(i, `isolate scope: ${what}`);
+        return [f, i];
+      };
+      await both(3_000, "the fleet opening");
       for (const u of targets) {
         const b = await statusOf(u);
         assert.equal(b.fleet.verdict?.mode, "OPEN", JSON.stringify(b.fleet));
       }
       for (const mode of MODES) {
         await fleet.setCoordinatorFault(mode);
-        const answers = await load(targets, 2_000);
-        assertDisclosed(answers, `coordinator ${mode}`);
+        const [answers, beside] = await both(2_000, `coordinator ${mode}`);
         faulty[mode] = answers;
+        isolateAnswers = isolateAnswers.concat(beside);
         const b = await statusOf(targets[0]);
         if (mode.startsWith("reset")) {
           // A restarted coordinator rebuilds from the next reports: the fleet is open again.
@@ -140,18 +149,7 @@ describe("the coordinator's faults: the p99 [F-SCOPE]", () => {
         }
       }
     } finally {
-      await fleet.dispose();
-    }
-    // Isolate scope under the same load, for the p99 side by side.
-    const iso = await start("isolate");
-    let isolateAnswers = [];
-    try {
-      const targets = urls(iso);
-      assertDisclosed(await load(targets, 3_000), "isolate scope opening");
-      for (const _ of MODES) isolateAnswers = isolateAnswers.concat(await load(targets, 2_000));
-      assertDisclosed(isolateAnswers, "isolate scope");
-    } finally {
-      await iso.dispose();
+      await Promise.all([fleet.dispose(), iso.dispose()]);
       await rig.origin.clearFault();
     }
     const all = Object.values(faulty).flat();
