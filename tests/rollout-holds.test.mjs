@@ -48,7 +48,7 @@ describe("understudy drill --rollout: the front's split and the low-traffic hold
   });
 
   test("a low-traffic window holds rather than judge on too few answers, and holding too long rolls back", async () => {
-    const { r, out } = drill(ids.old, ids.good, ["--rate", "20", "--expect", "rollback", "--max-holds", "2", ...SHORT]);
+    const { r, out } = await drill(ids.old, ids.good, ["--rate", "20", "--expect", "rollback", "--max-holds", "2", ...SHORT]);
     assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
     const log = out.record.state.log;
     assert.deepEqual(log.map((l) => l.judgement.verdict), ["hold", "hold", "roll_back"]);

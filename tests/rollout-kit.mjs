@@ -10,6 +10,7 @@ import { readFile, mkdir, readdir } from "node:fs/promises";
 import { join } from "node:path";
 
 import { ROOT, EDGE_DIR, understudy, tempDir, preparePolicy } from "./harness.mjs";
+import { understudyAsync } from "./judged.mjs";
 
 /** The short form's steps, dwell, least answers and margins. */
 export const SHORT = [
@@ -29,7 +30,7 @@ export const failed = (out) => out.checks.filter((c) => !c.held).map((c) => `${c
 /**
  * Registers the suite's hooks (the registry and its three releases) and returns the rig:
  * `reg`, `ids` and `tmp` once the hooks ran, `active()` the registry's ACTIVE release, and
- * `drill(old, neu, extra)` the drill's exit and JSON.
+ * `drill(old, neu, extra)` the drill's exit and JSON (a promise: drills may run side by side).
  */
 export function rolloutRig() {
   const rig = { ids: {}, reg: null, tmp: null };
@@ -65,8 +66,8 @@ export function rolloutRig() {
   });
   after(() => rig.tmp?.cleanup());
 
-  rig.drill = (old, neu, extra) => {
-    const r = understudy(
+  rig.drill = async (old, neu, extra) => {
+    const r = await understudyAsync(
       ["drill", "--rollout", old, neu, "--registry", rig.reg, "--scenario", join(ROOT, "scenarios/rollout.toml"), "--format", "json", ...extra],
       { timeoutMs: 180_000 },
     );

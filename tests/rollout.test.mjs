@@ -26,7 +26,7 @@ describe("understudy drill --rollout", () => {
 
   test("a good release advances to 100% by its policy's [rollout] steps, its controller killed mid-rollout and resumed with no step lost or repeated", async () => {
     const report = join(rig.tmp.dir, "report-good");
-    const { r, out } = drill("active", ids.good, ["--rate", "200", "--expect", "advance", "--kill-controller", "--report", report]);
+    const { r, out } = await drill("active", ids.good, ["--rate", "200", "--expect", "advance", "--kill-controller", "--report", report]);
     assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
     assert.equal(out.phase, "done");
     assert.ok(out.killed_at, "the controller was killed once");
@@ -53,7 +53,7 @@ describe("understudy drill --rollout", () => {
 
   test("a bad release is rolled back at its first step, its exposure within the bound", async () => {
     const before = await active();
-    const { r, out } = drill(ids.old, ids.bad, ["--rate", "200", "--expect", "rollback", ...SHORT]);
+    const { r, out } = await drill(ids.old, ids.bad, ["--rate", "200", "--expect", "rollback", ...SHORT]);
     assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
     assert.equal(out.phase, "rolled_back");
     const verdicts = out.record.state.log.map((l) => l.judgement.verdict);
