@@ -6,9 +6,12 @@
 # drills in real time. The machine has two cores:
 #   - the real-time lane runs, one after another and never two at once, the files whose
 #     proofs are judged on latency in real time, or that load the host themselves:
-#       1. tests/bench.test.mjs (closed loops of 64 connections) and tests/drill.test.mjs (the
-#          differential drills, a request a second, beside the witness's two drills — built
-#          to hold whatever the host does — and then seed 000's recovery drill);
+#       1. tests/bench.test.mjs (closed loops of 64 connections) beside
+#          tests/load-open.test.mjs (the breaker open under load: judged by counts, and more
+#          load only makes it harder; the bench's figures there are not asserted), then
+#          tests/drill.test.mjs (the differential drills, a request a second, beside the
+#          witness's two drills — built to hold whatever the host does — and then seed 000's
+#          recovery drill);
 #       2. tests/rollout.test.mjs and tests/runbook.test.mjs (rollout drills at 200 req/s,
 #          each judged on the new version's SLO against the old one's in the same windows);
 #       3. tests/replay.test.mjs (seed 000 drilled three times, time scale 0.05) and
@@ -40,8 +43,8 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-# The real-time lane, in its order (see above).
-realtime=(tests/bench.test.mjs tests/drill.test.mjs tests/rollout.test.mjs tests/runbook.test.mjs tests/replay.test.mjs tests/load.test.mjs tests/fleet.test.mjs)
+# The real-time lane, in its order (see above): a step of two files runs them side by side.
+realtime=("tests/bench.test.mjs tests/load-open.test.mjs" tests/drill.test.mjs tests/rollout.test.mjs tests/runbook.test.mjs tests/replay.test.mjs tests/load.test.mjs tests/fleet.test.mjs)
 other=()
 for f in tests/*.test.mjs; do
     [[ " ${realtime[*]} " == *" $f "* ]] || other+=("$f")
@@ -58,8 +61,11 @@ t0=$(date +%s)
 # node --test runs the files it is given in the order of their names: the real-time lane
 # runs one file at a time, in its own order, and stops at nothing (every file runs).
 inorder() {
-    local rc=0
-    for f in "$@"; do lane "$f" || rc=1; done
+    local rc=0 step
+    for step in "$@"; do
+        # shellcheck disable=SC2086  # a step names one file or two, split on purpose
+        lane --test-concurrency=2 $step || rc=1
+    done
     return $rc
 }
 inorder "${realtime[@]}" >"$logs/realtime" 2>&1 &

@@ -2,8 +2,8 @@
 // the process that hosts workerd), the way an outside client loads it. Every request is
 // GET ROUTE?category=C with a FRESH user (`sub`) and a bearer token minted for that user
 // (HS256, the policy's issuer/audience, the development secret scripts/edge-server.mjs
-// gives TOKEN_HMAC_KEY). Used by tests/load.test.mjs (issue 23: the header-less 500s of the
-// breaker-open path, the breaker opening on a healthy origin).
+// gives TOKEN_HMAC_KEY). Used by tests/load-open.test.mjs (issue 23: the header-less 500s of
+// the breaker-open path) and tests/load.test.mjs (the breaker opening on a healthy origin).
 //
 // It records every response that is not enveloped: status 500, or no X-Correlation-ID, or no
 // X-Policy-Version, or no X-Breaker-Mode (or a transport error), with its status, all

@@ -39,7 +39,9 @@ pub(super) async fn interleaved_at(
     pids: &[u32],
 ) -> Vec<Slice> {
     let rounds = 3;
-    let slice = Duration::from_secs_f64((secs / (rounds * sides.len()) as f64).max(0.2));
+    // A slice of at least 0.1 s: a closed loop of 64 connections against a 25 ms model turns
+    // over a few times in it; below, ramp-up and drain are most of the slice.
+    let slice = Duration::from_secs_f64((secs / (rounds * sides.len()) as f64).max(0.1));
     let mut per: Vec<Vec<Slice>> = vec![Vec::new(); sides.len()];
     for _ in 0..rounds {
         for (i, t) in sides.iter().enumerate() {
