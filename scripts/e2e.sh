@@ -37,7 +37,8 @@
 # registry and scratch directories; the edge is built before this runs). A new test file
 # runs in the other lane unless it is named below.
 #
-#     scripts/e2e.sh            # the build (scripts/build-edge.sh, cargo build) must be done
+#     scripts/e2e.sh            # the builds (scripts/build-edge.sh and its --bare and
+#                               # --bare-obliged, cargo build) must be done
 # Environment: UNDERSTUDY_REPLAY_BUDGET (default 4) replays of inconclusive drills per run.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -4,7 +4,8 @@
 #   1. cargo fmt --check
 #   2. cargo clippy, natively for the workspace and for wasm32 for the Worker, -D warnings
 #   3. cargo test --workspace (the decision core and the compiler, natively)
-#   4. the edge build (scripts/build-edge.sh; cached) and the compiler binary
+#   4. the edge build (scripts/build-edge.sh, and its --bare and --bare-obliged floors for the
+#      bench; cached) and the compiler binary
 #   5. the end-to-end tests: scripts/e2e.sh (node --test over tests/ in two lanes; workerd
 #      through Miniflare, loopback only), then the drills' replays of this run (inconclusive
 #      runs, with the host's stalls)
@@ -35,8 +36,10 @@ cargo clippy -p understudy-bare --features obliged --target wasm32-unknown-unkno
 step "cargo test --workspace"
 cargo test --workspace --locked
 
-step "edge build"
+step "edge build (the edge, then the bare Workers the bench measures it against)"
 scripts/build-edge.sh
+scripts/build-edge.sh --bare
+scripts/build-edge.sh --bare-obliged
 cargo build -p understudy --locked
 
 step "end-to-end tests (scripts/e2e.sh: two lanes side by side; a test is failed after 15 minutes)"

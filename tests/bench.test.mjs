@@ -4,7 +4,8 @@
 // bench's to report, not a test's to assert (a timing goal flakes on a busy machine): this
 // checks that each is measured — a number, from answers that came.
 //
-// Cost: ~20 s (the bare Worker is built once first if edge/bare/build is missing).
+// Cost: ~30 s (scripts/test.sh builds the bare Workers first; the bench builds them when
+// edge/bare/build or edge/bare/build-obliged is missing).
 
 import { test } from "node:test";
 import assert from "node:assert/strict";

@@ -14,8 +14,8 @@
 // it red; a build with a late timer is red with its late answers blamed, stalls or not.
 //
 // Cost: the three differential drills run side by side (one request a second or slower, each
-// ~27–37 s: ~37 s in all), and beside them the two proofs side by side (~21 s), then the
-// recovery drill at --time-scale 0.1 (~20 s, 100 req/s); the broken run ~3 s.
+// ~27–37 s: ~37 s in all), and beside them the recovery drill at --time-scale 0.1 (~20 s,
+// 100 req/s), then the two proofs side by side (~21 s); the broken run ~3 s.
 
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
@@ -257,12 +257,13 @@ const witnessProofs = () => {
 };
 
 // The differential drills wait most of their runs (a request a second or slower): they run
-// beside seed 000's drills — the witness's two proofs, built to hold whatever the host does,
-// then the recovery drill — rather than before them.
+// beside seed 000's drills rather than before them — first the recovery drill, while they
+// wait (their comparisons with `simulate` come at their ends, ~30–40 s in), then the
+// witness's two proofs, built to hold whatever the host does.
 describe("the drills [B-DRILL] [T-WITNESS]", { concurrency: true }, () => {
   describe("understudy drill [B-DRILL]", { concurrency: true }, differential);
-  describe("seed 000's incident: the witness's proofs, then the recovery drill", { concurrency: false }, () => {
-    describe("verdicts that say why: stalls injected, a defect built in [T-WITNESS]", { concurrency: true }, witnessProofs);
+  describe("seed 000's incident: the recovery drill, then the witness's proofs", { concurrency: false }, () => {
     describe("seed 000's recovery drill [B-DRILL]", recovery);
+    describe("verdicts that say why: stalls injected, a defect built in [T-WITNESS]", { concurrency: true }, witnessProofs);
   });
 });
