@@ -26,7 +26,7 @@
 #     the drills held to their bars stall each other side by side: with the rollout drill and
 #     the bench in the other lane, a good release was rolled back, and a healthy origin
 #     opened the breaker and the coordinator's faults broke their p99 in the load test;
-#     two rollout drills side by side left the old version no answer in time; drills in two lanes
+#     two rollout drills side by side had every answer of an old version degraded; drills in two lanes
 #     were tried (277–302 s in three runs on a quiet host): on a clean clone the fleet drill,
 #     beside the witness test's two drills and the load, went red on RECOVER_WITHIN — probes
 #     50 ms over their 40 ms bar with no stall long enough for the witness to excuse — so a
