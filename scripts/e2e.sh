@@ -13,14 +13,15 @@
 #          built to hold whatever the host does (the bench's figures here are not asserted);
 #       2. tests/drill.test.mjs (the differential drills, a request a second, and seed 000's
 #          recovery drill beside them while they wait);
-#       3. tests/coordinator.test.mjs (the coordinator's faults, judged by state, 40 req/s)
-#          beside tests/rollout.test.mjs, then tests/runbook.test.mjs (rollout drills at
-#          200 req/s, each judged on the new version's SLO against the old one's in the same
-#          windows, which a neighbour slows alike);
-#       4. tests/replay.test.mjs (seed 000 drilled three times, time scale 0.05),
-#          tests/load.test.mjs (a healthy origin under load must never open the breaker) and
-#          tests/fleet.test.mjs (8 isolates drilled, probes held to a 40 ms bar; the p99 with
-#          the coordinator failing) — one at a time, by when the other lane is done;
+#       3. tests/coordinator.test.mjs (the coordinator's faults, 40 req/s, judged by state and
+#          by the p99 against isolate scope's measured beside it) beside
+#          tests/rollout.test.mjs, then tests/runbook.test.mjs (rollout drills at 200 req/s,
+#          each judged on the new version's SLO against the old one's in the same windows) —
+#          a neighbour slows both sides of each comparison alike;
+#       4. tests/load.test.mjs (a healthy origin under load must never open the breaker),
+#          tests/replay.test.mjs (seed 000 drilled three times, time scale 0.1) and
+#          tests/fleet.test.mjs (8 isolates drilled, probes held to a 40 ms bar) — one at a
+#          time, by when the other lane is done;
 #     the other lane's files are light (a few requests a second, or none): a drill beside
 #     them keeps its bars;
 #     the drills held to their bars stall each other side by side: with the rollout drill and
@@ -49,7 +50,7 @@ cd "$root"
 
 # The real-time lane, in its order (see above): a step of several files runs two at a time, in
 # the order of their names.
-realtime=("tests/bench.test.mjs tests/load-open.test.mjs tests/witness.test.mjs" tests/drill.test.mjs "tests/coordinator.test.mjs tests/rollout.test.mjs tests/runbook.test.mjs" tests/replay.test.mjs tests/load.test.mjs tests/fleet.test.mjs)
+realtime=("tests/bench.test.mjs tests/load-open.test.mjs tests/witness.test.mjs" tests/drill.test.mjs "tests/coordinator.test.mjs tests/rollout.test.mjs tests/runbook.test.mjs" tests/load.test.mjs tests/replay.test.mjs tests/fleet.test.mjs)
 other=()
 for f in tests/*.test.mjs; do
     [[ " ${realtime[*]} " == *" $f "* ]] || other+=("$f")
