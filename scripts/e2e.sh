@@ -13,32 +13,30 @@
 #          built to hold whatever the host does (the bench's figures here are not asserted);
 #       2. tests/drill.test.mjs (the differential drills, a request a second, and seed 000's
 #          recovery drill beside them while they wait);
-#       3. tests/rollout.test.mjs, then tests/runbook.test.mjs (rollout drills at 200 req/s,
-#          each judged on the new version's SLO against the old one's in the same windows) —
-#          once the other lane's first file is done: beside the coordinator's tests the
-#          old version's own breaker opened on deadline misses (every answer of it degraded,
-#          its p95 3 ms) and a good release was rolled back on its p95;
-#       4. tests/load.test.mjs (a healthy origin under load must never open the breaker),
-#          tests/replay.test.mjs (seed 000 drilled three times, time scale 0.1) and
-#          tests/fleet.test.mjs (8 isolates drilled, probes held to a 40 ms bar) — one at a
-#          time, by when the other lane is done;
+#       3. one at a time: tests/load.test.mjs (a healthy origin under load must never open the
+#          breaker), tests/replay.test.mjs (seed 000 drilled three times, time scale 0.1),
+#          tests/fleet.test.mjs (8 isolates drilled, probes held to a 40 ms bar; the p99 with
+#          the coordinator failing against isolate scope's measured beside it), then
+#          tests/rollout.test.mjs and tests/runbook.test.mjs (rollout drills at 200 req/s) —
+#          last, by when the other lane is done: beside the coordinator's tests an old
+#          version's own breaker opened on deadline misses (every answer of it degraded) and a
+#          good release was rolled back on its p95, and beside wrangler and the events drill a
+#          good release held on unsettled figures until it rolled back;
 #     the other lane's files are light (a few requests a second, or none): a drill beside
 #     them keeps its bars;
 #     the drills held to their bars stall each other side by side: with the rollout drill and
 #     the bench in the other lane, a good release was rolled back, and a healthy origin
 #     opened the breaker and the coordinator's faults broke their p99 in the load test;
 #     two rollout drills side by side had every answer of an old version degraded; drills in
-#     two lanes were tried (277–302 s in three runs on a quiet host): on a clean clone the fleet drill,
-#     beside the witness test's two drills and the load, went red on RECOVER_WITHIN — probes
+#     two lanes were tried (277–302 s in three runs on a quiet host): on a clean clone the
+#     fleet drill, beside the witness test's two drills and the load, went red on RECOVER_WITHIN — probes
 #     50 ms over their 40 ms bar with no stall long enough for the witness to excuse — so a
 #     red there would say nothing about the edge;
-#   - the other lane runs tests/coordinator.test.mjs first (the coordinator's faults, 4 and 8
-#     isolates at up to 80 req/s, judged by state and by the p99 against isolate scope's
-#     measured beside it: the heaviest of its files), beside the bench and the drills of
-#     steps 1 and 2, which come out green or inconclusive beside it; then every other file,
-#     one after another (node --test's order: by name): builds, registry and CLI tests, the
-#     JS driver, the events drill (bounds of seconds), the resilience and edge tests (their clocks scaled for a loaded
-#     host) and the rollout front's split and low-traffic hold (tests/rollout-holds.test.mjs,
+#   - the other lane runs every other file, one after another (node --test's order: by
+#     name), beside it: builds, registry and CLI tests, the coordinator's faults judged by
+#     state (tests/coordinator.test.mjs), the JS driver, the events drill (bounds of
+#     seconds), the resilience and edge tests (their clocks scaled for a loaded host) and the
+#     rollout front's split and low-traffic hold (tests/rollout-holds.test.mjs,
 #     20 req/s).
 # Files share no port (every server takes port 0) and no lock (each test has its own
 # registry and scratch directories; the edge is built before this runs). A new test file
@@ -52,13 +50,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 # The real-time lane, in its order (see above): a step of several files runs two at a time, in
-# the order of their names; `wait-first` waits until the other lane's first file is done.
-realtime=("tests/bench.test.mjs tests/load-open.test.mjs tests/witness.test.mjs" tests/drill.test.mjs wait-first "tests/rollout.test.mjs tests/runbook.test.mjs" tests/load.test.mjs tests/replay.test.mjs tests/fleet.test.mjs)
-# The other lane's first file, run before the rest (see above).
-first=tests/coordinator.test.mjs
+# the order of their names.
+realtime=("tests/bench.test.mjs tests/load-open.test.mjs tests/witness.test.mjs" tests/drill.test.mjs tests/load.test.mjs tests/replay.test.mjs tests/fleet.test.mjs tests/rollout.test.mjs tests/runbook.test.mjs)
 other=()
 for f in tests/*.test.mjs; do
-    [[ " ${realtime[*]} $first " == *" $f "* ]] || other+=("$f")
+    [[ " ${realtime[*]} " == *" $f "* ]] || other+=("$f")
 done
 
 export UNDERSTUDY_REPLAY_LEDGER="$root/target/e2e-replays.jsonl"
@@ -74,31 +70,20 @@ t0=$(date +%s)
 inorder() {
     local rc=0 step
     for step in "$@"; do
-        if [[ $step == wait-first ]]; then
-            until [[ -e "$logs/first-done" ]]; do sleep 0.5; done
-            continue
-        fi
         # shellcheck disable=SC2086  # a step names one file or two, split on purpose
         lane --test-concurrency=2 $step || rc=1
     done
     return $rc
 }
-otherlane() {
-    local rc=0
-    lane "$first" || rc=1
-    touch "$logs/first-done"
-    lane "${other[@]}" || rc=1
-    return $rc
-}
 inorder "${realtime[@]}" >"$logs/realtime" 2>&1 &
 rt=$!
-otherlane >"$logs/other" 2>&1 &
+lane "${other[@]}" >"$logs/other" 2>&1 &
 ot=$!
 wait "$ot"; other_rc=$?
-echo "=== end-to-end, other lane ($((${#other[@]} + 1)) files, done at $(($(date +%s) - t0)) s): exit $other_rc"
+echo "=== end-to-end, other lane (${#other[@]} files, done at $(($(date +%s) - t0)) s): exit $other_rc"
 cat "$logs/other"
 wait "$rt"; rt_rc=$?
-echo "=== end-to-end, real-time lane (${realtime[*]//wait-first /}, done at $(($(date +%s) - t0)) s): exit $rt_rc"
+echo "=== end-to-end, real-time lane (${realtime[*]}, done at $(($(date +%s) - t0)) s): exit $rt_rc"
 cat "$logs/realtime"
 node scripts/replays.mjs "$UNDERSTUDY_REPLAY_LEDGER"
 echo "=== end-to-end: $(($(date +%s) - t0)) s"

@@ -1,8 +1,9 @@
 // The fleet-scoped breaker (docs/adr/011-fleet-scoped-breaker.md) in workerd, judged in real
 // time: seed 000's incident drilled on 8 isolates (one region, then two), each isolate's
-// breaker against `simulate`'s. The coordinator's behaviour (its build, reports, watches,
-// snapshot, faults, regions' failover, the answers' p99 while it fails) is in
-// tests/coordinator.test.mjs. It runs in scripts/e2e.sh's real-time lane, alone.
+// breaker against `simulate`'s; and the answers' p99 with the coordinator failing against
+// isolate scope's. The coordinator's behaviour judged by state (its build, reports, watches,
+// snapshot, regions' failover) is in tests/coordinator.test.mjs. It runs in scripts/e2e.sh's
+// real-time lane.
 
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
@@ -10,6 +11,7 @@ import { join } from "node:path";
 
 import { ROOT, requireEdge } from "./harness.mjs";
 import { drill as drillAt, judged, why } from "./judged.mjs";
+import { MODES, assertDisclosed, coordinatorRig, p99, statusOf } from "./coordinator-kit.mjs";
 
 const LONG = process.env.UNDERSTUDY_LONG === "1";
 
@@ -89,5 +91,72 @@ describe("drill --isolates 8 [F-SCOPE]", () => {
     assert.equal(verdict(d, "ANSWERED")?.ok, true);
     assert.equal(verdict(d, "DISCLOSED")?.ok, true);
     t.diagnostic(`isolate scope: ${verdict(d, "DEGRADE_WITHIN").detail}; ${verdict(d, "RECOVER_WITHIN").detail}`);
+  });
+});
+
+// The coordinator is a dependency like any other (ADR 011): 4 copies of the Worker in one
+// workerd, the model hung, the fleet open; then the coordinator answers 500, throws, hangs,
+// restarts empty. Answers must not notice — every one 200 and disclosed, no 5xx, p99 no
+// worse than isolate scope's, 4 more isolates measured beside them at the same moments — and
+// the isolates must be back in fleet scope once it returns. The coordinator's faults judged
+// by state are in tests/coordinator.test.mjs.
+describe("the coordinator's faults: the p99 [F-SCOPE]", () => {
+  const rig = coordinatorRig();
+  const { start, urls, load } = rig;
+
+  test("answers do not notice the coordinator failing, and isolates return to fleet scope", { timeout: 180_000 }, async (t) => {
+    await rig.origin.setFault({ kind: "hang" });
+    const faulty = {};
+    let isolateAnswers = [];
+    // Fleet scope, with the coordinator failing in each way in turn; beside it, at the same
+    // moments and under the same load, isolate scope: the p99s side by side meet the same host.
+    const [fleet, iso] = await Promise.all([start("fleet"), start("isolate")]);
+    try {
+      const targets = urls(fleet);
+      const isoTargets = urls(iso);
+      const both = async (ms, what) => {
+        const [f, i] = await Promise.all([load(targets, ms), load(isoTargets, ms)]);
+        assertDisclosed(f, what);
+        assertDisclosed(i, `isolate scope: ${what}`);
+        return [f, i];
+      };
+      await both(3_000, "the fleet opening");
+      for (const u of targets) {
+        const b = await statusOf(u);
+        assert.equal(b.fleet.verdict?.mode, "OPEN", JSON.stringify(b.fleet));
+      }
+      for (const mode of MODES) {
+        await fleet.setCoordinatorFault(mode);
+        const [answers, beside] = await both(2_000, `coordinator ${mode}`);
+        faulty[mode] = answers;
+        isolateAnswers = isolateAnswers.concat(beside);
+        const b = await statusOf(targets[0]);
+        if (mode.startsWith("reset")) {
+          // A restarted coordinator rebuilds from the next reports: the fleet is open again.
+          assert.equal(b.fleet.coordinator.health, "ok", JSON.stringify(b.fleet));
+          assert.equal(b.fleet.verdict?.mode, "OPEN", JSON.stringify(b.fleet));
+        } else {
+          assert.equal(b.fleet.coordinator.health, "failing", `${mode}: ${JSON.stringify(b.fleet)}`);
+          assert.equal(b.fleet.decided_by, "isolate", `${mode}: ${JSON.stringify(b.fleet)}`);
+          assert.match(b.fleet.coordinator.last_error ?? "", mode === "hang" ? /500 ms/ : /HTTP 500|threw/);
+        }
+        await fleet.setCoordinatorFault("");
+        assertDisclosed(await load(targets, 1_500), `after ${mode}`);
+        for (const u of targets) {
+          const after = await statusOf(u);
+          assert.equal(after.fleet.coordinator.health, "ok", `back after ${mode}: ${JSON.stringify(after.fleet)}`);
+          assert.equal(after.fleet.decided_by, "fleet", `back after ${mode}: ${JSON.stringify(after.fleet)}`);
+        }
+      }
+    } finally {
+      await Promise.all([fleet.dispose(), iso.dispose()]);
+      await rig.origin.clearFault();
+    }
+    const all = Object.values(faulty).flat();
+    const [pf, pi] = [p99(all), p99(isolateAnswers)];
+    t.diagnostic(`p99 with the coordinator failing ${pf.toFixed(1)} ms (${MODES.map((m) => `${m} ${p99(faulty[m]).toFixed(1)}`).join(", ")}); isolate scope ${pi.toFixed(1)} ms`);
+    // Both pay at most the deadline (45 ms) while an isolate's own evidence builds; the
+    // coordinator adds nothing on the request's path. 15 ms of room for this shared host.
+    assert.ok(pf <= pi + 15, `p99 ${pf.toFixed(1)} ms with the coordinator failing against ${pi.toFixed(1)} ms in isolate scope`);
   });
 });
