@@ -98,8 +98,8 @@ describe("drill --isolates 8 [F-SCOPE]", () => {
 // workerd, the model hung, the fleet open; then the coordinator answers 500, throws, hangs,
 // restarts empty. Answers must not notice — every one 200 and disclosed, no 5xx, p99 no
 // worse than isolate scope's, 4 more isolates measured beside them at the same moments — and
-// the isolates must be back in fleet scope once it returns. The coordinator's faults judged
-// by state are in tests/coordinator.test.mjs.
+// the isolates must be back in fleet scope once it returns. Judged on latency, so in scripts/e2e.sh's real-time lane; the
+// coordinator's faults judged by state are in tests/coordinator.test.mjs.
 describe("the coordinator's faults: the p99 [F-SCOPE]", () => {
   const rig = coordinatorRig();
   const { start, urls, load } = rig;
