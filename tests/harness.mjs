@@ -83,6 +83,23 @@ export async function preparePolicy(name, dir, { snapshotAgeMs = 60 * 60 * 1000,
   return dst;
 }
 
+/**
+ * A copy of scenario file `src` in `dir`, each of its lines `from` replaced by `to` (pairs of
+ * whole lines); throws naming the line when one is not in the file exactly once, so a test
+ * that shortens a seed's incident fails when the seed's file changes. Returns the copy's path.
+ */
+export async function editedScenario(src, dir, lines) {
+  let text = await readFile(src, "utf8");
+  for (const [from, to] of lines) {
+    const at = text.split("\n").filter((l) => l === from).length;
+    if (at !== 1) throw new Error(`${src}: the line \`${from}\` is there ${at} times, not once (a test edits it)`);
+    text = text.split("\n").map((l) => (l === from ? to : l)).join("\n");
+  }
+  const dst = join(dir, basename(src));
+  await writeFile(dst, text);
+  return dst;
+}
+
 /** `understudy build POLICY --out OUT [--now NOW] --edge EDGE`; throws with stderr on failure. */
 export async function buildPolicy(policyPath, out, { now, edge = EDGE_DIR } = {}) {
   const args = ["build", policyPath, "--out", out, "--edge", edge];
