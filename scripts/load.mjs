@@ -8,7 +8,10 @@
 // It records every response that is not enveloped: status 500, or no X-Correlation-ID, or no
 // X-Policy-Version, or no X-Breaker-Mode (or a transport error), with its status, all
 // headers and its body, and a per-second timeline of statuses / X-Degraded /
-// X-Degraded-Reason / X-Breaker-Mode.
+// X-Degraded-Reason / X-Breaker-Mode. Every transport error (a reset, a refused connection)
+// comes with its socket's story (`transport_errors`: when it opened, the answers it carried),
+// and `sockets_opened` counts the connections: a keep-alive server that never closes one
+// leaves the client exactly --conns.
 //
 //   node scripts/load.mjs --url http://127.0.0.1:8787 [--conns 16] [--duration-s 30]
 //        [--max 50000] [--out FILE.json] [--header 'name: value' ...]
@@ -92,6 +95,17 @@ const errors = {};
 const modes = {}; // X-Breaker-Mode → answers
 const latencies = [];
 const sockets = new Set();
+// Each socket's story: when it opened and how many answers it carried. A transport error is
+// recorded with its socket's: resets that arrive together on many sockets are one event on
+// the server's side (a process restarting); a reset on an old socket while the client opened
+// more sockets than --conns is the keep-alive race (a request written into a connection the
+// server was closing: a keep-alive server that never closes one opens exactly --conns).
+const socketInfo = new Map(); // socket → { id, opened_ms, answers }
+const transportErrors = [];
+function track(socket) {
+  if (!socketInfo.has(socket)) socketInfo.set(socket, { id: socketInfo.size, opened_ms: Date.now() - t0, answers: 0 });
+  return socketInfo.get(socket);
+}
 
 function one(n) {
   const sub = a["same-user"] ? `u-${a.tag}` : `u-${a.tag}-${n}`;
@@ -105,6 +119,7 @@ function one(n) {
       { host: base.hostname, port: base.port, path: `${a.route}?category=${cat}`, method: "GET", headers, agent, timeout: timeoutMs },
       (res) => {
         sockets.add(res.socket);
+        if (info) info.answers++;
         const chunks = [];
         res.on("data", (c) => chunks.push(c));
         res.on("end", () => {
@@ -132,11 +147,17 @@ function one(n) {
         res.on("error", (e) => { errors[e.code ?? e.message] = (errors[e.code ?? e.message] ?? 0) + 1; resolve(); });
       },
     );
+    let info = null;
+    req.on("socket", (socket) => (info = track(socket)));
     req.on("timeout", () => req.destroy(new Error("client timeout")));
     req.on("error", (e) => {
       const k = e.code ?? e.message;
       errors[k] = (errors[k] ?? 0) + 1;
       anomalies.push({ n, at_ms: started - t0, wall: new Date(started).toISOString(), error: k, sub });
+      transportErrors.push({
+        code: k, at_ms: Date.now() - t0, sent_at_ms: started - t0, socket: info?.id ?? null,
+        answers_before_on_socket: info?.answers ?? null, socket_opened_ms: info?.opened_ms ?? null,
+      });
       resolve();
     });
     req.end();
@@ -156,12 +177,13 @@ const q = (p) => latencies[Math.min(latencies.length - 1, Math.floor(p * latenci
 const summary = {
   url: a.url, conns, started_wall_ms: t0, sent, elapsed_s: elapsed, rps: +(sent / elapsed).toFixed(1), status, errors,
   latency_ms: { p50: q(0.5), p95: q(0.95), p99: q(0.99), max: latencies.at(-1) },
-  sockets_used: sockets.size, modes, unenveloped: anomalies.length, anomalies, timeline,
+  sockets_used: sockets.size, sockets_opened: socketInfo.size, transport_errors: transportErrors.slice(0, 500),
+  modes, unenveloped: anomalies.length, anomalies, timeline,
 };
 if (a.out) {
   mkdirSync(dirname(a.out), { recursive: true });
   writeFileSync(a.out, JSON.stringify(summary, null, 1));
 }
-console.log(JSON.stringify({ ...summary, anomalies: anomalies.length, timeline: undefined }));
+console.log(JSON.stringify({ ...summary, anomalies: anomalies.length, timeline: undefined, transport_errors: undefined }));
 agent.destroy();
 process.exit(anomalies.length > 0 ? 3 : 0);
