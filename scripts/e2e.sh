@@ -14,8 +14,7 @@
 #          recovery drill);
 #       2. tests/rollout.test.mjs and tests/runbook.test.mjs (rollout drills at 200 req/s,
 #          each judged on the new version's SLO against the old one's in the same windows);
-#       3. tests/replay.test.mjs (seed 000's incident, its fault shortened, drilled three
-#          times, time scale 0.1) and
+#       3. tests/replay.test.mjs (seed 000 drilled three times, time scale 0.1) and
 #          tests/load.test.mjs (load from a separate process; a healthy origin must never
 #          open the breaker);
 #       4. tests/fleet.test.mjs (8 isolates drilled, probes held to a 40 ms bar; the p99 with
