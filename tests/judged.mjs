@@ -76,10 +76,13 @@ export async function drill(policy, scenario, extra = [], { timeoutMs = 240_000,
   }
 }
 
+/** A drill's verdicts: `drill`'s invariants, or `drill --rollout`'s checks. */
+const verdicts = (d) => d.json?.verdicts ?? d.json?.checks ?? [];
+
 /** A run's broken and inconclusive verdicts, one line each, with what they blame or excuse. */
 export function why(d) {
   const lines = [];
-  for (const v of d.json?.verdicts ?? []) {
+  for (const v of verdicts(d)) {
     if (v.judgement === "failed") lines.push(`FAIL ${v.name}: ${v.detail}; blamed: ${(v.blamed ?? []).map((o) => o.what).join("; ")}`);
     if (v.judgement === "inconclusive") lines.push(`INCONCLUSIVE ${v.name}: ${(v.excused ?? []).length} excused, first by ${JSON.stringify(v.excused?.[0]?.stalls ?? [])}`);
   }
@@ -116,7 +119,7 @@ export function spendReplay(t, what, d) {
     file: basename(process.argv[1] ?? ""),
     test: what,
     at: new Date().toISOString(),
-    inconclusive: (d.json?.verdicts ?? []).filter((v) => v.judgement === "inconclusive").map((v) => `${v.name} (${v.excused_count} excused)`),
+    inconclusive: verdicts(d).filter((v) => v.judgement === "inconclusive").map((v) => `${v.name} (${v.excused_count} excused)`),
     longest_stalls: stalls,
     witness: d.json?.witness?.summary ?? null,
     replayed: used < REPLAY_BUDGET,

@@ -1,8 +1,10 @@
 // [R-GRADUAL] [R-STATE] What a rollout does besides judging on the SLO (ADR 012): the local
 // front splits traffic as gradual deployments do — by percentage, by version key, by override
 // — and a low-traffic window holds instead of judging on too few answers, a rollout held too
-// long at one step rolling back. Judged by counts at 20 req/s, so in scripts/e2e.sh's other
-// lane; the drills judged on the SLO are tests/rollout.test.mjs.
+// long at one step rolling back — and a red rollout drill blames the edge: a bad release
+// drilled as if it should advance fails with the answers that broke it named, none excused.
+// Judged by counts at 20–40 req/s, so in scripts/e2e.sh's other lane; the drills judged on
+// the SLO are tests/rollout.test.mjs.
 
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -11,6 +13,7 @@ import { join } from "node:path";
 import { requireEdge, timedFetch } from "./harness.mjs";
 import { startRollout } from "../scripts/rollout-front.mjs";
 import { SHORT, failed, rolloutRig } from "./rollout-kit.mjs";
+import { judged } from "./judged.mjs";
 
 requireEdge();
 
@@ -47,8 +50,33 @@ describe("understudy drill --rollout: the front's split and the low-traffic hold
     }
   });
 
-  test("a low-traffic window holds rather than judge on too few answers, and holding too long rolls back", async () => {
-    const { r, out } = await drill(ids.old, ids.good, ["--rate", "20", "--expect", "rollback", "--max-holds", "2", ...SHORT]);
+  test("[T-WITNESS] a release that broke its promise is red, its answers blamed on the edge, never excused as the host's", async (t) => {
+    // The bad release (its deadline 8 ms, the model's latency 20 ms) drilled with --expect
+    // advance: every answer it degraded is a deadline no healthy model can meet, which no
+    // stall of the host explains. Red at once (exit 1), never played again.
+    const { r, out } = await drill(ids.old, ids.bad, [
+      "--rate", "40", "--expect", "advance", "--steps", "50,100", "--dwell", "1s", "--min-answers", "30",
+      "--degraded-margin", "0.05", "--unavailable-margin", "0.05",
+    ]);
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(out.phase, "rolled_back");
+    const verdict = out.checks.find((c) => c.name === "ROLLOUT_VERDICT");
+    assert.equal(verdict.judgement, "failed", JSON.stringify(verdict));
+    assert.ok(verdict.blamed_count >= 30, `the bad release's degraded answers are blamed: ${JSON.stringify(verdict)}`);
+    assert.match(verdict.blamed[0].what, /^request \d+ \(HTTP 200, [\d.]+ ms, degraded, (ML_TIMEOUT|BREAKER_OPEN)\)$/, verdict.blamed[0].what);
+    assert.equal(verdict.excused_count, 0);
+    t.diagnostic(verdict.detail);
+    assert.match(r.stderr, /blamed on the edge: request \d+/);
+    // The old version, on the same healthy model, answered live: the baseline held (or, on a
+    // host that stalled it, is inconclusive — never blamed).
+    const baseline = out.checks.find((c) => c.name === "ROLLOUT_BASELINE");
+    assert.notEqual(baseline.judgement, "failed", JSON.stringify(baseline));
+  });
+
+  test("a low-traffic window holds rather than judge on too few answers, and holding too long rolls back", async (t) => {
+    const { r, out } = await judged(t, "rollout: a low-traffic window holds", () =>
+      drill(ids.old, ids.good, ["--rate", "20", "--expect", "rollback", "--max-holds", "2", ...SHORT]),
+    );
     assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
     const log = out.record.state.log;
     assert.deepEqual(log.map((l) => l.judgement.verdict), ["hold", "hold", "roll_back"]);

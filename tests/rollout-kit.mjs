@@ -66,6 +66,8 @@ export function rolloutRig() {
   });
   after(() => rig.tmp?.cleanup());
 
+  // `status` and `json` as `judged()` (tests/judged.mjs) reads a drill: an inconclusive
+  // rollout drill (exit 3) is played again within the suite's replay budget.
   rig.drill = async (old, neu, extra) => {
     const r = await understudyAsync(
       ["drill", "--rollout", old, neu, "--registry", rig.reg, "--scenario", join(ROOT, "scenarios/rollout.toml"), "--format", "json", ...extra],
@@ -77,7 +79,7 @@ export function rolloutRig() {
     } catch {
       assert.fail(`drill --rollout printed no JSON (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
     }
-    return { r, out };
+    return { r, out, status: r.status, stderr: r.stderr, json: out };
   };
   return rig;
 }

@@ -7,7 +7,8 @@
 //     after its first advance and resumed from the registry: no step lost or repeated;
 //   - a bad release (its deadline below the model's latency) is rolled back at its first
 //     step, its exposure within the bound, and ACTIVE never leaves the old release.
-// Judged on the SLO at 200 req/s, so in scripts/e2e.sh's real-time lane; the front's split
+// Judged on the SLO at 200 req/s against the host's witness (an inconclusive run is played
+// again within the replay budget, tests/judged.mjs), so in scripts/e2e.sh's real-time lane; the front's split
 // and the low-traffic hold are tests/rollout-holds.test.mjs.
 
 import { describe, test } from "node:test";
@@ -17,6 +18,7 @@ import { join } from "node:path";
 
 import { requireEdge } from "./harness.mjs";
 import { SHORT, failed, rolloutRig } from "./rollout-kit.mjs";
+import { judged } from "./judged.mjs";
 
 requireEdge();
 
@@ -24,9 +26,11 @@ describe("understudy drill --rollout", () => {
   const rig = rolloutRig();
   const { ids, active, drill } = rig;
 
-  test("a good release advances to 100% by its policy's [rollout] steps, its controller killed mid-rollout and resumed with no step lost or repeated", async () => {
+  test("a good release advances to 100% by its policy's [rollout] steps, its controller killed mid-rollout and resumed with no step lost or repeated", async (t) => {
     const report = join(rig.tmp.dir, "report-good");
-    const { r, out } = await drill("active", ids.good, ["--rate", "200", "--expect", "advance", "--kill-controller", "--report", report]);
+    const { r, out } = await judged(t, "rollout: a good release advances", () =>
+      drill("active", ids.good, ["--rate", "200", "--expect", "advance", "--kill-controller", "--report", report]),
+    );
     assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
     assert.equal(out.phase, "done");
     assert.ok(out.killed_at, "the controller was killed once");
@@ -51,9 +55,11 @@ describe("understudy drill --rollout", () => {
     assert.match(svg, /host stalls seen by the witness \(\d+\)/);
   });
 
-  test("a bad release is rolled back at its first step, its exposure within the bound", async () => {
+  test("a bad release is rolled back at its first step, its exposure within the bound", async (t) => {
     const before = await active();
-    const { r, out } = await drill(ids.old, ids.bad, ["--rate", "200", "--expect", "rollback", ...SHORT]);
+    const { r, out } = await judged(t, "rollout: a bad release is rolled back", () =>
+      drill(ids.old, ids.bad, ["--rate", "200", "--expect", "rollback", ...SHORT]),
+    );
     assert.equal(r.status, 0, `${failed(out).join("\n")}\n${r.stderr}`);
     assert.equal(out.phase, "rolled_back");
     const verdicts = out.record.state.log.map((l) => l.judgement.verdict);

@@ -322,9 +322,14 @@ fn rollout(args: &DrillArgs) -> anyhow::Result<ExitCode> {
             }
             println!("\nChecks:");
             for c in &o.checks {
+                use understudy_lab::drill::check::blame::Judgement;
                 println!(
                     "  {} {:<18} {}",
-                    if c.held { "ok  " } else { "FAIL" },
+                    match c.judgement {
+                        Judgement::Failed => "FAIL",
+                        Judgement::Inconclusive => "??  ",
+                        _ => "ok  ",
+                    },
                     c.name,
                     c.detail
                 );
@@ -332,11 +337,24 @@ fn rollout(args: &DrillArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let broken = o.broken();
-    if broken.is_empty() {
+    if !broken.is_empty() {
+        for c in &broken {
+            eprintln!("error: invariant {} broken: {}", c.name, c.detail);
+            for b in &c.blamed {
+                eprintln!("  blamed on the edge: {}", b.what);
+            }
+        }
+        return Ok(Exit::InvariantBroken.into());
+    }
+    let inconclusive = o.inconclusive();
+    if inconclusive.is_empty() {
         return Ok(Exit::Ok.into());
     }
-    for c in &broken {
-        eprintln!("error: invariant {} broken: {}", c.name, c.detail);
+    for c in &inconclusive {
+        eprintln!(
+            "inconclusive: invariant {} broken only by answers that stalls of the host explain: {}",
+            c.name, c.detail
+        );
     }
-    Ok(Exit::InvariantBroken.into())
+    Ok(Exit::Inconclusive.into())
 }

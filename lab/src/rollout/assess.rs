@@ -7,7 +7,10 @@ use understudy_compiler::release::rollout::record::RolloutRecord;
 use understudy_compiler::release::rollout::{Judgement, Phase};
 
 use super::front::Deployment;
+use super::judged::{self, Slack};
 use super::load::Seen;
+use crate::drill::check::blame::{self, Excused, Judgement as Judged, Offender};
+use crate::witness::Stalls;
 
 /// Answers sent this soon after the last deployment may still be on their way.
 const SETTLE_MS: u64 = 300;
@@ -26,8 +29,70 @@ pub enum Expect {
 #[derive(Debug, Serialize)]
 pub struct Check {
     pub name: &'static str,
+    /// Whether it held as the run went (an inconclusive check did not).
     pub held: bool,
+    /// `held`, `failed`, or `inconclusive`: broken only by answers that stalls of the host
+    /// explain ([`super::judged`]).
+    pub judgement: Judged,
     pub detail: String,
+    /// The answers it blames on the edge, the first [`blame::LISTED`], and how many in all.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blamed: Vec<Offender>,
+    pub blamed_count: usize,
+    /// The answers stalls excused, with the stalls, the first [`blame::LISTED`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excused: Vec<Excused>,
+    pub excused_count: usize,
+}
+
+impl Check {
+    fn new(name: &'static str, held: bool, detail: String) -> Check {
+        Check {
+            name,
+            held,
+            judgement: if held { Judged::Held } else { Judged::Failed },
+            detail,
+            blamed: Vec::new(),
+            blamed_count: 0,
+            excused: Vec::new(),
+            excused_count: 0,
+        }
+    }
+
+    /// A broken check judged against the witness: inconclusive when stalls excused some of
+    /// its offenders and it holds without them; failed otherwise, naming what it blames.
+    fn judged(mut self, j: judged::Judged) -> Check {
+        if self.held {
+            return self;
+        }
+        self.excused_count = j.excused.len();
+        self.blamed_count = j.blamed.len();
+        if !j.excused.is_empty() && j.holds_without {
+            self.judgement = Judged::Inconclusive;
+            self.detail.push_str(&format!(
+                "; inconclusive: {} answers that broke it are covered by stalls of the host, and without them it holds",
+                j.excused.len()
+            ));
+        } else {
+            self.judgement = Judged::Failed;
+            if !j.blamed.is_empty() {
+                self.detail.push_str(&format!(
+                    "; {} answers blamed on the edge (first: {})",
+                    j.blamed.len(),
+                    j.blamed[0].what
+                ));
+            }
+            if !j.excused.is_empty() {
+                self.detail.push_str(&format!(
+                    "; {} covered by stalls, and it breaks without them",
+                    j.excused.len()
+                ));
+            }
+        }
+        self.blamed = j.blamed.into_iter().take(blame::LISTED).collect();
+        self.excused = j.excused.into_iter().take(blame::LISTED).collect();
+        self
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -72,9 +137,29 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The checks that failed: the edge is to blame.
     pub fn broken(&self) -> Vec<&Check> {
-        self.checks.iter().filter(|c| !c.held).collect()
+        self.checks
+            .iter()
+            .filter(|c| c.judgement == Judged::Failed)
+            .collect()
     }
+
+    /// The checks broken only by answers that stalls of the host explain.
+    pub fn inconclusive(&self) -> Vec<&Check> {
+        self.checks
+            .iter()
+            .filter(|c| c.judgement == Judged::Inconclusive)
+            .collect()
+    }
+}
+
+/// What the drill knows of the host and of time: the witness's stalls, and the slack a
+/// healthy model leaves each version (none: the scenario's model is not healthy throughout,
+/// and the old version is not held to answering live).
+pub struct Host<'a> {
+    pub stalls: &'a Stalls,
+    pub slack: Option<Slack>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -88,6 +173,7 @@ pub fn assess(
     deployments: &[Deployment],
     rec: RolloutRecord,
     killed: Option<RolloutRecord>,
+    host: Host<'_>,
 ) -> Outcome {
     let slo = &rec.slo;
     let version = |s: &Seen| s.obs.headers.policy_version.clone().unwrap_or_default();
@@ -101,11 +187,41 @@ pub fn assess(
             Expect::Advance => Phase::Done,
             Expect::RollBack => Phase::RolledBack,
         };
-        checks.push(Check {
-            name: "ROLLOUT_VERDICT",
-            held: got == want,
-            detail: format!("expected {}, the rollout ended {}", want.word(), got.word()),
-        });
+        let mut c = Check::new(
+            "ROLLOUT_VERDICT",
+            got == want,
+            format!("expected {}, the rollout ended {}", want.word(), got.word()),
+        );
+        if let (Expect::Advance, Some(slack)) = (e, host.slack) {
+            c = c.judged(judged::good_rolled_back(
+                slo,
+                rec.state.log.last(),
+                seen,
+                old,
+                new,
+                slack,
+                start_epoch,
+                host.stalls,
+            ));
+        }
+        checks.push(c);
+    }
+
+    // The baseline: on a healthy model the old version answers live throughout.
+    if let Some(slack) = host.slack {
+        let j = judged::baseline(seen, old, slack, start_epoch, host.stalls);
+        let not_live = j.blamed.len() + j.excused.len();
+        checks.push(
+            Check::new(
+                "ROLLOUT_BASELINE",
+                not_live == 0,
+                format!(
+                    "{not_live} of the old version's {} answers not live on a healthy model",
+                    count(old)
+                ),
+            )
+            .judged(j),
+        );
     }
 
     // The steps: the front's deployments (a repeat of the same split — a deployment asked
@@ -125,10 +241,10 @@ pub fn assess(
         .map(|l| l.step)
         .collect();
     let once = advances.windows(2).all(|w| w[0] < w[1]);
-    checks.push(Check {
-        name: "ROLLOUT_STEPS",
-        held: distinct == want && once,
-        detail: format!(
+    checks.push(Check::new(
+        "ROLLOUT_STEPS",
+        distinct == want && once,
+        format!(
             "deployed {distinct:?}% (expected {want:?}%), advanced from {advances:?}%{}",
             killed.as_ref().map_or(String::new(), |k| format!(
                 "; killed at step {} ({}) and resumed",
@@ -136,7 +252,7 @@ pub fn assess(
                 k.state.phase.word()
             ))
         ),
-    });
+    ));
 
     // No verdict on evidence the run did not have: an advance or a rollback on a judgement
     // needs `min_answers` from each version; a rollback for holding too long is made on thin
@@ -167,10 +283,10 @@ pub fn assess(
             )
         })
         .collect();
-    checks.push(Check {
-        name: "ROLLOUT_EVIDENCE",
-        held: thin.is_empty(),
-        detail: if thin.is_empty() {
+    checks.push(Check::new(
+            "ROLLOUT_EVIDENCE",
+            thin.is_empty(),
+        if thin.is_empty() {
             let mut d = format!(
                 "every advance and rollback on a judgement had at least {} answers from each version",
                 slo.min_answers
@@ -185,7 +301,7 @@ pub fn assess(
         } else {
             format!("verdicts on evidence the run did not have: {}", thin.join("; "))
         },
-    });
+    ));
 
     // A bad release's exposure: from its first deployment to the rollback's.
     let mut exposure = None;
@@ -208,16 +324,16 @@ pub fn assess(
         // share. More than [`EXPOSURE_Z`] standard deviations over it is no chance.
         let over =
             (k as f64 - n as f64 * share) / (n as f64 * share * (1.0 - share)).sqrt().max(1e-9);
-        checks.push(Check {
-            name: "ROLLOUT_EXPOSURE",
-            held: seconds * 1000.0 <= bound && over <= EXPOSURE_Z,
-            detail: format!(
+        checks.push(Check::new(
+            "ROLLOUT_EXPOSURE",
+            seconds * 1000.0 <= bound && over <= EXPOSURE_Z,
+            format!(
                 "the rolled-back release was deployed {seconds:.2} s (bound {:.2} s) and answered {k} of {n} requests ({:.1}%, first step {:.0}%)",
                 bound / 1000.0,
                 100.0 * k as f64 / n.max(1) as f64,
                 100.0 * share
             ),
-        });
+        ));
         exposure = Some(Exposure {
             seconds,
             bound_seconds: bound / 1000.0,
@@ -240,20 +356,20 @@ pub fn assess(
             .filter(|s| s.sent_epoch_ms >= last.at + SETTLE_MS && s.obs.status != 0)
             .collect();
         let off = after.iter().filter(|s| version(s) != on).count();
-        checks.push(Check {
-            name: "ROLLOUT_AFTER",
-            held: !after.is_empty() && off == 0,
-            detail: format!(
+        checks.push(Check::new(
+            "ROLLOUT_AFTER",
+            !after.is_empty() && off == 0,
+            format!(
                 "{} answers after the rollout ended, {off} not from {on}",
                 after.len()
             ),
-        });
+        ));
     }
-    checks.push(Check {
-        name: "ROLLOUT_ANSWERED",
-        held: unanswered == 0,
-        detail: format!("{unanswered} of {} requests without an answer", seen.len()),
-    });
+    checks.push(Check::new(
+        "ROLLOUT_ANSWERED",
+        unanswered == 0,
+        format!("{unanswered} of {} requests without an answer", seen.len()),
+    ));
 
     Outcome {
         old: old.into(),
@@ -283,6 +399,11 @@ pub fn assess(
 mod tests {
     use super::*;
     use understudy_compiler::release::rollout::{Controller, Evidence, Figures, Logged, Slo};
+
+    const NO_HOST: Host<'static> = Host {
+        stalls: &Stalls::NONE,
+        slack: None,
+    };
 
     fn record(log: Vec<Logged>, phase: Phase) -> RolloutRecord {
         let slo = Slo {
@@ -338,6 +459,7 @@ mod tests {
             &[],
             rec,
             None,
+            NO_HOST,
         );
         o.checks
             .into_iter()
@@ -383,6 +505,7 @@ mod tests {
             &[],
             record(vec![], Phase::RolledBack),
             None,
+            NO_HOST,
         );
         let c = &o.checks[0];
         assert_eq!(

@@ -25,9 +25,10 @@ use understudy_compiler::release::rollout::Slo;
 use understudy_compiler::simulate::scenario::{self, RawScenario};
 use understudy_core::Millis;
 
-use super::assess::assess;
+use super::assess::{assess, Host};
 pub use super::assess::{Check, Expect, Exposure, Outcome};
 use super::front::Front;
+use super::judged::Slack;
 use crate::drill::edge::NodeServer;
 use crate::drill::prepare::{epoch_ms, kv_seed, plan_request};
 use crate::drill::script;
@@ -166,6 +167,12 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         );
     };
     let policy = policy.clone();
+    // The new release's deadline: how much slack a healthy model leaves it.
+    let new_deadline_ms = {
+        let loaded = load_policy(&new_rel.source_path(&new_rel.record.sources.policy), now);
+        let ok = !loaded.has_errors();
+        loaded.policy.filter(|_| ok).map(|p| p.budget.deadline_ms)
+    };
     let text = std::fs::read_to_string(&opts.scenario)
         .with_context(|| format!("{}: cannot read", opts.scenario.display()))?;
     let mut raw: RawScenario =
@@ -276,6 +283,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
     let deployments = front.deployments();
     let witness = witness.stop(started);
+    let stalls = witness.stalls();
     drop(server);
     origin.shutdown();
     let (code, killed) = driven?;
@@ -295,11 +303,30 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         &deployments,
         rec,
         killed,
+        Host {
+            stalls: &stalls,
+            slack: slack(&sc, policy.budget.deadline_ms, new_deadline_ms),
+        },
     );
     outcome.active_after = active_after;
     outcome.witness = witness.report();
-    outcome.stalls = witness.stalls().list().to_vec();
+    outcome.stalls = stalls.list().to_vec();
     Ok(outcome)
+}
+
+/// The slack a healthy model leaves each version's deadline, when the scenario's model is
+/// healthy throughout (no fault phase): only then is the old version held to answering live
+/// and a deadline missed a matter of time.
+fn slack(
+    sc: &scenario::Scenario,
+    old_deadline_ms: u64,
+    new_deadline_ms: Option<u64>,
+) -> Option<Slack> {
+    let model = sc.model_latency_ms as f64;
+    (sc.phases.is_empty()).then(|| Slack {
+        old_ms: old_deadline_ms as f64 - model,
+        new_ms: new_deadline_ms.map_or(0.0, |d| d as f64 - model),
+    })
 }
 
 /// Copies the directory `from` to `to` (files and subdirectories).

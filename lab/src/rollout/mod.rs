@@ -6,5 +6,6 @@
 mod assess;
 pub mod drill;
 pub mod front;
+mod judged;
 mod load;
 pub mod plot;
