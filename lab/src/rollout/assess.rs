@@ -207,17 +207,32 @@ pub fn assess(
         checks.push(c);
     }
 
-    // The baseline: on a healthy model the old version answers live throughout.
+    // The baseline: on a healthy model the old version's degraded share stays within the
+    // margin the comparison works at, in every window the rollout judged.
     if let Some(slack) = host.slack {
-        let j = judged::baseline(seen, old, slack, start_epoch, host.stalls);
-        let not_live = j.blamed.len() + j.excused.len();
+        let windows: Vec<(u64, u64)> = rec
+            .state
+            .log
+            .iter()
+            .map(|l| (l.evidence.from, l.evidence.to))
+            .collect();
+        let margin = slo.degraded_margin;
+        let (worst, j) =
+            judged::baseline(seen, old, &windows, margin, slack, start_epoch, host.stalls);
+        let shown = worst.map_or("no window judged".to_string(), |(k, n)| {
+            format!(
+                "worst window {:.2}% degraded ({k} of {n})",
+                100.0 * k as f64 / n.max(1) as f64
+            )
+        });
+        let broken = worst.is_some_and(|(k, n)| n > 0 && k as f64 > margin * n as f64);
         checks.push(
             Check::new(
                 "ROLLOUT_BASELINE",
-                not_live == 0,
+                !broken,
                 format!(
-                    "{not_live} of the old version's {} answers not live on a healthy model",
-                    count(old)
+                    "the old version's degraded share at most the {:.0}% margin in every judged window on a healthy model: {shown}",
+                    100.0 * margin
                 ),
             )
             .judged(j),

@@ -13,9 +13,11 @@
 //!   aside: if it advances then (or holds, for a rollback on evidence), the verdict is
 //!   inconclusive. A bad release that advanced is never excused: no stall makes a release
 //!   better than the one it is judged against.
-//! - `ROLLOUT_BASELINE`: on a healthy model the old version answers live throughout; its
-//!   answers that did not are offenders by the same rule. A rollout judged against a degraded
-//!   baseline proves nothing about the new release.
+//! - `ROLLOUT_BASELINE`: on a healthy model the old version's degraded share stays within the
+//!   SLO's degraded margin in every window the rollout judged — a rollout judged against a
+//!   degraded baseline proves nothing about the new release. In a window over it, the old
+//!   version's answers that were not live are the offenders, by the same rule, and the share
+//!   is taken again without the excused ones.
 
 use std::collections::HashSet;
 
@@ -224,18 +226,76 @@ pub fn good_rolled_back(
     }
 }
 
-/// `ROLLOUT_BASELINE`: the old version's answers that were not live, over the whole run.
-pub fn baseline(seen: &[Seen], old: &str, slack: Slack, start: u64, stalls: &Stalls) -> Judged {
+/// The old version's degraded share over the answers that ended in `[from, to]`, without
+/// `aside`: (degraded, answers).
+fn degraded_share(olds: &[&Seen], from: u64, to: u64, aside: &HashSet<u64>) -> (u64, u64) {
+    let f = figures(olds, from, to, aside);
+    (f.degraded, f.answers)
+}
+
+/// `ROLLOUT_BASELINE`: in every window the rollout judged, the old version's degraded share
+/// is at most the SLO's degraded margin — a comparison at that margin needs a baseline that
+/// answers live. Returns the worst window's share and the check judged: its offenders are
+/// the old version's answers that were not live in the windows over the margin.
+pub fn baseline(
+    seen: &[Seen],
+    old: &str,
+    windows: &[(u64, u64)],
+    margin: f64,
+    slack: Slack,
+    start: u64,
+    stalls: &Stalls,
+) -> (Option<(u64, u64)>, Judged) {
     let olds: Vec<&Seen> = seen
         .iter()
         .filter(|s| counted(s) && s.obs.headers.policy_version.as_deref() == Some(old))
         .collect();
-    let (excused, blamed) = split(&olds, &olds, None, slack.old_ms, start, stalls);
-    Judged {
-        holds_without: blamed.is_empty(),
-        blamed,
-        excused,
+    let none = HashSet::new();
+    let over = |(k, n): (u64, u64)| n > 0 && k as f64 > margin * n as f64;
+    let shares: Vec<(u64, u64)> = windows
+        .iter()
+        .map(|&(from, to)| degraded_share(&olds, from, to, &none))
+        .collect();
+    let worst = shares.iter().copied().max_by(|a, b| {
+        (a.0 as f64 / a.1.max(1) as f64).total_cmp(&(b.0 as f64 / b.1.max(1) as f64))
+    });
+    let broken: Vec<(u64, u64)> = windows
+        .iter()
+        .zip(&shares)
+        .filter(|(_, sh)| over(**sh))
+        .map(|(w, _)| *w)
+        .collect();
+    if broken.is_empty() {
+        return (
+            worst,
+            Judged {
+                holds_without: true,
+                ..Judged::default()
+            },
+        );
     }
+    let inside: Vec<&Seen> = olds
+        .iter()
+        .copied()
+        .filter(|s| {
+            broken
+                .iter()
+                .any(|&(f, t)| (f as f64..=t as f64).contains(&ended(s)))
+        })
+        .collect();
+    let (excused, blamed) = split(&inside, &olds, None, slack.old_ms, start, stalls);
+    let aside = blame::excused_requests(&excused);
+    let holds_without = broken
+        .iter()
+        .all(|&(from, to)| !over(degraded_share(&olds, from, to, &aside)));
+    (
+        worst,
+        Judged {
+            blamed,
+            excused,
+            holds_without,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -390,7 +450,7 @@ mod tests {
     }
 
     #[test]
-    fn the_baseline_excuses_a_breaker_opened_on_misses_the_stalls_explain_and_nothing_else() {
+    fn the_baseline_breaks_on_a_degraded_window_and_excuses_a_breaker_opened_on_stalled_misses() {
         let miss = FailureReason::MlTimeout.code();
         let shed = FailureReason::BreakerOpen.code();
         let mut seen = vec![
@@ -400,24 +460,28 @@ mod tests {
             seen(3, OLD, 300, 1.0, Some(shed)),
             seen(4, OLD, 400, 1.0, Some(shed)),
         ];
+        let window = [(0, 1_000)];
         let stalls = stopped(180.0, 260.0);
-        let j = baseline(&seen, OLD, SLACK, 0, &stalls);
+        let (worst, j) = baseline(&seen, OLD, &window, 0.05, SLACK, 0, &stalls);
+        assert_eq!(worst, Some((4, 5)));
         assert!(j.blamed.is_empty(), "{:?}", j.blamed);
         assert_eq!(j.excused.len(), 4);
         assert!(j.holds_without);
         // No stall: the misses and the breaker's answers are the edge's.
-        let j = baseline(&seen, OLD, SLACK, 0, &Stalls::NONE);
+        let (_, j) = baseline(&seen, OLD, &window, 0.05, SLACK, 0, &Stalls::NONE);
         assert_eq!(j.blamed.len(), 4);
         assert!(!j.holds_without);
         // A breaker open with no miss before it is never a stall's.
         seen.drain(1..3);
-        let j = baseline(&seen, OLD, SLACK, 0, &stalls);
+        let (_, j) = baseline(&seen, OLD, &window, 0.05, SLACK, 0, &stalls);
         assert_eq!(j.blamed.len(), 2);
         // A deadline missed by a release a healthy model cannot meet is the release's.
         let seen = vec![seen_miss()];
-        let j = baseline(
+        let (_, j) = baseline(
             &seen,
             OLD,
+            &window,
+            0.05,
             Slack {
                 old_ms: -12.0,
                 new_ms: 0.0,
@@ -426,6 +490,25 @@ mod tests {
             &stalls,
         );
         assert_eq!((j.blamed.len(), j.excused.len()), (1, 0));
+    }
+
+    #[test]
+    fn a_few_stray_misses_under_the_margin_leave_the_baseline_whole() {
+        // 2 misses in 100 answers, no stall: 2% is under a 5% margin.
+        let seen: Vec<Seen> = (0..100u64)
+            .map(|i| {
+                seen(
+                    i,
+                    OLD,
+                    i * 10,
+                    if i < 2 { 46.0 } else { 22.0 },
+                    (i < 2).then(|| FailureReason::MlTimeout.code()),
+                )
+            })
+            .collect();
+        let (worst, j) = baseline(&seen, OLD, &[(0, 2_000)], 0.05, SLACK, 0, &Stalls::NONE);
+        assert_eq!(worst, Some((2, 100)));
+        assert!(j.blamed.is_empty() && j.excused.is_empty() && j.holds_without);
     }
 
     fn seen_miss() -> Seen {
