@@ -69,12 +69,24 @@ function commands(markdown) {
   return out;
 }
 
-/** What a transcript says, line by line, without its figures, times, ports and release IDs. */
-const shape = (text) =>
-  text
-    .split("\n")
-    .map((l) => l.trimEnd().replace(/r-[0-9a-f]{12}/g, "r-…").replace(/\d+(?:\.\d+)?/g, "#"))
-    .filter(Boolean);
+/**
+ * What a transcript says, line by line, without its figures, times, ports and release IDs —
+ * and without a rollout's holds (a judgement "holding" and the reasons indented under it): a
+ * host that slows a window leaves its p95 unsettled and the rollout holds once before it
+ * advances, the same runbook, with the same verdict.
+ */
+const shape = (text) => {
+  const out = [];
+  let holding = -1; // the indentation of the hold being skipped
+  for (const line of text.split("\n")) {
+    const indent = line.length - line.trimStart().length;
+    if (holding >= 0 && indent > holding && line.trim()) continue;
+    holding = /^(\d\d:\d\d:\d\dZ  )?at \d+%: holding \(/.test(line.trim()) ? indent : -1;
+    if (holding >= 0) continue;
+    out.push(line.trimEnd().replace(/r-[0-9a-f]{12}/g, "r-…").replace(/\d+(?:\.\d+)?/g, "#"));
+  }
+  return out.filter(Boolean);
+};
 
 /** From the `## heading` line to the next `## `. */
 function section(markdown, heading) {
