@@ -333,7 +333,20 @@ pub fn assess(
         let k = inside.iter().filter(|s| version(s) == new).count() as u64;
         let share = f64::from(slo.steps[0]) / 100.0;
         let tick = (slo.dwell_ms / 10).clamp(50, 5_000) as f64;
-        let bound = slo.exposure_ms(rate_rps) + 2.0 * tick + 1_000.0;
+        // A release rolled back on worse figures is held to the bound of a bad release; one
+        // rolled back for holding too long (a window the answers could not settle — a loaded
+        // host, thin traffic) was never judged bad, and the controller keeps it up to a dwell
+        // per hold allowed, and one more.
+        let for_holding = rec.state.log.last().is_some_and(|l| {
+            matches!(&l.judgement, Judgement::RollBack { reasons } if reasons.iter().any(|r| r.starts_with("held ")))
+        });
+        let holding_ms = f64::from(slo.max_holds + 1) * slo.dwell_ms as f64;
+        let bound = if for_holding {
+            slo.exposure_ms(rate_rps).max(holding_ms)
+        } else {
+            slo.exposure_ms(rate_rps)
+        } + 2.0 * tick
+            + 1_000.0;
         let seconds = back.at.saturating_sub(first.at) as f64 / 1000.0;
         // The front splits each request at random: k of n is binomial around the step's
         // share. More than [`EXPOSURE_Z`] standard deviations over it is no chance.
@@ -506,6 +519,54 @@ mod tests {
         // An advance on fewer than min_answers: broken.
         let adv = logged(500, 100, Judgement::Advance { reasons: vec![] });
         assert!(!evidence_check(record(vec![adv], Phase::Done)).held);
+    }
+
+    /// A good release rolled back for holding too long on a loaded host was held to a bad
+    /// release's exposure bound (9.4 s at 200 req/s) and failed it after six holds (14 s):
+    /// the controller keeps such a release up to a dwell per hold allowed, and one more.
+    #[test]
+    fn a_rollback_for_holding_is_held_to_the_holds_bound_and_one_on_worse_figures_to_the_bad_release_bound(
+    ) {
+        let exposure = |reason: &str| {
+            let back = logged(
+                900,
+                100,
+                Judgement::RollBack {
+                    reasons: vec![reason.into()],
+                },
+            );
+            let deployments = [
+                Deployment {
+                    at: 0,
+                    new_percent: 10,
+                },
+                Deployment {
+                    at: 14_000,
+                    new_percent: 0,
+                },
+            ];
+            let o = assess(
+                None,
+                "r-000000000001",
+                "r-000000000002",
+                200.0,
+                0,
+                &[],
+                &deployments,
+                record(vec![back], Phase::RolledBack),
+                None,
+                NO_HOST,
+            );
+            o.checks
+                .into_iter()
+                .find(|c| c.name == "ROLLOUT_EXPOSURE")
+                .expect("checked")
+        };
+        let c = exposure("held 6 times at 10%: a rollout does not stay half-deployed");
+        assert!(c.held, "{}", c.detail);
+        let c = exposure("worse — degraded share: …");
+        assert!(!c.held, "{}", c.detail);
+        assert!(c.detail.contains("bound 9.40 s"), "{}", c.detail);
     }
 
     #[test]
