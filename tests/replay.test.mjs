@@ -129,8 +129,15 @@ function replayFigures(c) {
 function misses(drilled, best, worst) {
   const out = [];
   const within = (what, x, a, b, tol) => {
-    if (x == null || a == null || b == null) {
-      if (!(x == null && a == null && b == null)) out.push(`${what}: drill ${x}, replay ${a}–${b}`);
+    // An instant the replay did not see in one case ("not seen": later than the logs) makes
+    // its range open-ended: from the other case's instant on.
+    if (a == null || b == null) {
+      const seen = a ?? b;
+      if (seen == null ? x != null : x != null && x < seen - tol) out.push(`${what}: drill ${x}, replay ${a}–${b}`);
+      return;
+    }
+    if (x == null) {
+      out.push(`${what}: drill ${x}, replay ${a}–${b}`);
       return;
     }
     const [lo, hi] = [Math.min(a, b) - tol, Math.max(a, b) + tol];

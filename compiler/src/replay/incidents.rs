@@ -90,7 +90,7 @@ pub fn find(origin: &Timeline<CallWas>) -> Vec<Incident> {
 
 fn took(c: &CallWas) -> u64 {
     match c {
-        CallWas::Ok { ms } | CallWas::Failed { ms, .. } => *ms,
+        CallWas::Ok { ms } | CallWas::Failed { ms, .. } | CallWas::Late { took_ms: ms, .. } => *ms,
         CallWas::Censored { after_ms } => *after_ms,
     }
 }

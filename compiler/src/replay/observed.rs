@@ -50,13 +50,24 @@ pub enum CallWas {
     },
     /// No answer within `after_ms`: slower than that.
     Censored { after_ms: u64 },
+    /// A good answer the edge took `took_ms` after the call began, past its attempt's due
+    /// time: its timer ran late (a busy isolate) and the answer may have waited in the
+    /// isolate's own queue. The origin gave it by `took_ms`, perhaps by `by_ms` (just within
+    /// the due time, as the edge took it).
+    Late { by_ms: u64, took_ms: u64 },
 }
 
 impl CallWas {
     pub fn of(c: &CallSeen) -> CallWas {
         let ms = c.took_ms();
         match c.end {
-            End::Ok => CallWas::Ok { ms },
+            End::Ok => match c.due_ms.map(|d| d.saturating_sub(c.start_ms)) {
+                Some(due) if ms > due + CLOCK_MS => CallWas::Late {
+                    by_ms: due.saturating_sub(CLOCK_MS).max(1),
+                    took_ms: ms,
+                },
+                _ => CallWas::Ok { ms },
+            },
             End::Failed(reason) => CallWas::Failed {
                 reason,
                 status: c.status,
@@ -71,7 +82,7 @@ impl CallWas {
     /// 4xx), or no answer in time.
     pub fn bad(&self) -> bool {
         match self {
-            CallWas::Ok { .. } => false,
+            CallWas::Ok { .. } | CallWas::Late { .. } => false,
             CallWas::Failed { reason, .. } => reason.class().blames_origin(),
             CallWas::Censored { .. } => true,
         }
@@ -81,7 +92,7 @@ impl CallWas {
     /// better), then a failure, then no answer.
     pub fn rank(&self) -> (u8, u64) {
         match self {
-            CallWas::Ok { ms } => (0, *ms),
+            CallWas::Ok { ms } | CallWas::Late { took_ms: ms, .. } => (0, *ms),
             CallWas::Failed { ms, .. } => (1, *ms),
             CallWas::Censored { after_ms } => (2, *after_ms),
         }
@@ -278,6 +289,35 @@ mod tests {
 
     fn ok(ms: u64) -> CallWas {
         CallWas::Ok { ms }
+    }
+
+    /// A probe the Worker took 50 ms after it began, its timer due at 45 (late on a busy
+    /// isolate): a good answer by 50 ms, perhaps by 44 — never a cut one.
+    #[test]
+    fn a_good_answer_taken_past_its_due_time_is_late_not_slow() {
+        let call = |end_ms, end| CallSeen {
+            start_ms: 0,
+            end_ms,
+            due_ms: Some(45),
+            end,
+            status: None,
+            retry_after_s: None,
+            probe: true,
+            hedge: false,
+        };
+        let late = CallWas::of(&call(50, End::Ok));
+        assert_eq!(
+            late,
+            CallWas::Late {
+                by_ms: 44,
+                took_ms: 50
+            }
+        );
+        assert!(!late.bad());
+        assert_eq!(late.rank(), (0, 50));
+        // Taken by its due time (the clock reads whole ms): as it was.
+        assert_eq!(CallWas::of(&call(46, End::Ok)), ok(46));
+        assert_eq!(CallWas::of(&call(30, End::Ok)), ok(30));
     }
 
     #[test]

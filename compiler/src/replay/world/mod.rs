@@ -8,7 +8,10 @@
 //!   case and never in the **worst**; a tier read timed out at X ms is a hit at X + 1 ms
 //!   (best) or never ends (worst);
 //! - an instant nobody observed, between two observations that disagree, is the better of
-//!   the two (best) or the worse (worst).
+//!   the two (best) or the worse (worst);
+//! - a good answer the edge took past its attempt's due time (its timer ran late on a busy
+//!   isolate; the answer may have waited in the isolate's queue) came just within the due
+//!   time (best) or when it was taken (worst).
 //!
 //! - a write-through tier's entry written while the logs ran, when the policy replayed
 //!   answered fewer requests live then than the logs did, is there (best) or not (worst)
@@ -253,6 +256,13 @@ fn fetched(was: CallWas, case: Case, i: u64) -> Option<(u64, Fetched)> {
             retry_after_s,
             ms,
         } => (ms, failure(reason, status, retry_after_s)),
+        CallWas::Late { by_ms, took_ms } => (
+            match case {
+                Case::Best => by_ms,
+                Case::Worst => took_ms,
+            },
+            response(200, None, crate::simulate::origin::model_body(i)),
+        ),
         CallWas::Censored { after_ms } => match case {
             Case::Worst => return None,
             Case::Best => (
@@ -292,6 +302,7 @@ pub(super) fn response(status: u16, retry_after_s: Option<u64>, body: Vec<u8>) -
 fn censored(was: &CallWas) -> Option<Doubt> {
     match was {
         CallWas::Censored { after_ms } => Some(Doubt::Past(*after_ms + CLOCK_MS)),
+        CallWas::Late { by_ms, .. } => Some(Doubt::Past(*by_ms)),
         _ => None,
     }
 }
