@@ -80,6 +80,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         &subject(&candidate, &cp),
         now.0,
         window_ms,
+        args.time_scale,
     )
     .map_err(|e| anyhow!(e))?;
     if let Some(path) = &args.plot {

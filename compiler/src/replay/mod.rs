@@ -203,15 +203,17 @@ pub fn default_window_ms(span_ms: u64) -> u64 {
 
 /// Replays `logs` through `logged` (the policy the logs were written under) and
 /// `candidate`, in virtual time starting at `start_ms` (ms since the epoch: the instant the
-/// catalog and tokens are judged at).
+/// catalog and tokens are judged at); `time_scale`: the logs come from a drill run at it
+/// (1 for a service's own logs).
 pub fn replay(
     logs: &Logs,
     logged: &Subject<'_>,
     candidate: &Subject<'_>,
     start_ms: u64,
     window_ms: u64,
+    time_scale: f64,
 ) -> Result<Replay, String> {
-    let obs = Observed::of(&logs.lines, logs.first_ms);
+    let obs = Observed::scaled(&logs.lines, logs.first_ms, time_scale);
     let incidents = incidents::find(&obs.failed_edge);
     let as_logged = figures::figures(&logs.lines, logs.first_ms, &incidents, window_ms);
     let column = |s: &Subject<'_>| -> Result<Column, String> {

@@ -33,7 +33,9 @@ pub const OWN_MS: u64 = 10;
 /// "slower than X + CLOCK_MS".
 pub const CLOCK_MS: u64 = 1;
 
-/// Observations this close in time stand for what the origin (or a tier) did at an instant.
+/// Observations this close in time stand for what the origin (or a tier) did at an instant:
+/// a second of the service's own time (logs of a drill run at `--time-scale F`, whose
+/// incident runs F times as fast, use F of it: [`Observed::scaled`]).
 pub const NEAR_MS: u64 = 1_000;
 
 /// What one call to the origin did.
@@ -147,12 +149,23 @@ pub enum Lookup<T> {
 #[derive(Debug, Clone)]
 pub struct Timeline<T> {
     at: Vec<(u64, T)>,
+    /// How near an observation stands for an instant ([`NEAR_MS`], or scaled).
+    near: u64,
 }
 
 impl<T: Copy + PartialEq> Timeline<T> {
-    pub(crate) fn new(mut at: Vec<(u64, T)>) -> Timeline<T> {
+    #[cfg(test)]
+    pub(crate) fn new(at: Vec<(u64, T)>) -> Timeline<T> {
+        Timeline::within(at, NEAR_MS)
+    }
+
+    /// Observations that stand for an instant `near` ms away.
+    pub(crate) fn within(mut at: Vec<(u64, T)>, near: u64) -> Timeline<T> {
         at.sort_by_key(|(t, _)| *t);
-        Timeline { at }
+        Timeline {
+            at,
+            near: near.max(1),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -170,8 +183,9 @@ impl<T: Copy + PartialEq> Timeline<T> {
     /// What was seen at `t` (ms after the first arrival); `key` draws among what was seen
     /// within [`NEAR_MS`].
     pub fn at(&self, t: u64, key: u64) -> Lookup<T> {
-        let lo = self.at.partition_point(|(x, _)| *x + NEAR_MS < t);
-        let hi = self.at.partition_point(|(x, _)| *x <= t + NEAR_MS);
+        let near = self.near;
+        let lo = self.at.partition_point(|(x, _)| *x + near < t);
+        let hi = self.at.partition_point(|(x, _)| *x <= t + near);
         if hi > lo {
             let n = (hi - lo) as u64;
             return Lookup::Known(self.at[lo + (mix(key) % n) as usize].1);
@@ -192,8 +206,9 @@ impl Timeline<CallWas> {
     /// origin was slower than that then, as far as the calls around tell (a call drawn from
     /// them is slower than this, not only than its own cut).
     pub fn censored_near(&self, t: u64) -> Option<u64> {
-        let lo = self.at.partition_point(|(x, _)| *x + NEAR_MS < t);
-        let hi = self.at.partition_point(|(x, _)| *x <= t + NEAR_MS);
+        let near = self.near;
+        let lo = self.at.partition_point(|(x, _)| *x + near < t);
+        let hi = self.at.partition_point(|(x, _)| *x <= t + near);
         self.at[lo..hi]
             .iter()
             .filter_map(|(_, c)| match c {
@@ -230,6 +245,15 @@ pub const CONVICTED_MS: u64 = 1_000;
 impl Observed {
     /// From the logged lines (`first_ms`: the first arrival, ms since the epoch).
     pub fn of(lines: &[Line], first_ms: u64) -> Observed {
+        Observed::scaled(lines, first_ms, 1.0)
+    }
+
+    /// From the lines of a drill run at `time_scale` (0 < F ≤ 1): its incident ran F times
+    /// as fast, so an observation stands for an instant F × [`NEAR_MS`] away. (At time scale
+    /// 0.1 a whole probing lasts a second: drawn from a second around it, a replayed probe
+    /// met the deadline misses of the host stalls after the recovery.)
+    pub fn scaled(lines: &[Line], first_ms: u64, time_scale: f64) -> Observed {
+        let near = (NEAR_MS as f64 * time_scale.clamp(f64::MIN_POSITIVE, 1.0)).round() as u64;
         let mut origin = Vec::new();
         let mut busy: Vec<(&str, u64, CallWas)> = Vec::new();
         let mut opened: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
@@ -263,11 +287,11 @@ impl Observed {
             }
         }
         Observed {
-            origin: Timeline::new(origin),
-            failed_edge: Timeline::new(failed_edge),
+            origin: Timeline::within(origin, near),
+            failed_edge: Timeline::within(failed_edge, near),
             tiers: tiers
                 .into_iter()
-                .map(|(k, v)| (k, Timeline::new(v)))
+                .map(|(k, v)| (k, Timeline::within(v, near)))
                 .collect(),
         }
     }
@@ -318,6 +342,19 @@ mod tests {
         // Taken by its due time (the clock reads whole ms): as it was.
         assert_eq!(CallWas::of(&call(46, End::Ok)), ok(46));
         assert_eq!(CallWas::of(&call(30, End::Ok)), ok(30));
+    }
+
+    /// The logs of a drill at time scale 0.1: its probing lasts a second, and the deadline
+    /// misses 400 ms after it (host stalls after the recovery) are no evidence of what the
+    /// origin did for a probe.
+    #[test]
+    fn a_drill_at_a_time_scale_draws_from_the_instants_scaled_alike() {
+        let cut = CallWas::Censored { after_ms: 45 };
+        let seen = vec![(0, ok(28)), (50, ok(29)), (450, cut), (460, cut)];
+        let scaled = Timeline::within(seen.clone(), 100);
+        assert!((0..50).all(|k| scaled.at(60, k) != Lookup::Known(cut)));
+        let unscaled = Timeline::new(seen);
+        assert!((0..50).any(|k| unscaled.at(60, k) == Lookup::Known(cut)));
     }
 
     #[test]

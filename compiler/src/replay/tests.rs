@@ -73,6 +73,7 @@ fn replay_with(candidate: &Policy) -> Replay {
         &s("candidate", candidate),
         NOON,
         1_000,
+        1.0,
     )
     .expect("replayed")
 }

@@ -83,7 +83,7 @@ pub fn check(logs: &Logs, old: &Bake, new: &Bake, slo: &Slo) -> Result<ReplayChe
     }
     let window = replay::default_window_ms(logs.span_ms);
     let (o, n) = (subject(old), subject(new));
-    let r = replay::replay(logs, &o, &n, logs.first_ms, window)?;
+    let r = replay::replay(logs, &o, &n, logs.first_ms, window, 1.0)?;
     let mut cases = Vec::new();
     for (case, old_f, new_f) in [
         ("best", &r.logged_policy.best, &r.candidate.best),
