@@ -67,5 +67,7 @@ start=$(date +%s)
 (cd "$crate_dir" && "$WORKER_BUILD_BIN" --release "${extra[@]}" >&2)
 [[ -f "$out/index_bg.wasm" && -f "$out/index.js" ]] \
     || { echo "build-edge: error: worker-build did not produce $out/index_bg.wasm and $out/index.js" >&2; exit 1; }
+# The `name` section wasm-bindgen leaves is read by no runtime (scripts/strip-names.mjs).
+node "$root/scripts/strip-names.mjs" "$out/index_bg.wasm"
 printf '%s\n' "$want" >"$out/.fingerprint"
 echo "build-edge: done in $(($(date +%s) - start)) s: $(wc -c <"$out/index_bg.wasm") bytes of wasm" >&2

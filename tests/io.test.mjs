@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { us_run, us_incoming, FETCHED, KV, LIMITED, TIMER, ASKED } from "../edge/worker/src/io.js";
+import { us_run, us_incoming, us_outbox, us_outbox_fetch, us_outbox_alarm, us_coordinator, us_coordinator_fetch, FETCHED, KV, LIMITED, TIMER, HEARD, ASKED } from "../edge/worker/src/io.js";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -21,6 +21,7 @@ const limitCmd = (io, binding, key) => num(3) + num(io) + str(binding) + str(key
 const abortCmd = (io) => num(5) + num(io);
 const hearCmd = (io, until) => num(6) + num(io) + num(until);
 const askCmd = (call) => num(9) + callsOf([call]);
+const eventsCmd = (io) => num(7) + num(io);
 // A call's fields as the engine writes them (`wire::calls`): the answer's begin deadline
 // defaults to its end (a report's are both the report timeout).
 const callsOf = (calls) =>
@@ -40,7 +41,8 @@ function engine(script) {
       reports.push(r);
       return script(r);
     },
-    perform: async () => {},
+    perform: () => undefined,
+    performed() {},
     failed: (id, why) => out(-1, respondCmd(503, JSON.stringify({ code: "DEPENDENCY_UNAVAILABLE", why }))),
     writeFailed() {},
   };
@@ -414,4 +416,128 @@ test("an ask goes to the coordinator at once, with the request's call; its answe
   } finally {
     model.close();
   }
+});
+
+// [V-INGEST] [V-STORE] An event operation: the driver performs what the engine's `perform`
+// says — the body read up to its limit, the shards called — hands back what came, as it came,
+// through `performed`, and reports it heard.
+test("an event operation is performed as the engine says, and what came back goes to the engine as it is", async () => {
+  const performed = [];
+  const stub = (name) => ({
+    fetch: async (url, init) => {
+      if (name === "down") throw new Error("shard unreachable\nstack");
+      return new Response(new Uint8Array([...new Uint8Array(init.body), 9]), { status: 200 });
+    },
+  });
+  const env = { OUTBOX: { idFromName: (n) => n, get: (id) => stub(id) } };
+  for (const [todo, check] of [
+    [[1, 4], (got) => assert.deepEqual([got[0], [...got[1]]], [0, [104, 105]])],
+    [[1, 1], (got) => assert.deepEqual(got, [1, null])],
+    [[2, "OUTBOX", "https://shard/x", ["a", "down"], [new Uint8Array([1, 2])]], (got) => {
+      assert.deepEqual([got[0][0], [...got[0][1]], got[0][2]], [1, [1, 2, 9], 200]);
+      assert.deepEqual(got[1], [2, "shard unreachable", 0]);
+    }],
+    [[2, "MISSING", "https://shard/x", ["a"], [new Uint8Array([1])]], (got) => assert.match(got, /`MISSING` is not bound/)],
+    [undefined, (got) => assert.equal(got, undefined)],
+  ]) {
+    const e = engine((r) => {
+      assert.equal(r.kind, HEARD);
+      assert.equal(r.io, 4);
+      return out(-1, respondCmd(200, "ok"));
+    });
+    e.perform = (id, io) => { assert.deepEqual([id, io], [5, 4]); return todo; };
+    e.performed = (id, io, got) => performed.push([id, io, got]);
+    const req = new Request("https://edge/e", { method: "POST", body: "hi" });
+    const res = await us_run(5, out(Date.now() + 5000, eventsCmd(4)), req, env, null, e);
+    assert.equal(await res.text(), "ok");
+    assert.equal(performed.length, 1, "what came back is handed over once, before the report");
+    check(performed.pop()[2]);
+  }
+});
+
+// The outbox's object: the core's reply bytes answered as they are, the alarm it asks for set
+// (at that instant unless one is set earlier; only when none is, for the watchdog); the alarm
+// run's deliveries performed within the core's timeout, null for one that did not answer.
+test("the outbox's driver performs the core's replies, alarms and deliveries, and decides none", async () => {
+  let alarm = null;
+  const storage = { getAlarm: async () => alarm, setAlarm: async (t) => { alarm = t; }, deleteAlarm: async () => { alarm = null; } };
+  const replies = [[new Uint8Array([7]), [1000, false]], [new Uint8Array([8]), [2000, false]], [new Uint8Array([9]), [500, true]], [new Uint8Array([10]), [400, false]]];
+  const seen = [];
+  const core = { command: (bytes) => { seen.push([...bytes]); return replies.shift(); }, unreadable: () => new Uint8Array([0]) };
+  const o = us_outbox({ storage }, core);
+  const body = async (r) => [...new Uint8Array(await r.arrayBuffer())];
+  assert.deepEqual(await body(await us_outbox_fetch(o, new Request("https://s/", { method: "POST", body: new Uint8Array([1]) }))), [7]);
+  assert.equal(alarm, 1000);
+  assert.deepEqual(await body(await us_outbox_fetch(o, new Request("https://s/", { method: "POST", body: new Uint8Array([2]) }))), [8]);
+  assert.equal(alarm, 1000, "an alarm set earlier stands");
+  await us_outbox_fetch(o, new Request("https://s/", { method: "POST", body: new Uint8Array([3]) }));
+  assert.equal(alarm, 1000, "the watchdog sets one only when none is set");
+  await us_outbox_fetch(o, new Request("https://s/", { method: "POST", body: new Uint8Array([4]) }));
+  assert.equal(alarm, 400);
+  assert.deepEqual(seen, [[1], [2], [3], [4]]);
+
+  const hung = await origin(() => {}); // never answers
+  const ok = await origin((req, res) => res.end("done"));
+  const steps = [];
+  core.alarm = (outcomes) => {
+    steps.push(outcomes);
+    if (steps.length === 1) return ["deliver", 60, [[`${ok.url}/e`, "POST", "Idempotency-Key\ne-1", "{}", 1000], undefined, [`${hung.url}/e`, "POST", "", "{}", 1000]]];
+    return ["end", 12345];
+  };
+  const t0 = Date.now();
+  await us_outbox_alarm(o);
+  assert.ok(Date.now() - t0 >= 55, "the hung delivery waited the core's timeout");
+  assert.equal(steps.length, 2);
+  assert.equal(steps[0], undefined);
+  const [done, none, cut] = steps[1];
+  assert.equal(done[0], 200);
+  assert.equal(Buffer.from(done[2]).toString(), "done");
+  assert.equal(none, undefined);
+  assert.equal(cut, null);
+  assert.equal(alarm, 12345);
+  core.alarm = () => ["end", undefined];
+  await us_outbox_alarm(o);
+  assert.equal(alarm, null, "no alarm when the core gives no instant");
+  core.alarm = () => ["failed", 99];
+  await us_outbox_alarm(o);
+  assert.equal(alarm, 99);
+  hung.close();
+  ok.close();
+});
+
+// The coordinator's object: its answer is the core's; a held watch's headers go at once and
+// its verdict when the fleet moves (another call's broadcast) or at the end of the core's hold.
+test("the coordinator's driver answers as the core says and holds a watch for the core's hold", async () => {
+  const put = [];
+  const storage = { get: async () => "snap", put: async (k, v) => { put.push([k, v]); }, setAlarm: async () => {} };
+  const calls = [];
+  let moved = false;
+  const core = {
+    place: (url) => (url.includes("of=bad") ? "not a coordinator's name" : undefined),
+    ready: () => calls.includes("resume"),
+    resume: (s) => { calls.push("resume"); assert.equal(s, "snap"); return undefined; },
+    report: (t) => { calls.push(`report ${t}`); return moved ? [200, "opened", true, false, 0] : [200, "closed", false, false, 0]; },
+    watch: (t) => { calls.push(`watch ${t}`); return [200, "as it stands", false, true, t === "short" ? 40 : 5000]; },
+    verdict: () => "at the hold's end",
+    snapshotDue: () => (calls.length === 2 ? "s1" : undefined),
+    snapshotStored: () => calls.push("stored"),
+    armIn: () => undefined,
+  };
+  const o = us_coordinator({ storage }, {}, core);
+  const post = (path, body) => new Request(`https://coordinator${path}?of=x`, { method: "POST", body });
+  assert.equal((await us_coordinator_fetch(o, new Request("https://coordinator/report?of=bad", { method: "POST", body: "" }))).status, 400);
+  const r1 = await us_coordinator_fetch(o, post("/report", "r1"));
+  assert.equal(await r1.text(), "closed");
+  assert.deepEqual(put, [["snapshot", "s1"]]);
+  const t0 = Date.now();
+  const short = await us_coordinator_fetch(o, post("/watch", "short"));
+  assert.equal(short.status, 200, "a held watch's answer begins at once");
+  assert.equal(await short.text(), "at the hold's end");
+  assert.ok(Date.now() - t0 >= 35, "held for the core's hold");
+  const long = await us_coordinator_fetch(o, post("/watch", "long"));
+  moved = true;
+  const r2 = await us_coordinator_fetch(o, post("/report", "r2"));
+  assert.equal(await r2.text(), "opened");
+  assert.equal(await long.text(), "opened", "the held watch got the verdict that moved the fleet");
+  assert.deepEqual(calls.filter((c) => c !== "stored"), ["resume", "report r1", "watch short", "watch long", "report r2"]);
 });

@@ -1,56 +1,24 @@
-//! [E-OBSERVE] Data points for Workers Analytics Engine, behind a small trait: the Worker
-//! writes to the dataset bound as [`BINDING`] when there is one and to nothing otherwise
-//! (local runs, and Miniflare, whose Analytics Engine is a no-op). What is written is built
-//! and tested natively in `understudy_core::metrics::data_point`.
+//! [E-OBSERVE] Data points for Workers Analytics Engine: written to the dataset bound as
+//! [`BINDING`] when there is one and to nothing otherwise (local runs, and Miniflare, whose
+//! Analytics Engine is a no-op), by `io.js` (`us_point`), as the request's driver writes its
+//! own. What is written is built and tested natively in `understudy_core::metrics::data_point`.
 
+use js_sys::Array;
 use understudy_core::metrics::DataPoint;
-use worker::{AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
+use wasm_bindgen::prelude::*;
 
 /// The Analytics Engine binding `understudy build` declares in `wrangler.toml`.
 pub const BINDING: &str = "UNDERSTUDY_ANALYTICS";
 
-pub trait Sink {
-    fn write(&self, point: &DataPoint);
+#[wasm_bindgen(module = "/src/io.js")]
+extern "C" {
+    fn us_point(env: &JsValue, index: &str, blobs: Array, doubles: Array);
 }
 
-/// No dataset bound: data points go nowhere.
-pub struct Nowhere;
-
-impl Sink for Nowhere {
-    fn write(&self, _: &DataPoint) {}
-}
-
-impl Sink for AnalyticsEngineDataset {
-    fn write(&self, p: &DataPoint) {
-        let point = AnalyticsEngineDataPointBuilder::new()
-            .indexes([p.index.as_str()])
-            .blobs(p.blobs.iter().map(String::as_str))
-            .doubles(p.doubles)
-            .build();
-        // Analytics must never fail a request: a refused point is dropped.
-        let _ = self.write_data_point(&point);
-    }
-}
-
-thread_local! {
-    /// Whether the dataset is bound, learnt on this isolate's first data point: an unbound
-    /// binding is not looked up (and its error built) on every request.
-    static BOUND: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
-}
-
-/// The sink for this request's environment.
-pub fn sink(env: &Env) -> Box<dyn Sink> {
-    if BOUND.with(|b| b.get()) == Some(false) {
-        return Box::new(Nowhere);
-    }
-    match env.analytics_engine(BINDING) {
-        Ok(ds) => {
-            BOUND.with(|b| b.set(Some(true)));
-            Box::new(ds)
-        }
-        Err(_) => {
-            BOUND.with(|b| b.set(Some(false)));
-            Box::new(Nowhere)
-        }
-    }
+/// Writes `p` to the dataset of `env` (a refused point is dropped: analytics never fails
+/// anything).
+pub fn write(env: &JsValue, p: &DataPoint) {
+    let blobs = p.blobs.iter().map(|b| JsValue::from_str(b)).collect();
+    let doubles = p.doubles.iter().map(|d| JsValue::from_f64(*d)).collect();
+    us_point(env, &p.index, blobs, doubles);
 }

@@ -1,8 +1,10 @@
 //! [F-SCOPE] The breaker's coordinator: a Durable Object that merges the isolates' reports
 //! and answers each with the fleet's verdict, and holds their watches until the fleet opens
 //! or closes (docs/adr/011-fleet-scoped-breaker.md). Every decision is
-//! `understudy_core::breaker::fleet::Coordinator`'s; this module reads the request and
-//! writes the answer.
+//! `understudy_core::breaker::fleet::Coordinator`'s; its I/O — the request, the storage,
+//! the alarm, the region's call to the global object, a held watch's stream — is `io.js`'s
+//! (`us_coordinator_fetch`, `us_coordinator_alarm`), which asks this module's [`Core`]
+//! at each step, one call each (docs/adr/015-durable-objects-driven-from-js.md).
 //!
 //! One object per service, settings and region (`{service}/{settings}/{region}`), and a
 //! global one (`…/global`) of the same class: the driver names the object in the URL it
@@ -23,312 +25,365 @@
 //! made under other settings (another release) is refused, never merged. Nothing here may
 //! panic: every problem is an HTTP answer the isolate counts as a failed report.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Duration;
 
-use futures_channel::oneshot;
-use js_sys::{Array, Promise};
+use js_sys::{Array, Object, Promise, Reflect};
 use understudy_core::breaker::fleet::place::{global_name, Role};
-use understudy_core::breaker::fleet::{settings_hash, Coordinator, Snapshot, Verdict, WATCH_MS};
+use understudy_core::breaker::fleet::{settings_hash, Coordinator, Snapshot, Verdict};
 use understudy_core::policy::{Breaker, Scope};
 use wasm_bindgen::prelude::*;
-use worker::wasm_bindgen_futures::JsFuture;
-use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
-use crate::{isolate, shim};
+use crate::isolate;
 
-/// Held watches below which no sweep runs.
-const SWEEP_MIN: usize = 64;
 /// How long a region waits for the global coordinator's answer to its window (as an isolate
 /// waits for its region's: `member::REPORT_TIMEOUT_MS`).
 pub const MERGE_TIMEOUT_MS: u64 = understudy_core::breaker::member::REPORT_TIMEOUT_MS;
 
-// A region's window to the global coordinator, within `timeout_ms`: `[true, verdict]` or
-// `[false, why]` (`io.js`, raced through its one timing primitive).
+// The object's driver (`io.js`): the runtime's calls performed, this module asked at each step.
 #[wasm_bindgen(module = "/src/io.js")]
 extern "C" {
-    fn us_merge(ns: &JsValue, object: &str, body: &str, timeout_ms: f64) -> Promise;
+    fn us_coordinator(state: &JsValue, env: &JsValue, core: JsValue) -> JsValue;
+    fn us_coordinator_fetch(driver: &JsValue, req: &JsValue) -> Promise;
+    fn us_coordinator_alarm(driver: &JsValue) -> Promise;
 }
 
-#[durable_object]
+/// The Durable Object class the runtime instantiates (`new BreakerCoordinator(state, env)`):
+/// its driver, and nothing else.
+#[wasm_bindgen]
 pub struct BreakerCoordinator {
-    state: State,
-    env: Env,
-    /// Built from the bake at the first report (and what the storage kept).
-    inner: Rc<RefCell<Option<Coordinator>>>,
-    /// The snapshot last written.
-    stored: RefCell<Option<Snapshot>>,
-    /// The watches held: each is answered with the verdict when the fleet opens or closes.
-    watchers: RefCell<Vec<oneshot::Sender<String>>>,
-    /// How many held watches make the next sweep of those whose caller is gone.
-    sweep_at: Cell<usize>,
-    /// What this object is, from the name in its first request's URL.
-    role: Cell<Option<Role>>,
+    driver: JsValue,
+}
+
+#[wasm_bindgen]
+impl BreakerCoordinator {
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: JsValue, env: JsValue) -> BreakerCoordinator {
+        let core = Rc::new(RefCell::new(Core::default()));
+        BreakerCoordinator {
+            driver: us_coordinator(&state, &env, core_object(&core)),
+        }
+    }
+
+    pub fn fetch(&self, req: JsValue) -> Promise {
+        us_coordinator_fetch(&self.driver, &req)
+    }
+
+    pub fn alarm(&self) -> Promise {
+        us_coordinator_alarm(&self.driver)
+    }
+}
+
+/// What one object knows: its role, its coordinator (built at the first call, resumed from
+/// the snapshot its storage kept), the snapshot last written, and its merge's clock.
+#[derive(Default)]
+struct Core {
+    role: Option<Role>,
+    inner: Option<Coordinator>,
+    /// The snapshot last written; the one being written.
+    stored: Option<Snapshot>,
+    writing: Option<Snapshot>,
     /// A region's merge alarm is set; the last window's number (its clock: a restarted
     /// object's windows still count as newer).
-    alarm_set: Cell<bool>,
-    sent: Cell<u64>,
+    alarm_set: bool,
+    sent: u64,
 }
 
-impl DurableObject for BreakerCoordinator {
-    fn new(state: State, env: Env) -> Self {
-        BreakerCoordinator {
-            state,
-            env,
-            inner: Rc::new(RefCell::new(None)),
-            stored: RefCell::new(None),
-            watchers: RefCell::new(Vec::new()),
-            sweep_at: Cell::new(SWEEP_MIN),
-            role: Cell::new(None),
-            alarm_set: Cell::new(false),
-            sent: Cell::new(0),
+/// An answer to the driver: `[status, body, broadcast, held, hold_ms]` — `broadcast`: the
+/// fleet moved, every held watch gets `body`; `held`: this watch waits `hold_ms` at most
+/// for the fleet to move (its answer begins at once, the verdict follows).
+fn answer(result: Result<(String, bool), (String, u16)>, held: Option<u64>) -> JsValue {
+    let out = Array::new();
+    match result {
+        Ok((body, moved)) => {
+            out.push(&JsValue::from(200));
+            out.push(&JsValue::from(body));
+            out.push(&JsValue::from(moved));
+        }
+        Err((message, status)) => {
+            out.push(&JsValue::from(status));
+            out.push(&JsValue::from(message));
+            out.push(&JsValue::FALSE);
         }
     }
+    out.push(&JsValue::from(held.is_some()));
+    out.push(&JsValue::from(held.unwrap_or(0) as f64));
+    out.into()
+}
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let watch = req.path() == understudy_core::breaker::member::WATCH_PATH;
-        if self.role.get().is_none() {
-            let of = object_of(&req.inner().url());
-            let role = match of.as_deref().map(Role::of) {
-                None => Role::Alone,
-                Some(Ok(role)) => role,
-                Some(Err(e)) => return Response::error(e, 400),
-            };
-            self.role.set(Some(role));
+impl Core {
+    /// The object's role from its first request's URL (`?of=`): `None`, or why the name is
+    /// not one (answered 400).
+    fn place(&mut self, url: &str) -> Option<String> {
+        if self.role.is_some() {
+            return None;
         }
-        let text = match req.text().await {
-            Ok(t) => t,
-            Err(e) => return Response::error(format!("unreadable request: {e}"), 400),
-        };
-        self.resume().await;
-        if watch {
-            let answer = self.watch(&text);
-            self.persist().await;
-            return answer;
+        match object_of(url).as_deref().map(Role::of) {
+            None => self.role = Some(Role::Alone),
+            Some(Ok(role)) => self.role = Some(role),
+            Some(Err(e)) => return Some(e.to_string()),
         }
-        let answer = self.with(|c| {
-            let verdict = Coordinator::parse(&text).and_then(|r| c.report(isolate::now(), r));
-            verdict.map_err(|refusal| (refusal.message(), refusal.status()))
-        });
-        self.persist().await;
-        match answer {
-            Ok(body) => {
-                self.arm().await;
-                Response::ok(body)
-            }
-            Err((message, status)) => Response::error(message, status),
-        }
+        None
     }
 
-    /// A region's merge: its window to the global coordinator, the verdict heeded (the held
-    /// watches answered if it moved the region), and the next alarm while the region keeps
-    /// isolates.
-    async fn alarm(&self) -> Result<Response> {
-        self.alarm_set.set(false);
-        let Some(Role::Region(region)) = self.role.get() else {
-            return Response::ok("no merge");
-        };
-        let now = isolate::now();
-        let seq = self.sent.get().max(now.0.saturating_sub(1)) + 1;
-        self.sent.set(seq);
-        let window = self.inner.borrow_mut().as_mut().and_then(|c| {
-            c.merging(now)
-                .then(|| c.window_report(now, region.name(), seq))
-        });
-        let Some(window) = window else {
-            return Response::ok("nothing to merge");
-        };
-        let Ok(body) = serde_json::to_string(&window) else {
-            return Response::ok("the window cannot be written");
-        };
-        match self.merge(&body).await {
-            Ok(text) => match serde_json::from_str::<Verdict>(&text) {
-                Ok(v) => {
-                    let _ = self.with(|c| {
-                        c.heed(v);
-                        Ok(c.verdict(isolate::now()))
-                    });
+    /// Builds the coordinator, resumed from `snapshot` (what the storage kept, if anything);
+    /// a line to log when it cannot be read.
+    fn resume(&mut self, snapshot: Option<String>) -> Option<String> {
+        if self.inner.is_some() {
+            return None;
+        }
+        let mut c = coordinator().ok()?;
+        let mut log = None;
+        if let Some(text) = snapshot {
+            match serde_json::from_str::<Snapshot>(&text) {
+                Ok(snap) => {
+                    c.restore(isolate::now(), snap.clone());
+                    self.stored = Some(snap);
                 }
-                Err(e) => worker::console_log!("fleet merge: the global answer is no verdict: {e}"),
-            },
-            // The global coordinator lost: this region decides on its own once the last
-            // global verdict expired (`Coordinator::followed`).
-            Err(e) => worker::console_log!("fleet merge: {e}"),
-        }
-        self.persist().await;
-        self.arm().await;
-        Response::ok("merged")
-    }
-}
-
-impl BreakerCoordinator {
-    /// A region's alarm, one report interval from now, unless one is set or the region
-    /// keeps no isolate.
-    async fn arm(&self) {
-        if self.alarm_set.get() || !matches!(self.role.get(), Some(Role::Region(_))) {
-            return;
-        }
-        let interval = {
-            let mut inner = self.inner.borrow_mut();
-            match inner.as_mut() {
-                Some(c) => match c.merging(isolate::now()) {
-                    true => c.report_interval_ms(),
-                    false => return,
-                },
-                None => return,
+                Err(e) => log = Some(format!("fleet snapshot: unreadable, not resumed: {e}")),
             }
-        };
-        let at = Duration::from_millis(interval);
-        match self.state.storage().set_alarm(at).await {
-            Ok(()) => self.alarm_set.set(true),
-            Err(e) => worker::console_log!("fleet merge: cannot set the alarm: {e}"),
         }
+        self.inner = Some(c);
+        log
     }
 
-    /// Sends a region's window (`body`) to the global coordinator: its verdict's JSON, or
-    /// why there is none.
-    async fn merge(&self, body: &str) -> std::result::Result<String, String> {
-        let (service, config, binding) = global_of()?;
-        let ns = js_sys::Reflect::get(self.env.as_ref(), &JsValue::from_str(&binding))
-            .ok()
-            .filter(JsValue::is_object)
-            .ok_or_else(|| format!("Durable Object binding `{binding}` is not bound"))?;
-        let object = global_name(&service, &config);
-        let got = JsFuture::from(us_merge(&ns, &object, body, MERGE_TIMEOUT_MS as f64))
-            .await
-            .map_err(|e| understudy_core::classify::bounded(&format!("{e:?}")))?;
-        let got = Array::from(&got);
-        let text = got.get(1).as_string().unwrap_or_default();
-        if got.get(0).as_bool() == Some(true) {
-            Ok(text)
-        } else {
-            Err(text)
-        }
-    }
-
-    /// Runs `f` on the coordinator (built at the first call), answers the held watches when
-    /// the verdict `f` gave moved the fleet, and writes that verdict.
+    /// Runs `f` on the coordinator (built at the first call): the verdict it gave, and
+    /// whether it moved the fleet.
     fn with(
-        &self,
-        f: impl FnOnce(&mut Coordinator) -> std::result::Result<Verdict, (String, u16)>,
-    ) -> std::result::Result<String, (String, u16)> {
-        let mut inner = self.inner.borrow_mut();
-        if inner.is_none() {
-            *inner = Some(coordinator().map_err(|e| (e, 503))?);
+        &mut self,
+        f: impl FnOnce(&mut Coordinator) -> Result<Verdict, (String, u16)>,
+    ) -> Result<(String, bool), (String, u16)> {
+        if self.inner.is_none() {
+            self.inner = Some(coordinator().map_err(|e| (e, 503))?);
         }
-        let Some(c) = inner.as_mut() else {
+        let Some(c) = self.inner.as_mut() else {
             return Err(("no coordinator".into(), 503));
         };
         let verdict = f(c)?;
         let body = serde_json::to_string(&verdict)
             .map_err(|e| (format!("cannot write the verdict: {e}"), 500))?;
-        if c.moved() {
-            for tx in self.watchers.borrow_mut().drain(..) {
-                let _ = tx.send(body.clone());
-            }
-        }
-        Ok(body)
+        Ok((body, c.moved()))
+    }
+
+    fn report(&mut self, text: &str) -> JsValue {
+        let result = self.with(|c| {
+            let verdict = Coordinator::parse(text).and_then(|r| c.report(isolate::now(), r));
+            verdict.map_err(|refusal| (refusal.message(), refusal.status()))
+        });
+        answer(result, None)
     }
 
     /// A watch: answered at once when the fleet is not as the isolate last heard it, else
-    /// held until it opens or closes, or its hold passed — [`WATCH_MS`] or less, as it asks
-    /// (then with the verdict as it stands). A held watch's answer begins at once: its
-    /// headers now, the verdict in its body later, so the isolate knows its watch is held.
-    fn watch(&self, text: &str) -> Result<Response> {
+    /// held until it opens or closes, or its hold passed — `fleet::WATCH_MS` or less, as it asks
+    /// (then with the verdict as it stands).
+    fn watch(&mut self, text: &str) -> JsValue {
         let mut held = None;
-        let mut hold_ms = WATCH_MS;
-        let answer = self.with(|c| {
+        let result = self.with(|c| {
             let now = isolate::now();
             let w = Coordinator::parse_watch(text).map_err(|r| (r.message(), r.status()))?;
-            hold_ms = w.hold_ms();
             match c.watch(now, &w).map_err(|r| (r.message(), r.status()))? {
                 Some(v) => Ok(v),
                 None => {
-                    let (tx, rx) = oneshot::channel();
-                    let mut watchers = self.watchers.borrow_mut();
-                    if watchers.len() >= self.sweep_at.get() {
-                        // Amortised: a watch whose request the runtime cancelled is dropped.
-                        watchers.retain(|tx| !tx.is_canceled());
-                        self.sweep_at.set((2 * watchers.len()).max(SWEEP_MIN));
-                    }
-                    watchers.push(tx);
-                    held = Some(rx);
+                    held = Some(w.hold_ms());
                     Ok(c.verdict(now))
                 }
             }
         });
-        let rx = match (answer, held) {
-            (Err((message, status)), _) => return Response::error(message, status),
-            (Ok(body), None) => return Response::ok(body),
-            (Ok(_), Some(rx)) => rx,
-        };
-        let inner = Rc::clone(&self.inner);
-        let body = async move {
-            let body = match shim::within(rx, hold_ms).await {
-                Some(Ok(body)) => body,
-                // Timed out, or the object dropped its watchers: the verdict as it stands
-                // (a move it makes is answered to the others with the next call).
-                _ => inner
-                    .borrow_mut()
-                    .as_mut()
-                    .and_then(|c| serde_json::to_string(&c.verdict(isolate::now())).ok())
-                    .unwrap_or_default(),
-            };
-            Ok::<Vec<u8>, worker::Error>(body.into_bytes())
-        };
-        Response::from_stream(futures_util::stream::once(body))
+        answer(result, held)
     }
 
-    /// Builds the coordinator, resumed from the snapshot its storage kept, when this object
-    /// has none yet (its first call, or the first after a restart).
-    async fn resume(&self) {
-        if self.inner.borrow().is_some() {
-            return;
-        }
-        let Ok(mut c) = coordinator() else {
-            return;
-        };
-        match self.state.storage().get::<String>(SNAPSHOT_KEY).await {
-            Ok(Some(text)) => match serde_json::from_str::<Snapshot>(&text) {
-                Ok(snap) => {
-                    c.restore(isolate::now(), snap.clone());
-                    *self.stored.borrow_mut() = Some(snap);
-                }
-                Err(e) => worker::console_log!("fleet snapshot: unreadable, not resumed: {e}"),
-            },
-            Ok(None) => {}
-            Err(e) => worker::console_log!("fleet snapshot: cannot read it: {e}"),
-        }
-        let mut inner = self.inner.borrow_mut();
-        if inner.is_none() {
-            *inner = Some(c);
-        }
+    /// The verdict as it stands (a held watch whose hold passed).
+    fn verdict(&mut self) -> String {
+        self.inner
+            .as_mut()
+            .and_then(|c| serde_json::to_string(&c.verdict(isolate::now())).ok())
+            .unwrap_or_default()
     }
 
-    /// Writes the coordinator's snapshot when it is due (`Snapshot::due`: its decisions
-    /// changed, at most once a second).
-    async fn persist(&self) {
+    /// The snapshot to write now (`Snapshot::due`: its decisions changed, at most once a
+    /// second), or none.
+    fn snapshot_due(&mut self) -> Option<String> {
         let now = isolate::now();
-        let snap = match self.inner.borrow().as_ref() {
-            Some(c) => c.snapshot(now),
-            None => return,
-        };
-        if !snap.due(self.stored.borrow().as_ref(), now) {
-            return;
+        let snap = self.inner.as_ref()?.snapshot(now);
+        if !snap.due(self.stored.as_ref(), now) {
+            return None;
         }
-        let Ok(text) = serde_json::to_string(&snap) else {
-            return;
-        };
-        match self.state.storage().put(SNAPSHOT_KEY, text).await {
-            Ok(()) => *self.stored.borrow_mut() = Some(snap),
-            Err(e) => worker::console_log!("fleet snapshot: cannot write it: {e}"),
+        let text = serde_json::to_string(&snap).ok()?;
+        self.writing = Some(snap);
+        Some(text)
+    }
+
+    /// The snapshot being written was stored.
+    fn snapshot_stored(&mut self) {
+        if let Some(s) = self.writing.take() {
+            self.stored = Some(s);
         }
+    }
+
+    /// A region's alarm: one report interval from now (ms), unless one is set or the region
+    /// keeps no isolate.
+    fn arm_in(&mut self) -> Option<f64> {
+        if self.alarm_set || !matches!(self.role, Some(Role::Region(_))) {
+            return None;
+        }
+        let c = self.inner.as_mut()?;
+        if !c.merging(isolate::now()) {
+            return None;
+        }
+        self.alarm_set = true;
+        Some(c.report_interval_ms() as f64)
+    }
+
+    /// A region's merge, from its alarm: `[body, binding, object]` to send the global
+    /// coordinator, or `[why]` when there is nothing to send.
+    fn merge(&mut self) -> JsValue {
+        self.alarm_set = false;
+        let out = Array::new();
+        let Some(Role::Region(region)) = self.role else {
+            out.push(&JsValue::from("no merge"));
+            return out.into();
+        };
+        let now = isolate::now();
+        let seq = self.sent.max(now.0.saturating_sub(1)) + 1;
+        self.sent = seq;
+        let window = self.inner.as_mut().and_then(|c| {
+            c.merging(now)
+                .then(|| c.window_report(now, region.name(), seq))
+        });
+        let Some(window) = window else {
+            out.push(&JsValue::from("nothing to merge"));
+            return out.into();
+        };
+        let Ok(body) = serde_json::to_string(&window) else {
+            out.push(&JsValue::from("the window cannot be written"));
+            return out.into();
+        };
+        match global_of() {
+            Ok((service, config, binding)) => {
+                out.push(&JsValue::from(body));
+                out.push(&JsValue::from(binding));
+                out.push(&JsValue::from(global_name(&service, &config)));
+                out.push(&JsValue::from(MERGE_TIMEOUT_MS as f64));
+            }
+            Err(e) => {
+                out.push(&JsValue::from(format!("fleet merge: {e}")));
+            }
+        }
+        out.into()
+    }
+
+    /// The global coordinator's answer to the region's window (`ok`: its verdict; else why
+    /// there is none): `[log, broadcast, verdict]`.
+    fn heed(&mut self, ok: bool, text: &str) -> JsValue {
+        let out = Array::new();
+        if !ok {
+            // The global coordinator lost: this region decides on its own once the last
+            // global verdict expired (`Coordinator::followed`).
+            out.push(&JsValue::from(format!("fleet merge: {text}")));
+            return out.into();
+        }
+        match serde_json::from_str::<Verdict>(text) {
+            Ok(v) => {
+                let heard = self.with(|c| {
+                    c.heed(v);
+                    Ok(c.verdict(isolate::now()))
+                });
+                out.push(&JsValue::from(""));
+                if let Ok((body, moved)) = heard {
+                    out.push(&JsValue::from(moved));
+                    out.push(&JsValue::from(body));
+                }
+            }
+            Err(e) => {
+                out.push(&JsValue::from(format!(
+                    "fleet merge: the global answer is no verdict: {e}"
+                )));
+            }
+        }
+        out.into()
     }
 }
 
-/// The storage key of the coordinator's snapshot.
-const SNAPSHOT_KEY: &str = "snapshot";
+/// The driver's view of a [`Core`]: one function per step (`io.js`, `us_coordinator`).
+fn core_object(core: &Rc<RefCell<Core>>) -> JsValue {
+    let o = Object::new();
+    let set = |name: &str, f: JsValue| {
+        let _ = Reflect::set(&o, &JsValue::from_str(name), &f);
+    };
+    let c = Rc::clone(core);
+    set(
+        "place",
+        Closure::<dyn Fn(String) -> Option<String>>::new(move |url: String| {
+            c.borrow_mut().place(&url)
+        })
+        .into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "ready",
+        Closure::<dyn Fn() -> bool>::new(move || c.borrow().inner.is_some()).into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "resume",
+        Closure::<dyn Fn(Option<String>) -> Option<String>>::new(move |s: Option<String>| {
+            c.borrow_mut().resume(s)
+        })
+        .into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "report",
+        Closure::<dyn Fn(String) -> JsValue>::new(move |t: String| c.borrow_mut().report(&t))
+            .into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "watch",
+        Closure::<dyn Fn(String) -> JsValue>::new(move |t: String| c.borrow_mut().watch(&t))
+            .into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "verdict",
+        Closure::<dyn Fn() -> String>::new(move || c.borrow_mut().verdict()).into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "snapshotDue",
+        Closure::<dyn Fn() -> Option<String>>::new(move || c.borrow_mut().snapshot_due())
+            .into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "snapshotStored",
+        Closure::<dyn Fn()>::new(move || c.borrow_mut().snapshot_stored()).into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "armIn",
+        Closure::<dyn Fn() -> Option<f64>>::new(move || c.borrow_mut().arm_in()).into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "armFailed",
+        Closure::<dyn Fn()>::new(move || c.borrow_mut().alarm_set = false).into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "merge",
+        Closure::<dyn Fn() -> JsValue>::new(move || c.borrow_mut().merge()).into_js_value(),
+    );
+    let c = Rc::clone(core);
+    set(
+        "heed",
+        Closure::<dyn Fn(bool, String) -> JsValue>::new(move |ok: bool, t: String| {
+            c.borrow_mut().heed(ok, &t)
+        })
+        .into_js_value(),
+    );
+    o.into()
+}
 
 /// The object name in a coordinator URL's query (`?of=`, percent-encoded by the driver's
 /// `encodeURIComponent`): read here rather than through a URL parser, which would cost the

@@ -175,6 +175,31 @@ export async function us_read_body(req, max) {
   }
 }
 
+// [V-INGEST] [V-STORE] An event operation the engine asks for (`serve.rs`, `perform`): the
+// request's body read up to its limit ([1, max]), or the outbox shards called
+// ([2, binding, url, names, bodies]); what came back goes to the engine as it is.
+function performEvents(f, todo) {
+  if (todo === undefined) return Promise.resolve(undefined);
+  if (todo[0] === 1) return us_read_body(f.req, todo[1]);
+  const [, binding, url, names, bodies] = todo;
+  const ns = f.env[binding];
+  if (ns == null) return Promise.resolve(`outbox binding \`${binding}\` is not bound`);
+  return callShards(ns, url, names, bodies);
+}
+
+// One [kind, bytes or message, status] per call: kind 1 answered, 2 failed.
+function callShards(ns, url, names, bodies) {
+  return Promise.all(names.map(async (name, i) => {
+    try {
+      const stub = ns.get(ns.idFromName(name));
+      const res = await stub.fetch(url, { method: "POST", body: bodies[i] });
+      return [1, new Uint8Array(await res.arrayBuffer()), res.status];
+    } catch (e) {
+      return [2, firstLine(e), 0];
+    }
+  }));
+}
+
 // [0] absent, [1, value, metadata JSON] present, [2, message] failed.
 function readKv(ns, key) {
   try {
@@ -275,9 +300,14 @@ function apply(f, out) {
           }
           break;
         }
-        case EVENTS:
-          f.engine.perform(f.id, io).then(() => report(f, HEARD, io, 0));
+        case EVENTS: {
+          const todo = f.engine.perform(f.id, io);
+          performEvents(f, todo).then((got) => {
+            f.engine.performed(f.id, io, got);
+            report(f, HEARD, io, 0);
+          });
           break;
+        }
         default:
           throw new Error(`unknown command ${code}`);
       }
@@ -395,19 +425,191 @@ function fleetReport(f, path, binding, object, hint, body, timeoutMs, beginMs, t
   }
 }
 
-// [F-SCOPE] A region's window to the global coordinator (`coordinator.rs`, the region's
-// merge): [true, verdict] or [false, why], within `timeoutMs` (`MERGE_TIMEOUT_MS`).
-export async function us_merge(ns, object, body, timeoutMs) {
+// [F-SCOPE] The breaker's coordinator, a Durable Object (`coordinator.rs`,
+// docs/adr/015-durable-objects-driven-from-js.md): this driver reads the request, performs
+// the storage, the alarm, the region's call to the global object and a held watch's stream;
+// `core` decides each step (its role, the verdict, whether a watch is held and how long,
+// when the snapshot is written, when the alarm is due, what the merge sends).
+const SNAPSHOT_KEY = "snapshot";
+const TEXT = { "content-type": "text/plain; charset=utf-8" };
+export function us_coordinator(state, env, core) { return { state, env, core, held: new Set() }; }
+
+// Answers every held watch with `body` (the fleet moved).
+function release(o, body) {
+  const held = [...o.held];
+  o.held.clear();
+  for (const answer of held) answer(body);
+}
+
+// The snapshot, when `core` says it is due; then the alarm, when it says one is.
+async function persist(o) {
+  const text = o.core.snapshotDue();
+  if (text === undefined) return;
   try {
-    const stub = ns.get(ns.idFromName(object));
-    const asked = stub.fetch(`https://coordinator${REPORT_PATH}?of=${encodeURIComponent(object)}`, { method: "POST", body }).then(async (res) => {
-      const text = await res.text();
-      if (!res.ok) throw new Error(`HTTP ${res.status}: ${text}`);
-      return text;
-    });
-    return [true, await within(asked, Date.now() + timeoutMs, timeoutMs)];
+    await o.state.storage.put(SNAPSHOT_KEY, text);
+    o.core.snapshotStored();
   } catch (e) {
-    return [false, firstLine(e)];
+    console.log(`fleet snapshot: cannot write it: ${firstLine(e)}`);
+  }
+}
+async function arm(o) {
+  const ms = o.core.armIn();
+  if (ms === undefined) return;
+  try {
+    await o.state.storage.setAlarm(Date.now() + ms);
+  } catch (e) {
+    o.core.armFailed();
+    console.log(`fleet merge: cannot set the alarm: ${firstLine(e)}`);
+  }
+}
+
+// A held watch's answer: its headers at once, the verdict when the fleet moves or, at the
+// end of its hold (`holdMs`, the core's), the verdict as it stands.
+function heldAnswer(o, holdMs) {
+  let answer;
+  const moved = new Promise((resolve) => { answer = resolve; });
+  o.held.add(answer);
+  const { readable, writable } = new TransformStream();
+  const w = writable.getWriter();
+  within(moved, Date.now() + holdMs, holdMs).then(
+    (body) => body,
+    () => { o.held.delete(answer); return o.core.verdict(); },
+  ).then((body) => w.write(new TextEncoder().encode(body)).then(() => w.close())).catch(() => {});
+  return new Response(readable, { headers: TEXT });
+}
+
+export async function us_coordinator_fetch(o, req) {
+  try {
+    const bad = o.core.place(req.url);
+    if (bad !== undefined) return new Response(bad, { status: 400, headers: TEXT });
+    let text;
+    try {
+      text = await req.text();
+    } catch (e) {
+      return new Response(`unreadable request: ${firstLine(e)}`, { status: 400, headers: TEXT });
+    }
+    if (!o.core.ready()) {
+      let kept;
+      try {
+        kept = await o.state.storage.get(SNAPSHOT_KEY);
+      } catch (e) {
+        console.log(`fleet snapshot: cannot read it: ${firstLine(e)}`);
+      }
+      const log = o.core.resume(typeof kept === "string" ? kept : undefined);
+      if (log !== undefined) console.log(log);
+    }
+    const watch = new URL(req.url).pathname === WATCH_PATH;
+    const [status, body, moved, held, holdMs] = watch ? o.core.watch(text) : o.core.report(text);
+    if (moved) release(o, body);
+    await persist(o);
+    if (status !== 200) return new Response(body, { status, headers: TEXT });
+    if (held) return heldAnswer(o, holdMs);
+    if (!watch) await arm(o);
+    return new Response(body, { headers: TEXT });
+  } catch (e) {
+    return new Response(`the coordinator failed: ${firstLine(e)}`, { status: 500, headers: TEXT });
+  }
+}
+
+// A region's merge, from its alarm: its window to the global coordinator within the core's
+// timeout, the verdict heeded (the held watches answered if it moved the region), and the
+// next alarm while the region keeps isolates.
+export async function us_coordinator_alarm(o) {
+  try {
+    const [body, binding, object, timeoutMs] = o.core.merge();
+    if (binding === undefined) {
+      if (body.startsWith("fleet merge:")) console.log(body);
+      else return;
+    } else {
+      let ok = true, got;
+      try {
+        const ns = o.env[binding];
+        if (ns == null) throw new Error(`Durable Object binding \`${binding}\` is not bound`);
+        const stub = ns.get(ns.idFromName(object));
+        const asked = stub.fetch(`https://coordinator${REPORT_PATH}?of=${encodeURIComponent(object)}`, { method: "POST", body }).then(async (res) => {
+          const t = await res.text();
+          if (!res.ok) throw new Error(`HTTP ${res.status}: ${t}`);
+          return t;
+        });
+        got = await within(asked, Date.now() + timeoutMs, timeoutMs);
+      } catch (e) {
+        ok = false;
+        got = firstLine(e);
+      }
+      const [log, moved, verdict] = o.core.heed(ok, got);
+      if (log) console.log(log);
+      if (moved) release(o, verdict);
+    }
+    await persist(o);
+    await arm(o);
+  } catch (e) {
+    console.log(`fleet merge: ${firstLine(e)}`);
+  }
+}
+
+// [V-STORE] The events outbox's shard, a Durable Object with SQLite storage (`outbox/`,
+// docs/adr/006-durable-events.md, docs/adr/015-durable-objects-driven-from-js.md): this
+// driver reads the shard request's bytes, sets the alarm the core asks for, and performs the
+// alarm run's deliveries, each within the core's attempt timeout; `core` decides the rest
+// (its SQL is synchronous: `us_sql`).
+export function us_outbox(state, core) { return { state, core }; }
+
+// One SQL statement: every row's cells.
+export function us_sql(sql, query, bind) { return Array.from(sql.exec(query, ...bind).raw()); }
+
+// A data point for the Analytics Engine dataset, when one is bound.
+export function us_point(env, index, blobs, doubles) {
+  writePoint({ env }, { indexes: [index], blobs, doubles });
+}
+
+// The alarm at `at` (ms since the epoch) unless one is set earlier; `ifNone`: only when none
+// is set (the watchdog of a lost alarm).
+async function armAt(o, at, ifNone) {
+  const storage = o.state.storage;
+  const current = await storage.getAlarm();
+  if (current == null || (!ifNone && current > at)) await storage.setAlarm(at);
+}
+
+export async function us_outbox_fetch(o, req) {
+  let reply;
+  try {
+    const bytes = new Uint8Array(await req.arrayBuffer());
+    const [encoded, arm] = o.core.command(bytes);
+    reply = encoded;
+    if (arm !== undefined) {
+      try { await armAt(o, arm[0], arm[1]); } catch (e) { console.log(`outbox: cannot set the alarm: ${firstLine(e)}`); }
+    }
+  } catch (e) {
+    reply = o.core.unreadable(firstLine(e));
+  }
+  return new Response(reply);
+}
+
+// One delivery: what the consumer answered, or null when no answer came within `ms`.
+async function deliverOne([url, method, head, body, max], ms) {
+  const ctl = new AbortController();
+  try {
+    return await within(fetchOne(url, method, head, body, max, ctl), Date.now() + ms, ms);
+  } catch (_) {
+    ctl.abort();
+    return null;
+  }
+}
+
+export async function us_outbox_alarm(o) {
+  try {
+    let next = o.core.alarm(undefined);
+    while (next[0] === "deliver") {
+      const [, ms, requests] = next;
+      const outcomes = await Promise.all(requests.map((r) => (r === undefined ? undefined : deliverOne(r, ms))));
+      next = o.core.alarm(outcomes);
+    }
+    const [what, at] = next;
+    if (what === "failed") await armAt(o, at, false);
+    else if (at !== undefined) await o.state.storage.setAlarm(at);
+    else await o.state.storage.deleteAlarm();
+  } catch (e) {
+    console.log(JSON.stringify({ event: "event_alarm_failed", error: firstLine(e) }));
   }
 }
 
@@ -491,9 +693,3 @@ export function us_run(id, out, req, env, ctx, engine) {
     apply(f, out);
   });
 }
-
-// --- The outbox's deliveries (a Durable Object's alarm, off any client's path) race their
-// attempt's timeout in Rust (`outbox::alarm`): these are its primitives.
-export function us_fetch(url, method, head, body, max, ctl) { return fetchOne(url, method, head, body, max, ctl); }
-export function us_controller() { return new AbortController(); }
-export function us_abort(ctl) { ctl.abort(); }

@@ -16,6 +16,7 @@ mod body;
 mod coordinator;
 mod isolate;
 mod outbox;
+mod recovery;
 mod serve;
 mod shards;
 mod shim;
@@ -29,8 +30,7 @@ pub use outbox::OutboxShard;
 #[global_allocator]
 static TALC: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
 
-use wasm_bindgen::prelude::wasm_bindgen;
-use worker::{web_sys, Env};
+use wasm_bindgen::prelude::{wasm_bindgen, JsValue};
 
 /// Decodes the bake and builds the engine when the module is instantiated, while the isolate
 /// starts (the JS entry publishes the bake before the glue instantiates the module): the
@@ -39,6 +39,7 @@ use worker::{web_sys, Env};
 /// (503 `BAKE_INVALID`).
 #[wasm_bindgen(start)]
 pub fn understudy_warm() {
+    recovery::arm();
     let _ = isolate::with_engine(|_| ());
     serve::init();
 }
@@ -48,6 +49,6 @@ pub fn understudy_warm() {
 /// request). A plain export rather than `#[event(fetch)]`: it returns the promise the JS loop
 /// settles ([`serve`]), so no Rust future stands between the runtime and the answer.
 #[wasm_bindgen]
-pub fn fetch(req: web_sys::Request, env: Env, ctx: worker::worker_sys::Context) -> js_sys::Promise {
-    serve::serve(req, env, ctx.into())
+pub fn fetch(req: JsValue, env: JsValue, ctx: JsValue) -> js_sys::Promise {
+    serve::serve(req, env, ctx)
 }

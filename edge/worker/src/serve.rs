@@ -17,21 +17,29 @@ use understudy_core::events::flow::{Heard, Io as EventIo};
 use understudy_core::Millis;
 use understudy_core::{parked, wire};
 use wasm_bindgen::prelude::*;
-use worker::{wasm_bindgen_futures, web_sys, Env};
 
 use crate::isolate::{self, now};
 use crate::{analytics, body, shards, shim};
 
 /// Secrets and vars, as the engine reads them — each read from the environment once per
 /// isolate (a changed secret or var is a new deployment, hence a new isolate).
-struct WorkerEnv<'a>(&'a Env);
+struct WorkerEnv<'a>(&'a JsValue);
+
+impl WorkerEnv<'_> {
+    /// A string binding (a secret or a var).
+    fn string(&self, name: &str) -> Option<String> {
+        js_sys::Reflect::get(self.0, &JsValue::from_str(name))
+            .ok()
+            .and_then(|v| v.as_string())
+    }
+}
 
 impl Bindings for WorkerEnv<'_> {
     fn secret(&self, name: &str) -> Option<String> {
-        isolate::binding(name, || self.0.secret(name).ok().map(|s| s.to_string()))
+        isolate::binding(name, || self.string(name))
     }
     fn var(&self, name: &str) -> Option<String> {
-        isolate::binding(name, || self.0.var(name).ok().map(|v| v.to_string()))
+        isolate::binding(name, || self.string(name))
     }
     fn random_bytes(&self, buf: &mut [u8]) -> bool {
         isolate::random_bytes(buf)
@@ -44,16 +52,15 @@ const MAX_DROPPED: usize = 256;
 /// A request between two steps.
 struct Waiting {
     flight: Flight<'static>,
-    req: web_sys::Request,
-    env: Env,
     /// When the engine asked to be woken (for the eviction of cancelled requests).
     wake_at: Option<Millis>,
     /// Largest body an origin fetch of this request reads (a too-large report names it).
     max_body: u64,
-    /// What an event operation performed in Rust ([`on_perform`]) heard.
+    /// What an event operation the driver performed ([`on_perform`]) heard.
     heard: Option<(IoId, Heard)>,
-    /// The event operation to perform.
+    /// The event operation to perform; the one being performed.
     events: Option<(IoId, EventIo)>,
+    performing: Option<(IoId, EventIo)>,
 }
 
 thread_local! {
@@ -98,7 +105,11 @@ fn driver() -> JsValue {
     );
     set(
         "perform",
-        Closure::<dyn Fn(u32, u32) -> Promise>::new(on_perform).into_js_value(),
+        Closure::<dyn Fn(u32, u32) -> JsValue>::new(on_perform).into_js_value(),
+    );
+    set(
+        "performed",
+        Closure::<dyn Fn(u32, u32, JsValue)>::new(on_performed).into_js_value(),
     );
     set(
         "failed",
@@ -136,7 +147,7 @@ fn incoming_of(r: &shim::Incoming) -> Incoming<'_> {
     }
 }
 
-pub fn serve(req: web_sys::Request, env: Env, ctx: JsValue) -> Promise {
+pub fn serve(req: JsValue, env: JsValue, ctx: JsValue) -> Promise {
     let place = !LOCATED.with(Cell::get);
     let r = HEADER_NAMES.with(|names| shim::incoming(&req, names, place));
     let arrived = Millis(r.now_ms);
@@ -163,7 +174,6 @@ pub fn serve(req: web_sys::Request, env: Env, ctx: JsValue) -> Promise {
         let max_body = e.policy().origin.max_body_bytes;
         (flight, out, max_body)
     });
-    let env_js = JsValue::from(env.clone());
     let (flight, out, max_body) = match started {
         Ok(s) => s,
         Err(message) => {
@@ -172,23 +182,22 @@ pub fn serve(req: web_sys::Request, env: Env, ctx: JsValue) -> Promise {
                 commands: vec![engine::Command::Respond(Box::new(reply))],
                 wake_at: None,
             });
-            return DRIVER.with(|d| shim::run(0, &out, &req, &env_js, &ctx, d));
+            return DRIVER.with(|d| shim::run(0, &out, &req, &env, &ctx, d));
         }
     };
     let encoded = wire::encode(&out);
     if flight.is_done() {
-        return DRIVER.with(|d| shim::run(0, &encoded, &req, &env_js, &ctx, d));
+        return DRIVER.with(|d| shim::run(0, &encoded, &req, &env, &ctx, d));
     }
     let id = park(Waiting {
         flight,
-        req: Clone::clone(&req),
-        env,
         wake_at: out.wake_at,
         max_body,
         heard: None,
         events: wire::events_op(&out),
+        performing: None,
     });
-    DRIVER.with(|d| shim::run(id, &encoded, &req, &env_js, &ctx, d))
+    DRIVER.with(|d| shim::run(id, &encoded, &req, &env, &ctx, d))
 }
 
 /// Keeps a flight until its next report.
@@ -336,7 +345,7 @@ fn on_failed(id: u32, why: String) -> String {
 /// A background KV write failed: the engine forgets it, and its log line goes out.
 fn write_failed(binding: String, key: String, error: String, cid: String) {
     if let Ok(line) = isolate::with_engine(|en| en.write_failed(&binding, &key, &error, &cid)) {
-        worker::console_log!("{}", line);
+        shim::log(&line);
     }
 }
 
@@ -372,30 +381,45 @@ fn fleet_wake(asked: f64) -> String {
     wire::encode_calls(&calls)
 }
 
-/// Performs flight `id`'s event operation `io` in Rust (the request body, the outbox
-/// shards: off the hot path); what it heard waits for the driver's next report.
-fn on_perform(id: u32, io: u32) -> Promise {
-    let taken = FLIGHTS.with(|f| {
+/// What flight `id`'s event operation `io` asks the driver to perform (the request body,
+/// the outbox shards: off the hot path): `[1, max]` or `[2, binding, url, names, bodies]`
+/// ([`body::ask`], [`shards::ask`]); `undefined` when there is none. What the driver heard
+/// comes back through [`on_performed`].
+fn on_perform(id: u32, io: u32) -> JsValue {
+    FLIGHTS.with(|f| {
         let mut f = f.borrow_mut();
-        let w = f.get_mut(&id)?;
-        let (got, op) = w.events.take().filter(|(got, _)| got.0 == io)?;
-        Some((got, op, w.env.clone(), Clone::clone(&w.req)))
-    });
-    wasm_bindgen_futures::future_to_promise(async move {
-        let Some((got, op, env, req)) = taken else {
-            return Ok(JsValue::UNDEFINED);
+        let Some(w) = f.get_mut(&id) else {
+            return JsValue::UNDEFINED;
+        };
+        let Some((got, op)) = w.events.take().filter(|(got, _)| got.0 == io) else {
+            return JsValue::UNDEFINED;
+        };
+        let todo = match &op {
+            EventIo::ReadBody { max_bytes } => body::ask(*max_bytes),
+            EventIo::Call(calls) => shards::ask(calls),
+        };
+        w.performing = Some((got, op));
+        todo
+    })
+}
+
+/// What the driver heard of flight `id`'s event operation `io`: it waits for the driver's
+/// next report.
+fn on_performed(id: u32, io: u32, got: JsValue) {
+    FLIGHTS.with(|f| {
+        let mut f = f.borrow_mut();
+        let Some(w) = f.get_mut(&id) else {
+            return;
+        };
+        let Some((asked, op)) = w.performing.take().filter(|(asked, _)| asked.0 == io) else {
+            return;
         };
         let heard = match op {
-            EventIo::ReadBody { max_bytes } => Heard::Body(body::read(&req, max_bytes).await),
-            EventIo::Call(calls) => Heard::Shards(shards::call_all(&env, calls).await),
+            EventIo::ReadBody { .. } => Heard::Body(body::heard(&got)),
+            EventIo::Call(calls) => Heard::Shards(shards::heard(&calls, &got)),
         };
-        FLIGHTS.with(|f| {
-            if let Some(w) = f.borrow_mut().get_mut(&id) {
-                w.heard = Some((got, heard));
-            }
-        });
-        Ok(JsValue::UNDEFINED)
-    })
+        w.heard = Some((asked, heard));
+    });
 }
 
 /// Once per isolate, at start: the driver's Analytics Engine binding and the last-resort

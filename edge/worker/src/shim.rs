@@ -1,5 +1,5 @@
-//! The Worker's JavaScript: the driver of the request engine (`src/io.js`, docs/adr/010) and
-//! the primitives the outbox's deliveries use (the same file).
+//! The Worker's JavaScript: the driver of the request engine (`src/io.js`, docs/adr/010;
+//! the Durable Objects' drivers are in the same file, docs/adr/015).
 //!
 //! Why JavaScript: profiling the edge in workerd (scripts/profile-edge.mjs) showed the
 //! per-request cost was not the engine's decisions but the glue — a Rust future awaiting a
@@ -8,13 +8,8 @@
 //! lives in JS and crosses into the engine once per step, with one encoded output back
 //! (`understudy_core::wire`). It performs and reports; every decision is the engine's.
 
-use std::future::Future;
-use std::time::Duration;
-
-use futures_util::future::{select, Either};
 use js_sys::{Array, Promise};
 use wasm_bindgen::prelude::*;
-use worker::{web_sys, Delay};
 
 // The wire's constants, generated from `understudy_core::wire` (`io.js` imports them).
 #[wasm_bindgen(module = "/src/wire.js")]
@@ -24,11 +19,11 @@ extern "C" {
 
 #[wasm_bindgen(module = "/src/io.js")]
 extern "C" {
-    fn us_incoming(req: &web_sys::Request, names: &Array, place: bool) -> String;
+    fn us_incoming(req: &JsValue, names: &Array, place: bool) -> String;
     fn us_run(
         id: u32,
         out: &str,
-        req: &web_sys::Request,
+        req: &JsValue,
         env: &JsValue,
         ctx: &JsValue,
         engine: &JsValue,
@@ -36,29 +31,26 @@ extern "C" {
     fn us_init(analytics: &str, head: &str, body: &str);
 }
 
-#[wasm_bindgen(module = "/src/io.js")]
-extern "C" {
-    fn us_fetch(
-        url: &str,
-        method: &str,
-        head: &str,
-        body: Option<String>,
-        max_body: f64,
-        ctl: &JsValue,
-    ) -> Promise;
-    fn us_controller() -> JsValue;
-    fn us_abort(ctl: &JsValue);
-}
-
 /// Once per isolate: the Analytics Engine binding and the last-resort answer (headers and
 /// body with `{cid}` where the correlation ID goes) the driver uses when the engine cannot
 /// run.
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = console, js_name = log)]
+    fn console_log(s: &str);
+}
+
+/// A line on the Worker's log (`console.log`).
+pub fn log(line: &str) {
+    console_log(line);
+}
+
 pub fn init(analytics: &str, head: &str, body: &str) {
     us_init(analytics, head, body);
     // The bundle carries `wire.js` beside `io.js` (its one use from Rust), and says so if it
     // is not the one this engine was built with.
     if us_wire() != understudy_core::wire::RESPOND {
-        worker::console_log!("edge: src/wire.js is not the engine's wire (rebuild the Worker)");
+        log("edge: src/wire.js is not the engine's wire (rebuild the Worker)");
     }
 }
 
@@ -67,7 +59,7 @@ pub fn init(analytics: &str, head: &str, body: &str) {
 pub fn run(
     id: u32,
     out: &str,
-    req: &web_sys::Request,
+    req: &JsValue,
     env: &JsValue,
     ctx: &JsValue,
     engine: &JsValue,
@@ -94,7 +86,7 @@ pub struct Incoming {
 
 /// The request's method, URL and the headers named in `names` that it carries; with
 /// `place`, its `cf` fields too.
-pub fn incoming(req: &web_sys::Request, names: &Array, place: bool) -> Incoming {
+pub fn incoming(req: &JsValue, names: &Array, place: bool) -> Incoming {
     let text = us_incoming(req, names, place);
     let mut lines = text.split('\n');
     let late_ms = lines
@@ -133,36 +125,4 @@ pub fn incoming(req: &web_sys::Request, names: &Array, place: bool) -> Incoming 
         url,
         headers,
     }
-}
-
-/// The outbox's primitives (`src/io.js`): a fetch whose body is read up to `max_body`,
-/// abortable through `ctl`, resolving to `[status, retry-after, bytes]`, `[-2]` (too large)
-/// or `[-1, message]`; a timer; an `AbortController`.
-pub fn fetch(
-    url: &str,
-    method: &str,
-    head: &str,
-    body: Option<String>,
-    max_body: u64,
-    ctl: &JsValue,
-) -> Promise {
-    us_fetch(url, method, head, body, max_body as f64, ctl)
-}
-
-/// The drivers' one race against a timer: `fut`'s output, or `None` when `ms` passed first.
-/// What either means is the caller's core decision (`events::attempt::ended`, a watch's
-/// hold); no other driver code races a sleep (a test in `cli/tests/timing.rs` holds it so).
-pub async fn within<F: Future + Unpin>(fut: F, ms: u64) -> Option<F::Output> {
-    match select(fut, Delay::from(Duration::from_millis(ms))).await {
-        Either::Left((v, _)) => Some(v),
-        Either::Right(_) => None,
-    }
-}
-
-pub fn controller() -> JsValue {
-    us_controller()
-}
-
-pub fn abort(ctl: &JsValue) {
-    us_abort(ctl);
 }

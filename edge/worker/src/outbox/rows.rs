@@ -4,7 +4,8 @@
 
 use understudy_core::events::outbox::{Claim, Head, Record, State};
 use understudy_core::events::stats::{Tally, BUCKETS};
-use worker::{SqlStorage, SqlStorageValue as V};
+
+pub use super::sql::{Sql, SqlStorage, V};
 
 pub const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS events(
@@ -41,12 +42,6 @@ pub const COLS: &str = "event_id, tenant, aggregate, sequence, event_type, schem
     occurred_at, correlation_id, state, attempts, last_error_class, last_error, last_status, \
     next_attempt_at, stored_at, first_attempt_at, delivered_at, skipped, replays, digest";
 
-pub type Sql<T> = Result<T, String>;
-
-fn err(e: worker::Error) -> String {
-    e.to_string()
-}
-
 /// A row's cells, read in the order the query names its columns. The raw cursor gives
 /// plain values (no per-row struct decoding: a serde decoder per row type costs kilobytes
 /// of the module each).
@@ -70,7 +65,6 @@ impl Cells {
         match self.0.next() {
             Some(V::Integer(i)) => Some(i),
             Some(V::Float(f)) => Some(f as i64),
-            Some(V::Boolean(b)) => Some(i64::from(b)),
             _ => None,
         }
     }
@@ -84,12 +78,11 @@ impl Cells {
 
 /// Every row of `query`, as cells.
 fn cells(sql: &SqlStorage, query: &str, bind: Vec<V>) -> Sql<Vec<Cells>> {
-    let cursor = sql.exec(query, bind).map_err(err)?;
-    let mut out = Vec::new();
-    for row in cursor.raw() {
-        out.push(Cells(row.map_err(err)?.into_iter()));
-    }
-    Ok(out)
+    Ok(sql
+        .exec(query, bind)?
+        .into_iter()
+        .map(|row| Cells(row.into_iter()))
+        .collect())
 }
 
 /// The record in a row of [`COLS`].
@@ -136,7 +129,7 @@ fn os(v: &Option<String>) -> V {
 
 pub fn init(sql: &SqlStorage) -> Sql<()> {
     for s in SCHEMA {
-        sql.exec(s, None).map_err(err)?;
+        sql.exec(s, vec![])?;
     }
     let applied = cells(
         sql,
@@ -151,13 +144,12 @@ pub fn init(sql: &SqlStorage) -> Sql<()> {
         .enumerate()
         .skip(usize::try_from(applied).unwrap_or(usize::MAX))
     {
-        sql.exec(m, None).map_err(err)?;
+        sql.exec(m, vec![])?;
         sql.exec(
             "INSERT INTO meta(name, value) VALUES ('migrations', ?)
              ON CONFLICT(name) DO UPDATE SET value = excluded.value",
             vec![i(n as u64 + 1)],
-        )
-        .map_err(err)?;
+        )?;
     }
     Ok(())
 }
@@ -195,8 +187,7 @@ pub fn set_cursor(sql: &SqlStorage, tenant: &str, aggregate: &str, to: u64) -> S
         "INSERT INTO aggregates(tenant, aggregate, cursor) VALUES (?, ?, ?)
          ON CONFLICT(tenant, aggregate) DO UPDATE SET cursor = MAX(cursor, excluded.cursor)",
         vec![tenant.into(), aggregate.into(), i(to)],
-    )
-    .map_err(err)?;
+    )?;
     Ok(())
 }
 
@@ -229,13 +220,11 @@ pub fn insert(sql: &SqlStorage, r: &Record, sealed: Vec<u8>) -> Sql<()> {
             os(&r.digest),
             V::Blob(sealed),
         ],
-    )
-    .map_err(err)?;
+    )?;
     sql.exec(
         "INSERT OR IGNORE INTO aggregates(tenant, aggregate, cursor) VALUES (?, ?, 0)",
         vec![r.tenant.as_str().into(), r.aggregate.as_str().into()],
-    )
-    .map_err(err)?;
+    )?;
     Ok(())
 }
 
@@ -258,21 +247,17 @@ pub fn update(sql: &SqlStorage, r: &Record) -> Sql<()> {
             i(u64::from(r.replays)),
             r.event_id.as_str().into(),
         ],
-    )
-    .map_err(err)?;
+    )?;
     Ok(())
 }
 
 /// The sealed payload of an event (`None` once erased).
 pub fn payload(sql: &SqlStorage, id: &str) -> Sql<Option<Vec<u8>>> {
-    let cursor = sql
-        .exec(
-            "SELECT payload FROM events WHERE event_id = ?",
-            vec![id.into()],
-        )
-        .map_err(err)?;
-    for row in cursor.raw() {
-        let row = row.map_err(err)?;
+    let rows = sql.exec(
+        "SELECT payload FROM events WHERE event_id = ?",
+        vec![id.into()],
+    )?;
+    for row in rows {
         if let Some(V::Blob(b)) = row.into_iter().next() {
             return Ok(Some(b));
         }
@@ -367,8 +352,7 @@ pub fn insert_claim(sql: &SqlStorage, c: &Claim) -> Sql<()> {
             c.aggregate.as_str().into(),
             i(c.sequence),
         ],
-    )
-    .map_err(err)?;
+    )?;
     Ok(())
 }
 
@@ -382,8 +366,7 @@ pub fn delete_claim(sql: &SqlStorage, c: &Claim) -> Sql<()> {
             c.aggregate.as_str().into(),
             i(c.sequence),
         ],
-    )
-    .map_err(err)?;
+    )?;
     Ok(())
 }
 
@@ -396,8 +379,7 @@ pub fn bump(sql: &SqlStorage, name: &str, by: u64) -> Sql<()> {
         "INSERT INTO tally(name, value) VALUES (?, ?)
          ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
         vec![name.into(), i(by)],
-    )
-    .map_err(err)?;
+    )?;
     Ok(())
 }
 
@@ -456,8 +438,7 @@ pub fn erase_delivered(sql: &SqlStorage, before: u64) -> Sql<()> {
         "UPDATE events SET payload = NULL WHERE event_id IN (SELECT event_id FROM events
          WHERE state = 'DELIVERED' AND payload IS NOT NULL AND delivered_at < ? LIMIT 500)",
         vec![i(before)],
-    )
-    .map_err(err)?;
+    )?;
     Ok(())
 }
 
