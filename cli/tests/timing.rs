@@ -147,6 +147,10 @@ fn the_check_sees_a_race_written_in_the_driver() {
     let _ = std::fs::remove_dir_all(&dir);
     // No primitive of the Worker's Rust is exempt: a `within` written there is a race too.
     assert_eq!(found.len(), 3, "{found:?}");
-    assert_eq!(found.iter().filter(|l| l.contains("alarm.rs")).count(), 2, "{found:?}");
+    assert_eq!(
+        found.iter().filter(|l| l.contains("alarm.rs")).count(),
+        2,
+        "{found:?}"
+    );
     assert!(found.iter().any(|l| l.contains("shim.rs:2")), "{found:?}");
 }
