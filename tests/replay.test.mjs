@@ -24,7 +24,7 @@
 
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { readFile, writeFile, mkdir } from "node:fs/promises";
+import { cp, readFile, writeFile, mkdir } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 
@@ -235,7 +235,14 @@ describe(`understudy replay against the real Worker (time scale ${SCALE})`, () =
       // invariant the drill broke) is played again, within the suite's replay budget and
       // recorded in its ledger (tests/judged.mjs), as every drill of the suite is.
       for (let n = 1; ; n++) {
-        const { missed, drills } = await round(t, join(tmp.dir, `round-${n}`));
+        const dir = join(tmp.dir, `round-${n}`);
+        const { missed, drills } = await round(t, dir);
+        if (missed.length > 0) {
+          // A round that missed keeps its logs, policies and drill reports for diagnosis.
+          const kept = join(ROOT, "target", "replay-misses", `${new Date().toISOString().replace(/[:.]/g, "-")}-round-${n}`);
+          await cp(dir, kept, { recursive: true });
+          t.diagnostic(`round ${n} missed: its logs and reports are kept in ${kept}`);
+        }
         const stalled = drills.filter((d) => d.status === INCONCLUSIVE);
         if (missed.length === 0 || stalled.length === 0) {
           assert.deepEqual(missed, [], `round ${n}: ${drills.map((d) => `${d.name} exit ${d.status}`).join(", ")}`);
