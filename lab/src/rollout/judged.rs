@@ -385,10 +385,13 @@ mod tests {
     fn a_good_release_rolled_back_on_answers_a_stall_slowed_is_inconclusive() {
         let seen = run();
         let last = rolled_back("worse — p95");
+        let judge = |stalls: &Stalls| {
+            good_rolled_back(&slo(), Some(&last), &seen, OLD, NEW, SLACK, 0, stalls)
+        };
         // The new version's 30 slow answers of 200 are over the limit (15%: its p95 is
         // 90 ms): that is what rolled it back.
         let stalls = stopped(3_990.0, 5_580.0);
-        let j = good_rolled_back(&slo(), Some(&last), &seen, OLD, NEW, SLACK, 0, &stalls);
+        let j = judge(&stalls);
         assert!(j.blamed.is_empty(), "{:?}", j.blamed);
         assert_eq!(j.excused.len(), 30);
         assert!(
@@ -396,30 +399,12 @@ mod tests {
             "set aside, the new version's p95 is the old's"
         );
         // No stall: the same answers are blamed on the edge.
-        let j = good_rolled_back(
-            &slo(),
-            Some(&last),
-            &seen,
-            OLD,
-            NEW,
-            SLACK,
-            0,
-            &Stalls::NONE,
-        );
+        let j = judge(&Stalls::NONE);
         assert_eq!(j.blamed.len(), 30);
         assert!(j.blamed[0].what.contains("over "), "{}", j.blamed[0].what);
         assert!(!j.holds_without);
         // A stall far shorter than the answers' lateness (68 ms over) excuses none.
-        let j = good_rolled_back(
-            &slo(),
-            Some(&last),
-            &seen,
-            OLD,
-            NEW,
-            SLACK,
-            0,
-            &stopped(4_000.0, 4_010.0),
-        );
+        let j = judge(&stopped(4_000.0, 4_010.0));
         assert!(!j.holds_without);
         assert!(!j.blamed.is_empty());
     }
