@@ -4,9 +4,11 @@
 //! - the same request's own call, when the logged request made it at about the same moment
 //!   ([`OWN_MS`]), or its own read of the tier (what a tier holds depends on the request's
 //!   key, not the moment): exactly what happened;
-//! - otherwise one of the observations within [`NEAR_MS`] of that instant, drawn by a
-//!   fixed hash of the request and its call number (so the replay is deterministic and
-//!   keeps the mix — a 15% hit rate stays 15%);
+//! - otherwise the nearest observation within [`NEAR_MS`] of that instant that no replayed
+//!   call (or read) has met yet, so the replay meets what the logs saw about as often as
+//!   they saw it — a 15% hit rate stays 15%, a probing's one slow answer stays one; when
+//!   every one that near has been met, one of them drawn again by a fixed hash of the
+//!   request and its call number (the replay is deterministic);
 //! - with none that near (the logged policy kept away from the origin, no request read the
 //!   tier), what the nearest observations on either side saw: the same when they agree,
 //!   else unknown between them ([`Lookup::Between`]).
@@ -63,9 +65,17 @@ impl CallWas {
     pub fn of(c: &CallSeen) -> CallWas {
         let ms = c.took_ms();
         match c.end {
-            End::Ok => match c.due_ms.map(|d| d.saturating_sub(c.start_ms)) {
-                Some(due) if ms > due + CLOCK_MS => CallWas::Late {
-                    by_ms: due.saturating_sub(CLOCK_MS).max(1),
+            // Taken past the instant its timer was due — both read on the request's clock,
+            // from its arrival — the timer ran late. A replayed engine, whose timer is on
+            // time, would cut it at its due time (one ms late is enough: a probe the Worker
+            // took at 46 ms, due at 45, failed the last probing of a replay whose drill
+            // recovered). Taken at its due instant, the answer came first: as it was.
+            End::Ok => match c.due_ms {
+                Some(due) if c.end_ms > due => CallWas::Late {
+                    by_ms: due
+                        .saturating_sub(c.start_ms)
+                        .saturating_sub(CLOCK_MS)
+                        .max(1),
                     took_ms: ms,
                 },
                 _ => CallWas::Ok { ms },
@@ -180,15 +190,57 @@ impl<T: Copy + PartialEq> Timeline<T> {
         self.at.iter()
     }
 
-    /// What was seen at `t` (ms after the first arrival); `key` draws among what was seen
-    /// within [`NEAR_MS`].
+    /// What was seen at `t` (ms after the first arrival), by a replay that has met nothing
+    /// yet ([`Timeline::draw`]).
+    #[cfg(test)]
     pub fn at(&self, t: u64, key: u64) -> Lookup<T> {
+        self.draw(t, key, &mut Taken::default())
+    }
+
+    /// What was seen at `t`: of what was seen within [`NEAR_MS`], the nearest observation
+    /// not yet `taken` (then taken), so a replay that calls about as often as the logs did
+    /// near an instant meets each observation once, in the order the logs saw them. A
+    /// probing of twenty calls, one of them slow, replayed a few ms off the logged one,
+    /// meets that slow call once, as the logs did — not twice, which fails the probing's
+    /// p95 the logged one passed. When every observation near is taken (the replay calls
+    /// more often than the logs did), one is drawn again by `key`, so the mix seen there
+    /// stays the mix met.
+    pub fn draw(&self, t: u64, key: u64, taken: &mut Taken) -> Lookup<T> {
         let near = self.near;
         let lo = self.at.partition_point(|(x, _)| *x + near < t);
         let hi = self.at.partition_point(|(x, _)| *x <= t + near);
         if hi > lo {
-            let n = (hi - lo) as u64;
-            return Lookup::Known(self.at[lo + (mix(key) % n) as usize].1);
+            // Outward from `t`, the nearer side first (the earlier on a tie); a bounded
+            // search: among thousands of observations, one is as good as its neighbour.
+            let mid = self.at.partition_point(|(x, _)| *x < t);
+            let (mut before, mut after) = (mid, mid);
+            let mut free = None;
+            for _ in 0..DRAW_SEARCH {
+                let left = (before > lo).then(|| t - self.at[before - 1].0);
+                let right = (after < hi).then(|| self.at[after].0 - t);
+                let j = match (left, right) {
+                    (Some(l), Some(r)) if l <= r => {
+                        before -= 1;
+                        before
+                    }
+                    (_, Some(_)) => {
+                        after += 1;
+                        after - 1
+                    }
+                    (Some(_), None) => {
+                        before -= 1;
+                        before
+                    }
+                    (None, None) => break,
+                };
+                if !taken.0.contains(&j) {
+                    free = Some(j);
+                    break;
+                }
+            }
+            let j = free.unwrap_or(lo + (mix(key) % (hi - lo) as u64) as usize);
+            taken.0.insert(j);
+            return Lookup::Known(self.at[j].1);
         }
         let before = lo.checked_sub(1).map(|i| self.at[i].1);
         let after = self.at.get(hi).map(|x| x.1);
@@ -199,7 +251,26 @@ impl<T: Copy + PartialEq> Timeline<T> {
             (None, None) => Lookup::Unseen,
         }
     }
+
+    /// The observation `was` seen at exactly `t` is a replayed request's own: no draw
+    /// takes it for another.
+    pub fn take(&self, t: u64, was: &T, taken: &mut Taken) {
+        let from = self.at.partition_point(|(x, _)| *x < t);
+        let own = (from..self.at.len())
+            .take_while(|&j| self.at[j].0 == t)
+            .find(|&j| self.at[j].1 == *was && !taken.0.contains(&j));
+        if let Some(j) = own {
+            taken.0.insert(j);
+        }
+    }
 }
+
+/// How many observations past the drawn one a draw looks at for one not yet taken.
+const DRAW_SEARCH: usize = 64;
+
+/// The observations of one timeline a replay has met (by their place in it).
+#[derive(Debug, Clone, Default)]
+pub struct Taken(std::collections::HashSet<usize>);
 
 impl Timeline<CallWas> {
     /// The longest any call seen within [`NEAR_MS`] of `t` waited without an answer: the
@@ -339,8 +410,29 @@ mod tests {
         );
         assert!(!late.bad());
         assert_eq!(late.rank(), (0, 50));
-        // Taken by its due time (the clock reads whole ms): as it was.
-        assert_eq!(CallWas::of(&call(46, End::Ok)), ok(46));
+        // One ms past its due instant is late too.
+        assert_eq!(
+            CallWas::of(&call(46, End::Ok)),
+            CallWas::Late {
+                by_ms: 44,
+                took_ms: 46
+            }
+        );
+        // Its due instant is after the arrival, not after the call began: a call begun at
+        // 1 ms, due at 45 and taken at 46 took 45 ms, and is late.
+        let begun_late = CallSeen {
+            start_ms: 1,
+            ..call(46, End::Ok)
+        };
+        assert_eq!(
+            CallWas::of(&begun_late),
+            CallWas::Late {
+                by_ms: 43,
+                took_ms: 45
+            }
+        );
+        // Taken at its due instant (the answer came first) or before: as it was.
+        assert_eq!(CallWas::of(&call(45, End::Ok)), ok(45));
         assert_eq!(CallWas::of(&call(30, End::Ok)), ok(30));
     }
 
@@ -352,9 +444,48 @@ mod tests {
         let cut = CallWas::Censored { after_ms: 45 };
         let seen = vec![(0, ok(28)), (50, ok(29)), (450, cut), (460, cut)];
         let scaled = Timeline::within(seen.clone(), 100);
-        assert!((0..50).all(|k| scaled.at(60, k) != Lookup::Known(cut)));
+        let four = |tl: &Timeline<CallWas>| {
+            let mut taken = Taken::default();
+            (0..4)
+                .map(|k| tl.draw(60, k, &mut taken))
+                .collect::<Vec<_>>()
+        };
+        assert!(four(&scaled).iter().all(|d| *d != Lookup::Known(cut)));
         let unscaled = Timeline::new(seen);
-        assert!((0..50).any(|k| unscaled.at(60, k) == Lookup::Known(cut)));
+        assert!(four(&unscaled).contains(&Lookup::Known(cut)));
+    }
+
+    /// A logged probing: twenty probes 50 ms apart, one slow (41 ms, over the probing's
+    /// 40 ms p95). Replayed 30 ms earlier (the replay's breaker opened a little sooner), the
+    /// twenty probes draw from what was seen within 100 ms of each: every logged probe met
+    /// once, the slow one among them once, as in the logs — whatever the keys.
+    #[test]
+    fn a_replayed_probing_meets_each_logged_probe_once() {
+        let seen: Vec<_> = (0..20u64)
+            .map(|n| (1_000 + n * 50, ok(if n == 17 { 41 } else { 28 })))
+            .collect();
+        let probing = Timeline::within(seen, 100);
+        for salt in 0..200u64 {
+            let mut taken = Taken::default();
+            let drawn: Vec<_> = (0..20u64)
+                .map(|n| probing.draw(970 + n * 50, salt << 32 | n, &mut taken))
+                .collect();
+            let slow = drawn
+                .iter()
+                .filter(|d| **d == Lookup::Known(ok(41)))
+                .count();
+            assert_eq!(slow, 1, "keys {salt}: {drawn:?}");
+        }
+        // Taken as a request's own, an observation is not drawn for another.
+        let two = Timeline::within(vec![(0, ok(28)), (10, ok(41))], 100);
+        let mut taken = Taken::default();
+        two.take(10, &ok(41), &mut taken);
+        assert!((0..50).all(|k| two.draw(5, k, &mut taken.clone()) == Lookup::Known(ok(28))));
+        // Everything near taken: drawn again rather than nothing.
+        let mut all = Taken::default();
+        two.take(0, &ok(28), &mut all);
+        two.take(10, &ok(41), &mut all);
+        assert!(matches!(two.draw(5, 3, &mut all), Lookup::Known(_)));
     }
 
     #[test]
@@ -366,9 +497,11 @@ mod tests {
             (5_000, cut),
             (9_000, ok(25)),
         ]);
-        // Within a second: one of the two seen, drawn by the key.
-        let drawn: Vec<_> = (0..20).map(|k| t.at(300, k)).collect();
-        assert!(drawn.contains(&Lookup::Known(ok(25))) && drawn.contains(&Lookup::Known(ok(30))));
+        // Within a second: the nearest seen, then the other; both met, one is drawn again.
+        let mut taken = Taken::default();
+        let drawn: Vec<_> = (0..3).map(|k| t.draw(300, k, &mut taken)).collect();
+        assert_eq!(drawn[..2], [Lookup::Known(ok(30)), Lookup::Known(ok(25))]);
+        assert!(matches!(drawn[2], Lookup::Known(_)));
         // Nothing within a second of 3 s: a good answer before, a cut call after.
         assert_eq!(t.at(3_000, 0), Lookup::Between(ok(30), cut));
         // Past the last observation: the last one.

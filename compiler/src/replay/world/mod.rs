@@ -32,7 +32,7 @@ use understudy_core::policy::{Policy, TierKind};
 use understudy_core::Millis;
 
 use super::line::{kind, Kind, Line};
-use super::observed::{CallWas, Lookup, Observed, CLOCK_MS, OWN_MS};
+use super::observed::{CallWas, Lookup, Observed, Taken, CLOCK_MS, OWN_MS};
 
 mod tiers;
 
@@ -95,6 +95,10 @@ pub struct ReplayWorld<'a> {
     replayed_live: HashSet<usize>,
     calls: Vec<u32>,
     reads: Vec<HashMap<String, u32>>,
+    /// The origin's observations met so far (a request's own, or drawn for another).
+    taken_calls: Taken,
+    /// Each tier's observations met so far.
+    taken_reads: HashMap<String, Taken>,
     /// (request, call number) → doubt, for the calls that had one.
     call_doubts: HashMap<(u64, usize), Doubt>,
     /// (request, tier, its read number) → doubt, for the reads that had one.
@@ -164,6 +168,8 @@ impl<'a> ReplayWorld<'a> {
             replayed_live: HashSet::new(),
             calls: vec![0; requests.len()],
             reads: vec![HashMap::new(); requests.len()],
+            taken_calls: Taken::default(),
+            taken_reads: HashMap::new(),
             call_doubts: HashMap::new(),
             read_doubts: HashMap::new(),
             model_calls: 0,
@@ -210,16 +216,19 @@ impl<'a> ReplayWorld<'a> {
 
     /// What the origin did for call `k` of request `i`, starting `t` ms after the first
     /// arrival: the logs' (maybe one of two cases), and how sure that is.
-    fn origin_at(&self, i: usize, k: usize, t: u64) -> (CallWas, Option<Doubt>) {
+    fn origin_at(&mut self, i: usize, k: usize, t: u64) -> (CallWas, Option<Doubt>) {
         let r = &self.requests[i];
         let offset = t.saturating_sub(r.at_ms);
         if let Some(own) = r.logged.calls.get(k).filter(|c| !c.cut_busy()) {
             if own.start_ms.abs_diff(offset) <= OWN_MS {
                 let was = CallWas::of(own);
+                self.obs
+                    .origin
+                    .take(r.at_ms + own.start_ms, &was, &mut self.taken_calls);
                 return (was, censored(&was));
             }
         }
-        match self.obs.origin.at(t, key(i, k)) {
+        match self.obs.origin.draw(t, key(i, k), &mut self.taken_calls) {
             Lookup::Known(CallWas::Censored { after_ms }) => {
                 let after_ms = self
                     .obs

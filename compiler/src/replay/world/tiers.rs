@@ -53,13 +53,17 @@ impl ReplayWorld<'_> {
         };
         let r = &self.requests[i];
         let own = r.logged.tiers.iter().filter(|s| s.tier == tier).nth(k);
+        let taken = self.taken_reads.entry(tier.to_string()).or_default();
+        let timeline = self.obs.tiers.get(tier);
         let looked = match own {
-            Some(s) => Lookup::Known(TierWas::of(s, r.at_ms)),
-            None => self
-                .obs
-                .tiers
-                .get(tier)
-                .map_or(Lookup::Unseen, |tl| tl.at(t, key(i, k + 1_000))),
+            Some(s) => {
+                let was = TierWas::of(s, r.at_ms);
+                if let Some(tl) = timeline {
+                    tl.take(r.at_ms + s.start_ms, &was, taken);
+                }
+                Lookup::Known(was)
+            }
+            None => timeline.map_or(Lookup::Unseen, |tl| tl.draw(t, key(i, k + 1_000), taken)),
         };
         let unseen = TierWas {
             read: Read::TimedOut,
