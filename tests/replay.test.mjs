@@ -19,20 +19,24 @@
 // category tier's share drilled 58.8% against 55.3–56.8% replayed — fewer answers, so each
 // one that moves moves the share more.
 // UNDERSTUDY_LONG=1: time scale 1 (185 s a drill) and two more changed policies — a 35 ms
-// deadline and the user tier removed; about 19 min a round (docs/replay.md has its figures). Needs the edge build and the CLI
+// deadline and the user tier removed; about 19 min a round (docs/replay.md has its figures).
+// UNDERSTUDY_REPLAY_SELF=N: the self-consistency proof alone, N drills one after another
+// (about 25 s each at time scale 0.1), each replayed; a tally of those within the
+// tolerances (docs/replay.md has its figures). Needs the edge build and the CLI
 // (scripts/test.sh builds both). It runs in scripts/e2e.sh's real-time lane.
 
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { cp, readFile, writeFile, mkdir } from "node:fs/promises";
+import { cp, readFile, writeFile, mkdir, rm } from "node:fs/promises";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 import { EDGE_DIR, ROOT, requireEdge, understudy, tempDir, preparePolicy } from "./harness.mjs";
 import { INCONCLUSIVE, spendReplay, understudyAsync } from "./judged.mjs";
 
 requireEdge();
 const LONG = process.env.UNDERSTUDY_LONG === "1";
+const SELF_RUNS = Number(process.env.UNDERSTUDY_REPLAY_SELF ?? 0);
 const SCALE = LONG ? "1" : "0.1";
 const SCENARIO = join(ROOT, "scenarios", "seed-000-recovery.toml");
 
@@ -210,6 +214,13 @@ async function round(t, dir) {
   return { missed, drills: [base, ...drills] };
 }
 
+/** Keeps a missed run's files (its policies, logs and drill reports) for diagnosis. */
+async function keep(t, dir, what) {
+  const kept = join(ROOT, "target", "replay-misses", `${new Date().toISOString().replace(/[:.]/g, "-")}-${what}`);
+  await cp(dir, kept, { recursive: true });
+  t.diagnostic(`${what} missed: its logs and reports are kept in ${kept}`);
+}
+
 async function mkdirIn(dir, name) {
   const sub = join(dir, name);
   await mkdir(sub, { recursive: true });
@@ -237,12 +248,7 @@ describe(`understudy replay against the real Worker (time scale ${SCALE})`, () =
       for (let n = 1; ; n++) {
         const dir = join(tmp.dir, `round-${n}`);
         const { missed, drills } = await round(t, dir);
-        if (missed.length > 0) {
-          // A round that missed keeps its logs, policies and drill reports for diagnosis.
-          const kept = join(ROOT, "target", "replay-misses", `${new Date().toISOString().replace(/[:.]/g, "-")}-round-${n}`);
-          await cp(dir, kept, { recursive: true });
-          t.diagnostic(`round ${n} missed: its logs and reports are kept in ${kept}`);
-        }
+        if (missed.length > 0) await keep(t, dir, `round-${n}`);
         const stalled = drills.filter((d) => d.status === INCONCLUSIVE);
         if (missed.length === 0 || stalled.length === 0) {
           assert.deepEqual(missed, [], `round ${n}: ${drills.map((d) => `${d.name} exit ${d.status}`).join(", ")}`);
@@ -256,3 +262,36 @@ describe(`understudy replay against the real Worker (time scale ${SCALE})`, () =
     }
   });
 });
+
+if (SELF_RUNS > 0) {
+  test(`self-consistency, ${SELF_RUNS} drills one after another (UNDERSTUDY_REPLAY_SELF)`, { timeout: SELF_RUNS * 300_000 }, async (t) => {
+    const tmp = await tempDir("understudy-replay-self-");
+    const missed = [];
+    const excused = [];
+    try {
+      const logged = await preparePolicy("recommendations", await mkdirIn(tmp.dir, "logged"));
+      for (let n = 1; n <= SELF_RUNS; n++) {
+        const dir = await mkdirIn(tmp.dir, `run-${n}`);
+        const d = await drill(dir, "logged", logged);
+        const r = replay(logged, d.logs, logged);
+        const m = misses(drillFigures(d.json), replayFigures(r.logged_policy.best), replayFigures(r.logged_policy.worst));
+        if (m.length > 0) {
+          await cp(dirname(logged), join(dir, "policy"), { recursive: true });
+          await keep(t, dir, `self-${n}`);
+          // As in the suite's rounds: a drill the host's witness judged inconclusive (exit
+          // 3) is no proof either way, and is counted apart.
+          (d.status === INCONCLUSIVE ? excused : missed).push(`run ${n} (drill exit ${d.status}): ${m.join("; ")}`);
+        }
+        await rm(dir, { recursive: true, force: true });
+      }
+      t.diagnostic(
+        `${SELF_RUNS} drills replayed: ${SELF_RUNS - missed.length - excused.length} within the tolerances, ` +
+          `${missed.length} missed, ${excused.length} missed with the drill inconclusive`,
+      );
+      for (const e of excused) t.diagnostic(`inconclusive: ${e}`);
+      assert.deepEqual(missed, []);
+    } finally {
+      await tmp.cleanup();
+    }
+  });
+}
