@@ -218,20 +218,18 @@ impl<T: Copy + PartialEq> Timeline<T> {
             for _ in 0..DRAW_SEARCH {
                 let left = (before > lo).then(|| t - self.at[before - 1].0);
                 let right = (after < hi).then(|| self.at[after].0 - t);
-                let j = match (left, right) {
-                    (Some(l), Some(r)) if l <= r => {
-                        before -= 1;
-                        before
-                    }
-                    (_, Some(_)) => {
-                        after += 1;
-                        after - 1
-                    }
-                    (Some(_), None) => {
-                        before -= 1;
-                        before
-                    }
+                let leftward = match (left, right) {
+                    (Some(l), Some(r)) => l <= r,
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
                     (None, None) => break,
+                };
+                let j = if leftward {
+                    before -= 1;
+                    before
+                } else {
+                    after += 1;
+                    after - 1
                 };
                 if !taken.0.contains(&j) {
                     free = Some(j);
